@@ -1,0 +1,276 @@
+"""RemotingCommand, the unit of every request and response, and its frame codec (sans-I/O).
+
+Transports (broker.transport) feed received bytes into a `FrameDecoder` and send `encode(cmd)`.
+The frame is `int32 length | int32 (serializeType << 24 | headerLen) | header | body`, where the
+header is JSON (type 0) or the binary ROCKETMQ layout (type 1). We decode both and always answer in
+JSON, the only form ali-ons and the C++ clients can read. This module imports no asyncio.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from broker.protocol.codes import (
+    CURRENT_VERSION,
+    FLAG_ONEWAY,
+    FLAG_RESPONSE,
+    LanguageCode,
+    SerializeType,
+)
+from broker.protocol.errors import FrameTooLarge, HeaderError, LocalProtocolError, MalformedFrame
+
+__all__ = [
+    "DEFAULT_MAX_FRAME_LENGTH",
+    "FrameDecoder",
+    "RemotingCommand",
+    "decode_frame",
+    "encode",
+    "encode_binary",
+    "ext_value",
+]
+
+DEFAULT_MAX_FRAME_LENGTH = 16 * 1024 * 1024
+
+_INT = struct.Struct(">i")
+_PREFIX = struct.Struct(">ii")
+_BINARY_FIXED = struct.Struct(">hbhiii")  # code, language, version, opaque, flag, remarkLen
+_LANGUAGE_NAMES = {lang.value: lang.name for lang in LanguageCode}
+_LANGUAGE_BY_NAME = {lang.name: lang.value for lang in LanguageCode}
+
+
+@dataclass(slots=True)
+class RemotingCommand:
+    """One request or response. `ext_fields` maps header keys to strings, exactly as on the wire."""
+
+    code: int
+    opaque: int = 0
+    flag: int = 0
+    ext_fields: dict[str, str] = field(default_factory=dict)
+    body: bytes = b""
+    remark: str | None = None
+    language: int = LanguageCode.JAVA
+    version: int = CURRENT_VERSION
+    serialize_type: int = SerializeType.JSON
+
+    @property
+    def is_response(self) -> bool:
+        return bool(self.flag & FLAG_RESPONSE)
+
+    @property
+    def is_oneway(self) -> bool:
+        return bool(self.flag & FLAG_ONEWAY)
+
+    def response(
+        self, code: int, remark: str | None = None, ext_fields: dict[str, str] | None = None, body: bytes = b""
+    ) -> RemotingCommand:
+        """The response to this request: same opaque, response flag set, our language and version."""
+        return RemotingCommand(
+            code=code,
+            opaque=self.opaque,
+            flag=FLAG_RESPONSE,
+            ext_fields=ext_fields if ext_fields is not None else {},
+            body=body,
+            remark=remark,
+        )
+
+
+def ext_value(value: Any) -> str:
+    """Stringify one extFields value the way fastjson would: numbers as digits, booleans lower-case."""
+    if isinstance(value, str):
+        return value
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, int | float):
+        return str(value)
+    raise HeaderError(f"extFields value of type {type(value).__name__} is not a scalar")
+
+
+def _json_header(cmd: RemotingCommand) -> bytes:
+    # Keys in Java's alphabetical order; extFields values are always strings on output (Go needs it).
+    header: dict[str, Any] = {"code": cmd.code}
+    if cmd.ext_fields:
+        header["extFields"] = cmd.ext_fields
+    header["flag"] = cmd.flag
+    header["language"] = _LANGUAGE_NAMES.get(cmd.language, "JAVA")
+    header["opaque"] = cmd.opaque
+    if cmd.remark is not None:
+        header["remark"] = cmd.remark
+    header["serializeTypeCurrentRPC"] = "JSON"
+    header["version"] = cmd.version
+    return orjson.dumps(header)
+
+
+def encode(cmd: RemotingCommand) -> bytes:
+    """Encode a command as one frame with a JSON header, ready to write to a socket."""
+    header = _json_header(cmd)
+    body = cmd.body
+    return b"".join((_PREFIX.pack(4 + len(header) + len(body), len(header)), header, body))
+
+
+def encode_binary(cmd: RemotingCommand) -> bytes:
+    """Encode with the binary ROCKETMQ header (what the Java benchmark client sends)."""
+    if not -0x8000 <= cmd.code <= 0x7FFF:
+        raise LocalProtocolError(f"code {cmd.code} does not fit the int16 of the ROCKETMQ header")
+    remark = cmd.remark.encode() if cmd.remark else b""
+    parts = [_BINARY_FIXED.pack(cmd.code, cmd.language, cmd.version, cmd.opaque, cmd.flag, len(remark)), remark]
+    ext = bytearray()
+    for key, value in cmd.ext_fields.items():
+        k, v = key.encode(), value.encode()
+        ext += struct.pack(">h", len(k)) + k + _INT.pack(len(v)) + v
+    parts += [_INT.pack(len(ext)), bytes(ext)]
+    header = b"".join(parts)
+    type_and_len = (SerializeType.ROCKETMQ << 24) | len(header)
+    return b"".join((_PREFIX.pack(4 + len(header) + len(cmd.body), type_and_len), header, cmd.body))
+
+
+def _decode_json_header(raw: bytes | memoryview) -> RemotingCommand:
+    try:
+        header = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise HeaderError(f"header is not valid JSON: {exc}") from None
+    if not isinstance(header, dict):
+        raise HeaderError("JSON header is not an object")
+    try:
+        code = header["code"]
+    except KeyError:
+        raise HeaderError("JSON header has no 'code'") from None
+    opaque = header.get("opaque", 0)
+    flag = header.get("flag", 0)
+    version = header.get("version", 0)
+    for name, value in (("code", code), ("opaque", opaque), ("flag", flag), ("version", version)):
+        if type(value) is not int or not -(2**31) <= value < 2**31:
+            raise HeaderError(f"header field {name!r} must be a 32-bit integer, got {value!r}")
+    language = header.get("language", "JAVA")
+    language_code = _LANGUAGE_BY_NAME.get(language, LanguageCode.OTHER) if isinstance(language, str) else 7
+    remark = header.get("remark")
+    if remark is not None and not isinstance(remark, str):
+        raise HeaderError("header field 'remark' must be a string")
+    raw_ext = header.get("extFields")
+    ext: dict[str, str] = {}
+    if raw_ext is not None:
+        if not isinstance(raw_ext, dict):
+            raise HeaderError("header field 'extFields' must be an object")
+        for key, value in raw_ext.items():
+            if value is not None:
+                ext[key] = ext_value(value)
+    return RemotingCommand(
+        code=code,
+        opaque=opaque,
+        flag=flag,
+        ext_fields=ext,
+        remark=remark,
+        language=language_code,
+        version=version,
+        serialize_type=SerializeType.JSON,
+    )
+
+
+def _decode_binary_header(raw: bytes) -> RemotingCommand:
+    size = len(raw)
+    if size < _BINARY_FIXED.size + 4:
+        raise HeaderError(f"ROCKETMQ header of {size} bytes is shorter than its fixed part")
+    code, language, version, opaque, flag, remark_len = _BINARY_FIXED.unpack_from(raw, 0)
+    pos = _BINARY_FIXED.size
+    if remark_len < 0 or pos + remark_len + 4 > size:
+        raise HeaderError(f"ROCKETMQ header remark length {remark_len} overruns the header")
+    try:
+        remark = raw[pos : pos + remark_len].decode() if remark_len else None
+        pos += remark_len
+        (ext_len,) = _INT.unpack_from(raw, pos)
+        pos += 4
+        end = pos + ext_len
+        if ext_len < 0 or end != size:
+            raise HeaderError(f"ROCKETMQ header extFields length {ext_len} does not match the header size")
+        ext: dict[str, str] = {}
+        while pos < end:
+            if pos + 2 > end:
+                raise HeaderError("ROCKETMQ header extFields entry is truncated")
+            key_len = (raw[pos] << 8) | raw[pos + 1]
+            pos += 2
+            if pos + key_len + 4 > end:
+                raise HeaderError(f"ROCKETMQ header extFields key length {key_len} overruns the header")
+            key = raw[pos : pos + key_len].decode()
+            pos += key_len
+            (value_len,) = _INT.unpack_from(raw, pos)
+            pos += 4
+            if value_len < 0 or pos + value_len > end:
+                raise HeaderError(f"ROCKETMQ header extFields value length {value_len} overruns the header")
+            ext[key] = raw[pos : pos + value_len].decode()
+            pos += value_len
+        if pos != end:
+            raise HeaderError("ROCKETMQ header extFields entry overruns the header")
+    except UnicodeDecodeError as exc:
+        raise HeaderError(f"ROCKETMQ header text is not UTF-8: {exc.reason}") from None
+    return RemotingCommand(
+        code=code,
+        opaque=opaque,
+        flag=flag,
+        ext_fields=ext,
+        remark=remark,
+        language=language,
+        version=version,
+        serialize_type=SerializeType.ROCKETMQ,
+    )
+
+
+def decode_frame(frame: bytes) -> RemotingCommand:
+    """Decode one frame *without* its 4-byte length prefix (i.e. the `length` bytes that follow it)."""
+    if len(frame) < 4:
+        raise MalformedFrame(f"frame of {len(frame)} bytes has no header length word")
+    (type_and_len,) = _INT.unpack_from(frame, 0)
+    serialize_type = (type_and_len >> 24) & 0xFF
+    header_len = type_and_len & 0xFFFFFF
+    if 4 + header_len > len(frame):
+        raise MalformedFrame(f"header length {header_len} exceeds the frame length {len(frame)}")
+    header = frame[4 : 4 + header_len]
+    if serialize_type == SerializeType.JSON:
+        cmd = _decode_json_header(header)
+    elif serialize_type == SerializeType.ROCKETMQ:
+        cmd = _decode_binary_header(header)
+    else:
+        raise HeaderError(f"unknown serialize type {serialize_type}")
+    cmd.body = frame[4 + header_len :]
+    return cmd
+
+
+class FrameDecoder:
+    """Turns a byte stream into RemotingCommands: `feed(data)` returns every complete command.
+
+    Raises a RemoteProtocolError subclass on the first bad frame; after that the stream cannot be
+    resynchronised and the caller must close the connection.
+    """
+
+    __slots__ = ("_buffer", "max_frame_length")
+
+    def __init__(self, max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH) -> None:
+        self.max_frame_length = max_frame_length
+        self._buffer = b""
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buffer)
+
+    def feed(self, data: bytes) -> list[RemotingCommand]:
+        buffer = self._buffer + data if self._buffer else data
+        commands: list[RemotingCommand] = []
+        pos = 0
+        size = len(buffer)
+        while size - pos >= 4:
+            (length,) = _INT.unpack_from(buffer, pos)
+            if length < 4:
+                raise MalformedFrame(f"frame length {length} is smaller than the header length word")
+            if length > self.max_frame_length:
+                raise FrameTooLarge(f"frame length {length} exceeds the maximum of {self.max_frame_length}")
+            end = pos + 4 + length
+            if end > size:
+                break
+            commands.append(decode_frame(buffer[pos + 4 : end]))
+            pos = end
+        self._buffer = buffer[pos:] if pos < size else b""
+        return commands

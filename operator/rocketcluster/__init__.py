@@ -1,0 +1,1 @@
+"""The RocketCluster Kubernetes operator (kopf): RocketCluster resources -> NameServer and broker StatefulSets."""
