@@ -6,9 +6,9 @@ set -euo pipefail
 want=${1:-all}
 pkgs=(iptables iproute2 kmod)
 case $want in
-  node) pkgs+=(containerd runc containernetworking-plugins conntrack socat) ;;
+  node) pkgs+=(containerd runc containernetworking-plugins conntrack socat busybox-static) ;;
   images) pkgs+=(docker.io debootstrap containerd runc) ;;
-  all) pkgs+=(containerd runc containernetworking-plugins conntrack socat docker.io debootstrap) ;;
+  all) pkgs+=(containerd runc containernetworking-plugins conntrack socat busybox-static docker.io debootstrap) ;;
 esac
 pkgs+=(gcc libc6-dev openssl)
 missing=()

@@ -1,0 +1,334 @@
+"""The stored message record (CommitLog layout, "MessageExt") and message ids.
+
+The store writes records with `pack_record_into` (its hot path), pull responses carry records exactly
+as stored, and clients and tools read them with `decode_record` / `decode_records`. Layout, magic codes
+and sysFlag bits follow shared/reference/rocketmq-protocol.md section 5.1: v1 magic and IPv4 hosts
+whenever possible, because ali-ons and the C++ clients can decode nothing else.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import struct
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from broker.protocol.errors import RemoteProtocolError
+from broker.protocol.properties import Prop, decode_properties, encode_properties
+
+__all__ = [
+    "BLANK_MAGIC_CODE",
+    "MESSAGE_MAGIC_CODE",
+    "MESSAGE_MAGIC_CODE_V2",
+    "RECORD_FIXED_SIZE_V4",
+    "MessageDecodeError",
+    "MessageExt",
+    "SysFlag",
+    "body_crc",
+    "decode_offset_msg_id",
+    "decode_record",
+    "decode_records",
+    "encode_record",
+    "host_bytes",
+    "offset_msg_id",
+    "pack_record_into",
+    "record_size",
+]
+
+MESSAGE_MAGIC_CODE = -626843481  # 0xDAA320A7, v1: 1-byte topic length
+MESSAGE_MAGIC_CODE_V2 = -626843477  # 0xDAA320AB: 2-byte topic length
+BLANK_MAGIC_CODE = -875286124  # 0xCBD43194: end-of-file filler
+
+# Fixed part for IPv4 hosts, up to and including BODYLEN: 88 bytes.
+_FIXED_V4 = struct.Struct(">iiiiiqqiq4siq4siiqi")
+RECORD_FIXED_SIZE_V4 = _FIXED_V4.size
+_HEAD = struct.Struct(">iiiiiqqiq")  # TOTALSIZE .. BORNTIMESTAMP, common to every host size
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_U16 = struct.Struct(">H")
+_OFFSET_ID = struct.Struct(">iq")
+
+
+class SysFlag:
+    """Bits of the record's SYSFLAG (MessageSysFlag.java)."""
+
+    COMPRESSED = 0x1
+    MULTI_TAGS = 0x2
+    TRANSACTION_MASK = 0xC
+    TRANSACTION_NOT_TYPE = 0x0
+    TRANSACTION_PREPARED_TYPE = 0x4
+    TRANSACTION_COMMIT_TYPE = 0x8
+    TRANSACTION_ROLLBACK_TYPE = 0xC
+    BORNHOST_V6 = 0x10
+    STOREHOST_V6 = 0x20
+    NEED_UNWRAP = 0x40
+    INNER_BATCH = 0x80
+    COMPRESSION_TYPE_MASK = 0x700
+    COMPRESSION_ZLIB = 0x300
+
+
+class MessageDecodeError(RemoteProtocolError):
+    """A record is truncated, has an unknown magic code, or its BODYCRC does not match."""
+
+
+def body_crc(body: bytes | memoryview) -> int:
+    """BODYCRC as stored: CRC32 masked to a non-negative int32."""
+    return zlib.crc32(body) & 0x7FFFFFFF
+
+
+def host_bytes(host: str) -> bytes:
+    """4 bytes for IPv4 (and IPv4-mapped IPv6, so old clients can decode it), 16 for real IPv6."""
+    addr = ipaddress.ip_address(host)
+    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
+        addr = addr.ipv4_mapped
+    return addr.packed
+
+
+def _host_str(raw: bytes) -> str:
+    return str(ipaddress.ip_address(raw))
+
+
+def record_size(body_len: int, topic_len: int, props_len: int) -> int:
+    """TOTALSIZE of a v1 record with IPv4 hosts."""
+    return 91 + body_len + topic_len + props_len
+
+
+@dataclass(slots=True)
+class MessageExt:
+    """A message as stored; `body` is as stored (still compressed when SysFlag.COMPRESSED is set)."""
+
+    topic: str
+    body: bytes
+    properties: dict[str, str] = field(default_factory=dict)
+    flag: int = 0
+    queue_id: int = 0
+    sys_flag: int = 0
+    born_timestamp: int = 0
+    born_host: tuple[str, int] = ("127.0.0.1", 0)
+    store_timestamp: int = 0
+    store_host: tuple[str, int] = ("127.0.0.1", 0)
+    reconsume_times: int = 0
+    prepared_transaction_offset: int = 0
+    queue_offset: int = 0
+    commit_log_offset: int = 0
+    store_size: int = 0
+    body_crc: int = 0
+
+    @property
+    def tags(self) -> str | None:
+        return self.properties.get(Prop.TAGS)
+
+    @property
+    def keys(self) -> list[str]:
+        return [k for k in self.properties.get(Prop.KEYS, "").split(" ") if k]
+
+    @property
+    def offset_msg_id(self) -> str:
+        return offset_msg_id(self.store_host[0], self.store_host[1], self.commit_log_offset)
+
+    @property
+    def msg_id(self) -> str:
+        """The client-facing id: UNIQ_KEY when the producer set one, else the offset id."""
+        return self.properties.get(Prop.UNIQ_KEY) or self.offset_msg_id
+
+    def uncompressed_body(self) -> bytes:
+        if self.sys_flag & SysFlag.COMPRESSED:
+            return zlib.decompress(self.body)
+        return bytes(self.body)
+
+
+def offset_msg_id(host: str, port: int, commit_log_offset: int) -> str:
+    """offsetMsgId: upper-case hex of storeHost ip + int32 port + int64 commit-log offset."""
+    return (host_bytes(host) + _OFFSET_ID.pack(port, commit_log_offset)).hex().upper()
+
+
+def decode_offset_msg_id(msg_id: str) -> tuple[str, int, int]:
+    """(host, port, commit-log offset) from an offsetMsgId; ValueError when it is not one."""
+    if len(msg_id) not in (32, 56):
+        raise ValueError(f"offset message id must have 32 or 56 hex digits, got {len(msg_id)}")
+    raw = bytes.fromhex(msg_id)
+    ip_len = 4 if len(raw) == 16 else 16
+    port, offset = _OFFSET_ID.unpack_from(raw, ip_len)
+    return _host_str(raw[:ip_len]), port, offset
+
+
+def pack_record_into(
+    buf: bytearray | memoryview,
+    pos: int,
+    *,
+    total_size: int,
+    crc: int,
+    queue_id: int,
+    flag: int,
+    queue_offset: int,
+    physical_offset: int,
+    sys_flag: int,
+    born_timestamp: int,
+    born_ip: bytes,
+    born_port: int,
+    store_timestamp: int,
+    store_ip: bytes,
+    store_port: int,
+    reconsume_times: int,
+    prepared_transaction_offset: int,
+    body: bytes | memoryview,
+    topic: bytes,
+    properties: bytes,
+) -> None:
+    """Write one v1 record with IPv4 hosts at `pos` (the store's hot path; sizes checked by the caller)."""
+    _FIXED_V4.pack_into(
+        buf,
+        pos,
+        total_size,
+        MESSAGE_MAGIC_CODE,
+        crc,
+        queue_id,
+        flag,
+        queue_offset,
+        physical_offset,
+        sys_flag,
+        born_timestamp,
+        born_ip,
+        born_port,
+        store_timestamp,
+        store_ip,
+        store_port,
+        reconsume_times,
+        prepared_transaction_offset,
+        len(body),
+    )
+    p = pos + RECORD_FIXED_SIZE_V4
+    end = p + len(body)
+    buf[p:end] = body
+    buf[end] = len(topic)
+    p = end + 1
+    end = p + len(topic)
+    buf[p:end] = topic
+    _U16.pack_into(buf, end, len(properties))
+    p = end + 2
+    buf[p : p + len(properties)] = properties
+
+
+def encode_record(msg: MessageExt) -> bytes:
+    """Encode a whole record (any host size, v2 magic for long topics). Not the store's hot path."""
+    born_ip, store_ip = host_bytes(msg.born_host[0]), host_bytes(msg.store_host[0])
+    sys_flag = msg.sys_flag & ~(SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6)
+    if len(born_ip) == 16:
+        sys_flag |= SysFlag.BORNHOST_V6
+    if len(store_ip) == 16:
+        sys_flag |= SysFlag.STOREHOST_V6
+    topic = msg.topic.encode()
+    props = encode_properties(msg.properties).encode()
+    if len(props) > 0x7FFF:
+        raise ValueError(f"properties of {len(props)} bytes exceed the int16 length field")
+    v2 = len(topic) > 127
+    topic_len_field = _U16.pack(len(topic)) if v2 else bytes((len(topic),))
+    crc = body_crc(msg.body)
+    out = bytearray()
+    out += _HEAD.pack(
+        0,
+        MESSAGE_MAGIC_CODE_V2 if v2 else MESSAGE_MAGIC_CODE,
+        crc,
+        msg.queue_id,
+        msg.flag,
+        msg.queue_offset,
+        msg.commit_log_offset,
+        sys_flag,
+        msg.born_timestamp,
+    )
+    out += born_ip + _I32.pack(msg.born_host[1])
+    out += _I64.pack(msg.store_timestamp)
+    out += store_ip + _I32.pack(msg.store_host[1])
+    out += struct.pack(">iqi", msg.reconsume_times, msg.prepared_transaction_offset, len(msg.body))
+    out += msg.body
+    out += topic_len_field + topic
+    out += _U16.pack(len(props)) + props
+    _I32.pack_into(out, 0, len(out))
+    return bytes(out)
+
+
+def decode_record(buf: bytes | bytearray | memoryview, pos: int = 0, *, verify_crc: bool = False) -> MessageExt:
+    """Decode the record at `pos`. Raises MessageDecodeError on truncation, bad magic or bad CRC."""
+    view = memoryview(buf)
+    limit = len(view)
+    if pos + _HEAD.size > limit:
+        raise MessageDecodeError(f"record at {pos} is truncated: {limit - pos} bytes left")
+    (
+        total,
+        magic,
+        crc,
+        queue_id,
+        flag,
+        queue_offset,
+        physical_offset,
+        sys_flag,
+        born_ts,
+    ) = _HEAD.unpack_from(view, pos)
+    if magic not in (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2):
+        raise MessageDecodeError(f"record at {pos} has unknown magic code {magic & 0xFFFFFFFF:#x}")
+    if total < RECORD_FIXED_SIZE_V4 or pos + total > limit:
+        raise MessageDecodeError(f"record at {pos} declares {total} bytes but {limit - pos} are available")
+    end = pos + total
+    try:
+        p = pos + _HEAD.size
+        born_len = 16 if sys_flag & SysFlag.BORNHOST_V6 else 4
+        born_host = (_host_str(bytes(view[p : p + born_len])), _I32.unpack_from(view, p + born_len)[0])
+        p += born_len + 4
+        (store_ts,) = _I64.unpack_from(view, p)
+        p += 8
+        store_len = 16 if sys_flag & SysFlag.STOREHOST_V6 else 4
+        store_host = (_host_str(bytes(view[p : p + store_len])), _I32.unpack_from(view, p + store_len)[0])
+        p += store_len + 4
+        reconsume, prepared, body_len = struct.unpack_from(">iqi", view, p)
+        p += 16
+        if body_len < 0 or p + body_len > end:
+            raise MessageDecodeError(f"record at {pos} has body length {body_len} beyond its end")
+        body = bytes(view[p : p + body_len])
+        p += body_len
+        if magic == MESSAGE_MAGIC_CODE:
+            topic_len = view[p]
+            p += 1
+        else:
+            (topic_len,) = _U16.unpack_from(view, p)
+            p += 2
+        topic = bytes(view[p : p + topic_len]).decode()
+        p += topic_len
+        (props_len,) = _U16.unpack_from(view, p)
+        p += 2
+        if p + props_len != end:
+            raise MessageDecodeError(f"record at {pos}: field lengths do not add up to TOTALSIZE {total}")
+        props = decode_properties(bytes(view[p:end]).decode())
+    except (struct.error, IndexError, UnicodeDecodeError, ValueError) as exc:
+        if isinstance(exc, MessageDecodeError):
+            raise
+        raise MessageDecodeError(f"record at {pos} is malformed: {exc}") from None
+    if verify_crc and body_crc(body) != crc:
+        raise MessageDecodeError(f"record at {pos} has BODYCRC {crc} but its body hashes to {body_crc(body)}")
+    return MessageExt(
+        topic=topic,
+        body=body,
+        properties=props,
+        flag=flag,
+        queue_id=queue_id,
+        sys_flag=sys_flag,
+        born_timestamp=born_ts,
+        born_host=born_host,
+        store_timestamp=store_ts,
+        store_host=store_host,
+        reconsume_times=reconsume,
+        prepared_transaction_offset=prepared,
+        queue_offset=queue_offset,
+        commit_log_offset=physical_offset,
+        store_size=total,
+        body_crc=crc,
+    )
+
+
+def decode_records(buf: bytes | bytearray | memoryview, *, verify_crc: bool = False) -> Iterator[MessageExt]:
+    """Decode records laid back to back (a pull or query response body)."""
+    pos, size = 0, len(buf)
+    while pos < size:
+        msg = decode_record(buf, pos, verify_crc=verify_crc)
+        pos += msg.store_size
+        yield msg
