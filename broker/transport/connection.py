@@ -1,0 +1,439 @@
+"""One remoting connection as an asyncio Protocol, shared by the server and the client side.
+
+`RemotingServer` and `connect()` create these; processors receive one as their `conn` argument and
+may send requests back over it (broker -> client). RocketMQ is symmetric here: either end may send
+requests and responses, matched by `opaque`, so a single class does framing, dispatch, response
+matching, flow control and close handling for both roles.
+
+Hot path: `data_received` feeds the sans-I/O FrameDecoder, answers synchronous handlers inline and
+writes every reply produced by one read with a single `transport.write`. Replies of asynchronous
+handlers and outgoing requests are coalesced per loop iteration with one `call_soon` flush.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from broker.protocol.codes import FLAG_ONEWAY, FLAG_RESPONSE, ResponseCode, SerializeType
+from broker.protocol.command import DEFAULT_MAX_FRAME_LENGTH, FrameDecoder, RemotingCommand, encode, encode_binary
+from broker.protocol.errors import RemoteProtocolError
+from broker.transport.dispatcher import Dispatcher, Route
+from broker.transport.errors import (
+    CloseReason,
+    ConnectionClosedError,
+    RequestTimeout,
+    TooManyRequests,
+)
+
+__all__ = ["ConnectionConfig", "RemotingConnection"]
+
+log = logging.getLogger(__name__)
+
+_OPAQUE_MASK = 0x7FFFFFFF
+# Reasons for pausing reading; reading resumes only once none of them holds.
+_PAUSE_WRITE = "write-buffer"
+_PAUSE_IN_FLIGHT = "in-flight"
+_PAUSE_SHUTDOWN = "shutdown"
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionConfig:
+    """Limits of one connection. Defaults follow RocketMQ's NettyServerConfig where it has one."""
+
+    max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH
+    # Requests handled by coroutines at once before we stop reading from this peer.
+    max_in_flight_handlers: int = 1024
+    # Our own outgoing requests awaiting a response (RocketMQ's permitsAsync semaphore).
+    max_outgoing_requests: int = 65535
+    # Transport write buffer marks: above `high` we stop reading requests (their replies would pile up).
+    write_high_water: int = 4 * 1024 * 1024
+    write_low_water: int = 1024 * 1024
+    # How often pending outgoing requests are checked for timeouts (one timer per connection, not per request).
+    timeout_scan_interval: float = 0.05
+    # Header form for requests we send; responses are always JSON (ali-ons and C++ read only JSON).
+    request_header: SerializeType = SerializeType.JSON
+
+
+class RemotingConnection(asyncio.Protocol):
+    """Protocol instance for one TCP connection; see the module docstring."""
+
+    def __init__(
+        self,
+        dispatcher: Dispatcher,
+        config: ConnectionConfig | None = None,
+        *,
+        on_open: Callable[[RemotingConnection], None] | None = None,
+        on_close: Callable[[RemotingConnection, CloseReason], None] | None = None,
+    ) -> None:
+        self.config = config or ConnectionConfig()
+        self._dispatcher = dispatcher
+        self._on_open = on_open
+        self._on_close_cb = on_close
+        self._decoder = FrameDecoder(self.config.max_frame_length)
+        self._loop = asyncio.get_running_loop()
+        self._encode_request = encode_binary if self.config.request_header == SerializeType.ROCKETMQ else encode
+        self.transport: asyncio.Transport | None = None
+        self.peer: str = "?"
+        self.local: str = "?"
+        self.close_reason: CloseReason | None = None
+        self.closed: asyncio.Future[CloseReason] = self._loop.create_future()
+        self.last_activity = self._loop.time()
+        # Application data a processor may attach (the NameServer records which broker this is).
+        self.attributes: dict[str, Any] = {}
+        self._closing = False
+        # Outgoing bytes gathered until the next flush.
+        self._out: list[bytes] = []
+        self._out_bytes = 0
+        self._in_receive = False
+        self._flush_scheduled = False
+        # Flow control.
+        self._pause_reasons: set[str] = set()
+        self._write_paused = False
+        self._drain_waiters: list[asyncio.Future[None]] = []
+        self._backlog: deque[RemotingCommand] = deque()
+        self._tasks: set[asyncio.Task[None]] = set()
+        # Outgoing request matching: opaque -> (future, deadline).
+        self._pending: dict[int, tuple[asyncio.Future[RemotingCommand], float]] = {}
+        self._next_opaque = 0
+        self._scan_handle: asyncio.TimerHandle | None = None
+        self._outgoing_slots = asyncio.Semaphore(self.config.max_outgoing_requests)
+
+    def __repr__(self) -> str:
+        return f"<RemotingConnection {self.local} <-> {self.peer}{' closing' if self._closing else ''}>"
+
+    # ------------------------------------------------------------------ asyncio.Protocol callbacks
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        self.peer = _format_addr(transport.get_extra_info("peername"))
+        self.local = _format_addr(transport.get_extra_info("sockname"))
+        transport.set_write_buffer_limits(high=self.config.write_high_water, low=self.config.write_low_water)
+        self.last_activity = self._loop.time()
+        if self._on_open is not None:
+            self._on_open(self)
+
+    def data_received(self, data: bytes) -> None:
+        self.last_activity = self._loop.time()
+        try:
+            commands = self._decoder.feed(data)
+        except RemoteProtocolError as exc:
+            log.warning("closing connection from %s: %s: %s", self.peer, type(exc).__name__, exc)
+            self.close(CloseReason.PROTOCOL_ERROR)
+            return
+        if self._backlog:
+            self._backlog.extend(commands)
+        elif commands:
+            self._process(commands)
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+        self._pause_reading(_PAUSE_WRITE)
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        waiters, self._drain_waiters = self._drain_waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+        if self._backlog:
+            commands = list(self._backlog)
+            self._backlog.clear()
+            self._process(commands)
+        if not self._write_paused and not self._backlog:
+            self._resume_reading(_PAUSE_WRITE)
+
+    def eof_received(self) -> bool | None:
+        return None  # let the transport close; connection_lost reports PEER_CLOSED
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        reason = self.close_reason or (CloseReason.CONNECTION_LOST if exc else CloseReason.PEER_CLOSED)
+        self.close_reason = reason
+        self._closing = True
+        self._out.clear()
+        self._backlog.clear()
+        if self._scan_handle is not None:
+            self._scan_handle.cancel()
+            self._scan_handle = None
+        pending, self._pending = self._pending, {}
+        for future, _deadline in pending.values():
+            if not future.done():
+                error = ConnectionClosedError(f"connection to {self.peer} closed: {reason.value}", reason)
+                error.__cause__ = exc
+                future.set_exception(error)
+        waiters, self._drain_waiters = self._drain_waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_exception(ConnectionClosedError(f"connection to {self.peer} closed", reason))
+        if not self.closed.done():
+            self.closed.set_result(reason)
+        log.debug("connection %s closed: %s", self.peer, reason.value)
+        if self._on_close_cb is not None:
+            try:
+                self._on_close_cb(self, reason)
+            except Exception:
+                log.exception("close listener failed for %s", self.peer)
+
+    # ------------------------------------------------------------------ incoming requests and responses
+
+    def _process(self, commands: list[RemotingCommand]) -> None:
+        """Handle decoded commands in order; stop (keeping the rest) when the peer is not reading."""
+        self._in_receive = True
+        get_route = self._dispatcher.get
+        try:
+            for index, cmd in enumerate(commands):
+                if self._write_paused or self._closing:
+                    if not self._closing:
+                        self._backlog.extend(commands[index:])
+                    break
+                if cmd.flag & FLAG_RESPONSE:
+                    self._complete(cmd)
+                    continue
+                route = get_route(cmd.code)
+                if route is None:
+                    self._reply(cmd, cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                                                  f" request type {cmd.code} not supported"))
+                elif route.is_async:
+                    self._start_task(route, cmd)
+                else:
+                    try:
+                        response = route.call(self, cmd)
+                    except Exception as exc:
+                        response = _error_response(cmd, exc, self.peer)
+                    if response is not None:
+                        self._reply(cmd, response)
+                if self._out_bytes >= self.config.write_high_water:
+                    # Big replies: hand them to the transport now so pause_writing can stop us mid-batch.
+                    self._flush()
+        finally:
+            self._in_receive = False
+        self._flush()
+
+    def _reply(self, request: RemotingCommand, response: RemotingCommand) -> None:
+        if request.flag & FLAG_ONEWAY:
+            return
+        response.opaque = request.opaque
+        response.flag |= FLAG_RESPONSE
+        self._send(encode(response))
+
+    def _start_task(self, route: Route, cmd: RemotingCommand) -> None:
+        task = self._loop.create_task(self._run_async(route, cmd))
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+        if len(self._tasks) >= self.config.max_in_flight_handlers:
+            self._pause_reading(_PAUSE_IN_FLIGHT)
+
+    async def _run_async(self, route: Route, cmd: RemotingCommand) -> None:
+        try:
+            response = await route.call(self, cmd)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            response = _error_response(cmd, exc, self.peer)
+        if response is not None and not self._closing:
+            self._reply(cmd, response)
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if _PAUSE_IN_FLIGHT in self._pause_reasons and len(self._tasks) < self.config.max_in_flight_handlers:
+            self._resume_reading(_PAUSE_IN_FLIGHT)
+
+    def _complete(self, response: RemotingCommand) -> None:
+        entry = self._pending.pop(response.opaque, None)
+        if entry is None:
+            # Late reply to a timed-out request, or a reply to a one-way request sent without the flag.
+            log.debug("dropping response with unknown opaque %d from %s", response.opaque, self.peer)
+            return
+        future = entry[0]
+        if not future.done():
+            future.set_result(response)
+
+    # ------------------------------------------------------------------ outgoing requests
+
+    async def invoke(self, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
+        """Send a request and wait for its response (matched by opaque, in any order)."""
+        if self._closing:
+            raise ConnectionClosedError(f"connection to {self.peer} is closed", self.close_reason)
+        slots = self._outgoing_slots
+        if slots.locked():
+            try:
+                await asyncio.wait_for(slots.acquire(), timeout)
+            except TimeoutError:
+                raise TooManyRequests(
+                    f"{self.config.max_outgoing_requests} requests to {self.peer} in flight for {timeout:.3f}s"
+                ) from None
+        else:
+            await slots.acquire()
+        try:
+            if self._write_paused:
+                await self.drain()
+            if self._closing:
+                raise ConnectionClosedError(f"connection to {self.peer} is closed", self.close_reason)
+            self._next_opaque = opaque = (self._next_opaque + 1) & _OPAQUE_MASK
+            cmd.opaque = opaque
+            cmd.flag &= ~(FLAG_RESPONSE | FLAG_ONEWAY)
+            future: asyncio.Future[RemotingCommand] = self._loop.create_future()
+            self._pending[opaque] = (future, self._loop.time() + timeout)
+            if self._scan_handle is None:
+                self._scan_handle = self._loop.call_later(self.config.timeout_scan_interval, self._scan_timeouts)
+            self._send(self._encode_request(cmd))
+            try:
+                return await future
+            finally:
+                self._pending.pop(opaque, None)
+        finally:
+            slots.release()
+
+    async def invoke_oneway(self, cmd: RemotingCommand) -> None:
+        """Send a request with the one-way flag; waits only while the peer is not draining our writes."""
+        if self._closing:
+            raise ConnectionClosedError(f"connection to {self.peer} is closed", self.close_reason)
+        if self._write_paused:
+            await self.drain()
+        self._next_opaque = opaque = (self._next_opaque + 1) & _OPAQUE_MASK
+        cmd.opaque = opaque
+        cmd.flag = (cmd.flag & ~FLAG_RESPONSE) | FLAG_ONEWAY
+        self._send(self._encode_request(cmd))
+
+    def send_response(self, response: RemotingCommand) -> None:
+        """Write a response built outside a handler's return value (e.g. a long-poll reply)."""
+        if self._closing:
+            return
+        response.flag |= FLAG_RESPONSE
+        self._send(encode(response))
+
+    def _scan_timeouts(self) -> None:
+        self._scan_handle = None
+        now = self._loop.time()
+        expired = [opaque for opaque, (_future, deadline) in self._pending.items() if deadline <= now]
+        for opaque in expired:
+            future, _deadline = self._pending.pop(opaque)
+            if not future.done():
+                future.set_exception(RequestTimeout(f"no response from {self.peer} for request opaque {opaque}"))
+        if self._pending and not self._closing:
+            self._scan_handle = self._loop.call_later(self.config.timeout_scan_interval, self._scan_timeouts)
+
+    # ------------------------------------------------------------------ writing and flow control
+
+    def _send(self, data: bytes) -> None:
+        self._out.append(data)
+        self._out_bytes += len(data)
+        if not self._in_receive and not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        out = self._out
+        if not out:
+            return
+        data = out[0] if len(out) == 1 else b"".join(out)
+        out.clear()
+        self._out_bytes = 0
+        transport = self.transport
+        if transport is not None and not transport.is_closing():
+            transport.write(data)
+            self.last_activity = self._loop.time()
+
+    async def drain(self) -> None:
+        """Wait until the transport's write buffer is below the low-water mark."""
+        if not self._write_paused:
+            return
+        if self._closing:
+            raise ConnectionClosedError(f"connection to {self.peer} is closed", self.close_reason)
+        waiter: asyncio.Future[None] = self._loop.create_future()
+        self._drain_waiters.append(waiter)
+        await waiter
+
+    def _pause_reading(self, reason: str) -> None:
+        if not self._pause_reasons and self.transport is not None and not self._closing:
+            self.transport.pause_reading()
+            log.debug("paused reading from %s (%s)", self.peer, reason)
+        self._pause_reasons.add(reason)
+
+    def _resume_reading(self, reason: str) -> None:
+        if reason not in self._pause_reasons:
+            return
+        self._pause_reasons.discard(reason)
+        if not self._pause_reasons and self.transport is not None and not self._closing:
+            self.transport.resume_reading()
+            log.debug("resumed reading from %s", self.peer)
+
+    @property
+    def reading_paused(self) -> bool:
+        return bool(self._pause_reasons)
+
+    @property
+    def write_buffer_size(self) -> int:
+        return self.transport.get_write_buffer_size() if self.transport is not None else 0
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @property
+    def is_closing(self) -> bool:
+        return self._closing
+
+    @property
+    def busy(self) -> bool:
+        """True while requests of this peer are being handled or our requests await replies."""
+        return bool(self._tasks or self._pending or self._backlog)
+
+    @property
+    def in_flight_handlers(self) -> int:
+        return len(self._tasks)
+
+    def stop_reading(self) -> None:
+        """Take no new requests (graceful shutdown); in-flight ones still get their replies."""
+        self._pause_reading(_PAUSE_SHUTDOWN)
+
+    async def wait_handlers(self) -> None:
+        """Wait for the handlers currently running for this connection."""
+        while self._tasks:
+            await asyncio.wait(list(self._tasks))
+
+    def cancel_handlers(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+
+    def close(self, reason: CloseReason = CloseReason.LOCAL_CLOSE) -> None:
+        """Flush what is queued and close; pending requests fail once the transport reports the loss."""
+        if self._closing:
+            return
+        self._flush()
+        self._closing = True
+        self.close_reason = reason
+        if self.transport is not None:
+            self.transport.close()
+
+    def abort(self, reason: CloseReason = CloseReason.LOCAL_CLOSE) -> None:
+        """Close at once, dropping buffered writes."""
+        if self.close_reason is None:
+            self.close_reason = reason
+        self._closing = True
+        if self.transport is not None:
+            self.transport.abort()
+
+
+def _error_response(cmd: RemotingCommand, exc: Exception, peer: str) -> RemotingCommand:
+    """Map a handler exception to a response; the connection stays up.
+
+    Exceptions carrying a `response_code` (protocol header errors, broker errors) are expected
+    outcomes of bad requests; anything else is a bug in a processor and is logged with its traceback.
+    """
+    code = getattr(exc, "response_code", None)
+    if isinstance(code, int):
+        log.info("request code %d from %s rejected: %s", cmd.code, peer, exc)
+        return cmd.response(code, str(exc) or type(exc).__name__)
+    log.exception("handler for request code %d from %s failed", cmd.code, peer)
+    return cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+
+
+def _format_addr(addr: Any) -> str:
+    if isinstance(addr, tuple) and len(addr) >= 2:
+        return f"{addr[0]}:{addr[1]}"
+    return str(addr)

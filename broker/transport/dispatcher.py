@@ -1,0 +1,76 @@
+"""Processor registry: maps a request code to the handler that answers it.
+
+Used by `RemotingServer` (broker and NameServer processors) and by client connections (requests the
+broker sends to clients). A handler is a callable, or an object with a `handle` method, taking
+`(connection, command)` and returning the response `RemotingCommand` or `None` (no answer). Plain
+functions run inline in `data_received` (the fast path: no task per request); coroutine functions
+run as one task per request. Registration decides once which kind a handler is.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias
+
+from broker.protocol.command import RemotingCommand
+
+if TYPE_CHECKING:
+    from broker.transport.connection import RemotingConnection
+
+__all__ = ["AsyncHandler", "Dispatcher", "Handler", "Route", "SyncHandler"]
+
+log = logging.getLogger(__name__)
+
+SyncHandler: TypeAlias = Callable[["RemotingConnection", RemotingCommand], RemotingCommand | None]
+AsyncHandler: TypeAlias = Callable[["RemotingConnection", RemotingCommand], Awaitable[RemotingCommand | None]]
+Handler: TypeAlias = SyncHandler | AsyncHandler | Any  # Any: an object with a `handle` method
+
+
+class Route(NamedTuple):
+    """A resolved handler and whether it must run as a task."""
+
+    call: Callable[..., Any]
+    is_async: bool
+
+
+def _resolve(handler: Handler) -> Route:
+    call = getattr(handler, "handle", handler)
+    if not callable(call):
+        raise TypeError(f"handler {handler!r} is neither callable nor has a handle() method")
+    dunder_call = getattr(call, "__call__", None)  # noqa: B004 - an async __call__ makes it a coroutine function
+    is_async = inspect.iscoroutinefunction(call) or inspect.iscoroutinefunction(dunder_call)
+    return Route(call, is_async)
+
+
+class Dispatcher:
+    """Request code -> Route, plus an optional default for codes nobody registered."""
+
+    __slots__ = ("_default", "_routes")
+
+    def __init__(self) -> None:
+        self._routes: dict[int, Route] = {}
+        self._default: Route | None = None
+
+    def register(self, code: int, handler: Handler) -> None:
+        """Register `handler` for `code`, replacing any earlier one (the broker overrides defaults)."""
+        route = _resolve(handler)
+        if int(code) in self._routes:
+            log.debug("replacing the handler of request code %d", code)
+        self._routes[int(code)] = route
+
+    def register_many(self, codes: list[int] | tuple[int, ...], handler: Handler) -> None:
+        route = _resolve(handler)
+        for code in codes:
+            self._routes[int(code)] = route
+
+    def register_default(self, handler: Handler | None) -> None:
+        """Handler for every code without its own; without one, such codes get REQUEST_CODE_NOT_SUPPORTED."""
+        self._default = _resolve(handler) if handler is not None else None
+
+    def get(self, code: int) -> Route | None:
+        return self._routes.get(code, self._default)
+
+    def codes(self) -> list[int]:
+        return sorted(self._routes)

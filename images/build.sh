@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# Build container images without any registry.
+#
+#   images/build.sh [IMAGE_DIR_NAME...]     build images/<name> (default: every dir with a Dockerfile)
+#   images/build.sh save IMAGE              write `docker save IMAGE` to stdout (starts the engine)
+#   images/build.sh docker-stop             stop the Docker engine this script started
+#
+# An image dir holds a Dockerfile and image.env:
+#   IMAGE=rocketcluster.local/<name>   TAG=<tag>   BASE_PACKAGES="python3 ..."   WHEELS="<pip spec>"
+# The base is a debootstrap of Debian bookworm (minbase + BASE_PACKAGES), cached under
+# ~/.cache/rocketcluster/rootfs-bookworm-<hash>/ and imported into the local Docker engine as
+# rocketcluster.local/base:<hash>; the Dockerfile starts `FROM $BASE`. Python dependencies are built
+# as wheels on the host (WHEELS, pip wheel into the build context) and installed offline in the build.
+# The build runs with --network=none. The engine is Debian's docker.io, started here if not running,
+# with no bridge and no iptables rules.
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+REPO=$(cd "$HERE/.." && pwd)
+CACHE=${ROCKETCLUSTER_CACHE:-$HOME/.cache/rocketcluster}
+DOCKER=/usr/bin/docker           # Debian's client, matching Debian's engine
+DATA=$REPO/.data/images
+PY=${PYTHON_FOR_WHEELS:-$REPO/.venv/bin/python}
+NICE="nice -n 19"
+log() { printf '[images %s] %s\n' "$(date +%T)" "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+docker_up() {
+  bash "$REPO/e2e/deps.sh" images
+  if $DOCKER info >/dev/null 2>&1; then return 0; fi
+  mkdir -p "$DATA"
+  log "starting dockerd (no bridge, no iptables)"
+  setsid dockerd --iptables=false --ip6tables=false --bridge=none --ip-masq=false \
+    --pidfile "$DATA/dockerd.pid" >>"$DATA/dockerd.log" 2>&1 </dev/null &
+  for _ in $(seq 1 120); do $DOCKER info >/dev/null 2>&1 && return 0; sleep 0.5; done
+  die "dockerd did not start, see $DATA/dockerd.log"
+}
+docker_stop() {
+  [[ -f $DATA/dockerd.pid ]] || return 0
+  local pid; pid=$(cat "$DATA/dockerd.pid")
+  kill -TERM "$pid" 2>/dev/null || true
+  for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+  rm -f "$DATA/dockerd.pid"
+}
+
+debian_mirror() { # the Debian mirror apt on this machine already uses
+  local m
+  m=$(grep -rhoE '^(URIs:|deb) +[a-z]+://[^ ]+' /etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null |
+    awk '{print $2}' | grep -v security | head -1)
+  [[ -n $m ]] || die "no Debian mirror configured in /etc/apt"
+  echo "$m"
+}
+
+base_image() { # PACKAGES... -> prints the base image name, building the rootfs when missing
+  local pkgs="$*" key rootfs name
+  key=$(echo "bookworm minbase $pkgs v1" | sha256sum | cut -c1-12)
+  rootfs=$CACHE/rootfs-bookworm-$key
+  name=rocketcluster.local/base:$key
+  if ! $DOCKER image inspect "$name" >/dev/null 2>&1; then
+    if [[ ! -f $rootfs/.complete ]]; then
+      log "debootstrap bookworm (+ $pkgs) -> $rootfs"
+      rm -rf "$rootfs.tmp"; mkdir -p "$rootfs.tmp"
+      local inc; inc=$(echo "$pkgs" | tr ' ' ',')
+      $NICE debootstrap --variant=minbase ${inc:+--include="$inc"} bookworm "$rootfs.tmp" "$(debian_mirror)" \
+        >"$rootfs.tmp.log" 2>&1 || die "debootstrap failed, see $rootfs.tmp.log"
+      # Slim it: no apt lists or caches, docs, man pages, locales but C.
+      rm -rf "$rootfs.tmp"/var/lib/apt/lists/* "$rootfs.tmp"/var/cache/apt/* "$rootfs.tmp"/usr/share/doc/* \
+        "$rootfs.tmp"/usr/share/man/* "$rootfs.tmp"/usr/share/info/* "$rootfs.tmp"/var/log/*.log
+      find "$rootfs.tmp/usr/share/locale" -mindepth 1 -maxdepth 1 ! -name 'C*' -exec rm -rf {} + 2>/dev/null || true
+      find "$rootfs.tmp/usr/lib/python3"* -name __pycache__ -prune -exec rm -rf {} + 2>/dev/null || true
+      touch "$rootfs.tmp/.complete"; rm -rf "$rootfs"; mv "$rootfs.tmp" "$rootfs"
+    fi
+    log "importing $rootfs as $name"
+    tar -C "$rootfs" --exclude=./.complete --exclude='./dev/*' --exclude='./proc/*' --exclude='./sys/*' -c . |
+      $DOCKER import - "$name" >/dev/null
+  fi
+  echo "$name"
+}
+
+build_one() {
+  local dir=$HERE/$1
+  [[ -f $dir/Dockerfile && -f $dir/image.env ]] || die "$dir needs a Dockerfile and image.env"
+  local IMAGE TAG BASE_PACKAGES="" WHEELS=""
+  # shellcheck source=/dev/null
+  . "$dir/image.env"
+  local t0=$SECONDS base ctx=$DATA/context-$1
+  base=$(base_image $BASE_PACKAGES)
+  rm -rf "$ctx"; mkdir -p "$ctx/wheels"
+  cp -a "$dir/." "$ctx/"
+  if [[ -n $WHEELS ]]; then
+    [[ -x $PY ]] || die "$PY missing: run 'make venv' first"
+    log "$1: building wheels on the host ($WHEELS)"
+    # The project itself, then its dependencies: all as wheels for this Python (3.11, as in bookworm).
+    # shellcheck disable=SC2086
+    (cd "$REPO" && $NICE "$PY" -m pip wheel --quiet -w "$ctx/wheels" $WHEELS) || die "pip wheel failed"
+  fi
+  log "$1: docker build $IMAGE:$TAG (FROM $base, no network)"
+  DOCKER_BUILDKIT=0 $NICE $DOCKER build --network=none --build-arg "BASE=$base" -t "$IMAGE:$TAG" "$ctx" \
+    >"$DATA/build-$1.log" 2>&1 || die "docker build failed, see $DATA/build-$1.log"
+  rm -rf "$ctx"
+  local size; size=$($DOCKER image inspect -f '{{.Size}}' "$IMAGE:$TAG")
+  log "$1: $IMAGE:$TAG built in $((SECONDS - t0))s, $((size / 1000000)) MB"
+  echo "$IMAGE:$TAG" >>"$DATA/built.txt"
+}
+
+case ${1:-} in
+  save) docker_up; $DOCKER save "$2" ;;
+  docker-stop) docker_stop ;;
+  *)
+    mkdir -p "$DATA"; : >"$DATA/built.txt"
+    docker_up
+    if [[ $# -eq 0 ]]; then
+      for d in "$HERE"/*/; do [[ -f $d/Dockerfile ]] && set -- "$@" "$(basename "$d")"; done
+    fi
+    for i in "$@"; do build_one "$i"; done
+    ;;
+esac

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# `make run`: a local NameServer and broker pair on 127.0.0.1 with data under .data/, in the foreground.
+# Ctrl-C stops both (gracefully: the broker unregisters and flushes its store).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=.venv/bin
+mkdir -p .data/logs
+
+pids=()
+stop() {
+    trap - INT TERM EXIT
+    for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+    wait || true
+}
+trap stop INT TERM EXIT
+
+wait_port() {  # wait until something listens on 127.0.0.1:$1, or the process $2 died
+    for _ in $(seq 1 100); do
+        if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return 0; fi
+        kill -0 "$2" 2>/dev/null || { echo "process $2 exited; see .data/logs/" >&2; return 1; }
+        sleep 0.1
+    done
+    echo "nothing listens on port $1 after 10 s; see .data/logs/" >&2
+    return 1
+}
+
+"$BIN/mqnamesrv" -c conf/namesrv.properties > .data/logs/namesrv.log 2>&1 &
+pids+=($!)
+wait_port 9876 "${pids[0]}"
+"$BIN/mqbroker" -c conf/broker.conf > .data/logs/broker.log 2>&1 &
+pids+=($!)
+wait_port 10911 "${pids[1]}"
+
+cat <<MSG
+RocketCluster is running: NameServer 127.0.0.1:9876, broker broker-a 127.0.0.1:10911, data in .data/store
+Logs: .data/logs/namesrv.log, .data/logs/broker.log
+
+Send and receive a message from another shell:
+  .venv/bin/mqadmin sendMessage -n 127.0.0.1:9876 -t TopicTest -p "hello rocketcluster" -c TagA -k key1
+  .venv/bin/mqadmin consumeMessage -n 127.0.0.1:9876 -t TopicTest -g QuickstartGroup -c 1
+  .venv/bin/mqadmin clusterList -n 127.0.0.1:9876
+
+Ctrl-C stops both.
+MSG
+wait -n "${pids[@]}"
