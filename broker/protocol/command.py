@@ -14,6 +14,7 @@ from typing import Any
 
 import orjson
 
+from broker.protocol._binary_ext import BinaryExtCache
 from broker.protocol.codes import (
     CURRENT_VERSION,
     FLAG_ONEWAY,
@@ -38,6 +39,7 @@ DEFAULT_MAX_FRAME_LENGTH = 16 * 1024 * 1024
 _INT = struct.Struct(">i")
 _PREFIX = struct.Struct(">ii")
 _BINARY_FIXED = struct.Struct(">hbhiii")  # code, language, version, opaque, flag, remarkLen
+_EXT_LAYOUTS = BinaryExtCache()
 _LANGUAGE_NAMES = {lang.value: lang.name for lang in LanguageCode}
 _LANGUAGE_BY_NAME = {lang.name: lang.value for lang in LanguageCode}
 
@@ -129,46 +131,61 @@ def encode_binary(cmd: RemotingCommand) -> bytes:
     return b"".join((_PREFIX.pack(4 + len(header) + len(cmd.body), type_and_len), header, cmd.body))
 
 
+_I32_MIN, _I32_MAX = -(2**31), 2**31 - 1
+
+
+def _stringify_ext(raw_ext: dict[str, Any]) -> dict[str, str]:
+    # Slow path for C++/ali-ons headers that put JSON numbers and booleans in extFields.
+    return {key: ext_value(value) for key, value in raw_ext.items() if value is not None}
+
+
 def _decode_json_header(raw: bytes | memoryview) -> RemotingCommand:
     try:
         header = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise HeaderError(f"header is not valid JSON: {exc}") from None
-    if not isinstance(header, dict):
+    if type(header) is not dict:
         raise HeaderError("JSON header is not an object")
-    try:
-        code = header["code"]
-    except KeyError:
-        raise HeaderError("JSON header has no 'code'") from None
-    opaque = header.get("opaque", 0)
-    flag = header.get("flag", 0)
-    version = header.get("version", 0)
-    for name, value in (("code", code), ("opaque", opaque), ("flag", flag), ("version", version)):
-        if type(value) is not int or not -(2**31) <= value < 2**31:
-            raise HeaderError(f"header field {name!r} must be a 32-bit integer, got {value!r}")
-    language = header.get("language", "JAVA")
-    language_code = _LANGUAGE_BY_NAME.get(language, LanguageCode.OTHER) if isinstance(language, str) else 7
-    remark = header.get("remark")
-    if remark is not None and not isinstance(remark, str):
+    get = header.get
+    code = get("code")
+    opaque = get("opaque", 0)
+    flag = get("flag", 0)
+    version = get("version", 0)
+    # One combined test on the hot path; the loop below only runs to name the culprit.
+    if not (
+        type(code) is int
+        and type(opaque) is int
+        and type(flag) is int
+        and type(version) is int
+        and _I32_MIN <= code <= _I32_MAX
+        and _I32_MIN <= opaque <= _I32_MAX
+        and _I32_MIN <= flag <= _I32_MAX
+        and _I32_MIN <= version <= _I32_MAX
+    ):
+        if code is None:
+            raise HeaderError("JSON header has no 'code'")
+        for name, value in (("code", code), ("opaque", opaque), ("flag", flag), ("version", version)):
+            if type(value) is not int or not _I32_MIN <= value <= _I32_MAX:
+                raise HeaderError(f"header field {name!r} must be a 32-bit integer, got {value!r}")
+    language = get("language", "JAVA")
+    language_code = _LANGUAGE_BY_NAME.get(language, LanguageCode.OTHER) if type(language) is str else 7
+    remark = get("remark")
+    if remark is not None and type(remark) is not str:
         raise HeaderError("header field 'remark' must be a string")
-    raw_ext = header.get("extFields")
-    ext: dict[str, str] = {}
-    if raw_ext is not None:
-        if not isinstance(raw_ext, dict):
-            raise HeaderError("header field 'extFields' must be an object")
-        for key, value in raw_ext.items():
-            if value is not None:
-                ext[key] = ext_value(value)
-    return RemotingCommand(
-        code=code,
-        opaque=opaque,
-        flag=flag,
-        ext_fields=ext,
-        remark=remark,
-        language=language_code,
-        version=version,
-        serialize_type=SerializeType.JSON,
-    )
+    raw_ext = get("extFields")
+    ext: dict[str, str]
+    if raw_ext is None:
+        ext = {}
+    elif type(raw_ext) is not dict:
+        raise HeaderError("header field 'extFields' must be an object")
+    else:
+        # orjson hands us a fresh dict: reuse it when every value is already a string (Java, Go).
+        ext = raw_ext
+        for value in raw_ext.values():
+            if type(value) is not str:
+                ext = _stringify_ext(raw_ext)
+                break
+    return RemotingCommand(code, opaque, flag, ext, b"", remark, language_code, version, SerializeType.JSON)
 
 
 def _decode_binary_header(raw: bytes) -> RemotingCommand:
@@ -187,6 +204,11 @@ def _decode_binary_header(raw: bytes) -> RemotingCommand:
         end = pos + ext_len
         if ext_len < 0 or end != size:
             raise HeaderError(f"ROCKETMQ header extFields length {ext_len} does not match the header size")
+        # Fast path: a remembered layout of this client's extFields (see broker/protocol/_binary_ext.py).
+        cached = _EXT_LAYOUTS.decode(code, raw, pos, end)
+        if cached is not None:
+            return RemotingCommand(code, opaque, flag, cached, b"", remark, language, version, SerializeType.ROCKETMQ)
+        ext_start = pos
         ext: dict[str, str] = {}
         while pos < end:
             if pos + 2 > end:
@@ -205,6 +227,7 @@ def _decode_binary_header(raw: bytes) -> RemotingCommand:
             pos += value_len
         if pos != end:
             raise HeaderError("ROCKETMQ header extFields entry overruns the header")
+        _EXT_LAYOUTS.learn(code, raw, ext_start, end, ext)
     except UnicodeDecodeError as exc:
         raise HeaderError(f"ROCKETMQ header text is not UTF-8: {exc.reason}") from None
     return RemotingCommand(
