@@ -1,0 +1,109 @@
+"""Typed client settings with the defaults of RocketMQ's client configuration tables.
+
+Producer, PushConsumer, PullConsumer and Admin take one of these (or keyword arguments that build
+one). Names are snake_case forms of the Java keys; times are seconds (Java uses milliseconds).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+
+from broker.client.message import ConsumeFromWhere, MessageModel
+
+__all__ = [
+    "DEFAULT_MAX_MESSAGE_SIZE",
+    "ClientConfig",
+    "ConsumerConfig",
+    "ProducerConfig",
+    "parse_namesrv_addr",
+]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_MESSAGE_SIZE = 4 * 1024 * 1024
+
+
+def parse_namesrv_addr(value: str | list[str] | tuple[str, ...]) -> list[str]:
+    """`"a:9876;b:9876"` (RocketMQ separates with semicolons; commas are accepted too) -> list."""
+    parts = [str(v) for v in value] if isinstance(value, list | tuple) else value.replace(",", ";").split(";")
+    result = [p.strip() for p in parts if p.strip()]
+    if not result:
+        raise ValueError("namesrv_addr is empty")
+    return result
+
+
+@dataclass(frozen=True, slots=True)
+class ClientConfig:
+    namesrv_addr: str = "127.0.0.1:9876"
+    #: Distinguishes two clients of one process in the clientId (`ip@instance`); defaults to the pid.
+    instance_name: str = field(default_factory=lambda: str(os.getpid()))
+    client_ip: str = "127.0.0.1"
+    poll_name_server_interval: float = 30.0
+    heartbeat_broker_interval: float = 30.0
+    persist_consumer_offset_interval: float = 5.0
+    #: Timeout of control requests (Java's mqClientApiTimeout, 3000 ms).
+    request_timeout: float = 3.0
+
+    @property
+    def client_id(self) -> str:
+        return f"{self.client_ip}@{self.instance_name}"
+
+    @property
+    def namesrv_list(self) -> list[str]:
+        return parse_namesrv_addr(self.namesrv_addr)
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerConfig:
+    group: str = "DEFAULT_PRODUCER"
+    create_topic_key: str = "TBW102"
+    default_topic_queue_nums: int = 4
+    send_msg_timeout: float = 10.0
+    compress_msg_body_over_howmuch: int = 4096
+    compress_level: int = 5
+    retry_times_when_send_failed: int = 2
+    retry_times_when_send_async_failed: int = 2
+    retry_another_broker_when_not_store_ok: bool = False
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
+    #: Latency-based fault avoidance (Java's sendLatencyFaultEnable; on here by default).
+    send_latency_fault_enable: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerConfig:
+    group: str = "DEFAULT_CONSUMER"
+    message_model: MessageModel = MessageModel.CLUSTERING
+    consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET
+    #: Milliseconds since the epoch for CONSUME_FROM_TIMESTAMP; None = half an hour ago.
+    consume_timestamp: int | None = None
+    consume_thread_min: int = 10
+    consume_thread_max: int = 20
+    consume_concurrently_max_span: int = 2000
+    pull_threshold_for_queue: int = 1000
+    pull_threshold_size_for_queue: int = 100  # MiB
+    pull_interval: float = 0.0
+    consume_message_batch_max_size: int = 1
+    pull_batch_size: int = 32
+    max_reconsume_times: int = 16
+    #: Delay level of a message sent back after RECONSUME_LATER; 0 lets the broker pick 3 + reconsumeTimes
+    #: (Java's ConsumeConcurrentlyContext.delayLevelWhenNextConsume).
+    delay_level_when_next_consume: int = 0
+    #: Orderly: pause before retrying a suspended batch (suspendCurrentQueueTimeMillis).
+    suspend_current_queue_time: float = 1.0
+    broker_suspend_max_time: float = 15.0
+    consumer_timeout_when_suspend: float = 30.0
+    rebalance_interval: float = 20.0
+    #: Directory of broadcasting-mode offset files (Java: ~/.rocketmq_offsets).
+    offset_store_dir: str = field(default_factory=lambda: os.path.join(os.path.expanduser("~"), ".rocketmq_offsets"))
+    #: Java sends the subscription in every pull only when postSubscriptionWhenPull; we always do,
+    #: so a pull never fails because the broker has not processed our heartbeat yet.
+    post_subscription_when_pull: bool = True
+
+    def __post_init__(self) -> None:
+        # Accept ordinals and names too (C++-style ints, "BROADCASTING"), store the enums.
+        for name, enum in (("message_model", MessageModel), ("consume_from_where", ConsumeFromWhere)):
+            value = getattr(self, name)
+            if not isinstance(value, enum):
+                object.__setattr__(self, name, enum[value] if isinstance(value, str) else enum(value))

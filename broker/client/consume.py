@@ -1,0 +1,74 @@
+"""Running the application's listener: concurrently (a bounded pool) or orderly (one batch at a time
+per queue). The push consumer owns one service and hands it every pulled batch.
+
+Listeners are `callable(list[MessageExt]) -> ConsumeStatus`, plain or `async def`. Plain ones run
+in a thread pool of consumeThreadMax threads so they may block; coroutines run as tasks, at most
+consumeThreadMax at once. An exception or a non-ConsumeStatus return counts as RECONSUME_LATER, as
+in Java (a listener that forgets to return does not silently lose messages).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeAlias
+
+from broker.client.message import ConsumeStatus, MessageExt
+from broker.protocol.properties import Prop
+
+__all__ = ["Listener", "ListenerRunner", "normalise_status", "restore_retry_topic"]
+
+log = logging.getLogger(__name__)
+
+Listener: TypeAlias = Callable[[list[MessageExt]], ConsumeStatus | Awaitable[ConsumeStatus] | Any]
+
+
+def normalise_status(value: Any) -> ConsumeStatus:
+    if isinstance(value, ConsumeStatus):
+        return value
+    log.warning("listener returned %r instead of a ConsumeStatus; treating it as RECONSUME_LATER", value)
+    return ConsumeStatus.RECONSUME_LATER
+
+
+def restore_retry_topic(msgs: Sequence[MessageExt], retry_topic: str) -> None:
+    """Messages pulled from %RETRY%<group> show the topic they were first sent to."""
+    for msg in msgs:
+        if msg.topic == retry_topic:
+            original = msg.properties.get(Prop.RETRY_TOPIC)
+            if original:
+                msg.topic = original
+
+
+class ListenerRunner:
+    """Calls the listener with bounded concurrency, in threads (sync) or tasks (async)."""
+
+    def __init__(self, listener: Listener, max_concurrency: int) -> None:
+        self.listener = listener
+        call = getattr(listener, "__call__", None)  # noqa: B004 - an async __call__ counts as async
+        self.is_async = inspect.iscoroutinefunction(listener) or inspect.iscoroutinefunction(call)
+        self._slots = asyncio.Semaphore(max_concurrency)
+        self._pool = None if self.is_async else ThreadPoolExecutor(max_concurrency, thread_name_prefix="consume")
+
+    async def __call__(self, msgs: list[MessageExt]) -> ConsumeStatus:
+        async with self._slots:
+            try:
+                if self.is_async:
+                    value = await self.listener(msgs)
+                else:
+                    loop = asyncio.get_running_loop()
+                    value = await loop.run_in_executor(self._pool, self.listener, msgs)
+                    if inspect.isawaitable(value):
+                        value = await value
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("listener failed on %d message(s); they will be consumed again", len(msgs))
+                return ConsumeStatus.RECONSUME_LATER
+        return normalise_status(value)
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)

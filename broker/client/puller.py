@@ -1,0 +1,148 @@
+"""The long-polling pull loop of one queue, shared by the push and the lite pull consumer.
+
+A consumer creates one `QueuePuller` per assigned queue and runs `run()` as a task. Each round
+asks the queue's broker for up to pullBatchSize messages from `next_offset` (PULL_MESSAGE with
+SUSPEND so the broker parks it up to 15 s when there is nothing new), applies the exact tag filter,
+and hands found messages to the owner's `deliver()` coroutine, which may wait (flow control).
+Errors back off 3 s, as Java does. `pull_sys_flag()` and `pull_header()` are pure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from broker.client.api import PullSysFlag
+from broker.client.instance import ClientInstance
+from broker.client.message import MessageExt, MessageQueue, PullResult, PullStatus
+from broker.client.subscription import SubscriptionData
+from broker.protocol.headers import PullMessageRequestHeader
+
+__all__ = ["PULL_DELAY_ON_ERROR", "PullSettings", "QueuePuller", "pull_header", "pull_sys_flag"]
+
+log = logging.getLogger(__name__)
+
+PULL_DELAY_ON_ERROR = 3.0
+
+
+@dataclass(frozen=True, slots=True)
+class PullSettings:
+    group: str
+    batch_size: int = 32
+    suspend: float = 15.0
+    timeout: float = 30.0
+    interval: float = 0.0
+    post_subscription: bool = True
+
+
+def pull_sys_flag(commit_offset: int, suspend: bool, subscription: bool) -> int:
+    flag = 0
+    if commit_offset > 0:
+        flag |= PullSysFlag.COMMIT_OFFSET
+    if suspend:
+        flag |= PullSysFlag.SUSPEND
+    if subscription:
+        flag |= PullSysFlag.SUBSCRIPTION
+    return flag
+
+
+def pull_header(
+    settings: PullSettings, mq: MessageQueue, offset: int, commit_offset: int, sub: SubscriptionData, suspend: bool
+) -> PullMessageRequestHeader:
+    return PullMessageRequestHeader(
+        consumer_group=settings.group,
+        topic=mq.topic,
+        queue_id=mq.queue_id,
+        queue_offset=offset,
+        max_msg_nums=settings.batch_size,
+        sys_flag=pull_sys_flag(commit_offset, suspend, settings.post_subscription),
+        commit_offset=max(commit_offset, 0),
+        suspend_timeout_millis=int(settings.suspend * 1000) if suspend else 0,
+        subscription=sub.sub_string,
+        sub_version=sub.sub_version,
+        expression_type=sub.expression_type,
+        broker_name=mq.broker_name,
+    )
+
+
+class QueuePuller:
+    """Pull loop of one queue. `deliver(msgs)` gets filtered messages; `on_offset(next, empty)` is
+    told where the queue moved when a round delivered nothing (to commit past filtered messages)."""
+
+    def __init__(
+        self,
+        instance: ClientInstance,
+        settings: PullSettings,
+        mq: MessageQueue,
+        offset: int,
+        subscription: Callable[[], SubscriptionData | None],
+        deliver: Callable[[list[MessageExt]], Awaitable[None]],
+        *,
+        commit_offset: Callable[[], int] = lambda: -1,
+        on_offset: Callable[[int], None] | None = None,
+        ready: Callable[[], Awaitable[bool]] | None = None,
+    ) -> None:
+        self.instance = instance
+        self.settings = settings
+        self.mq = mq
+        self.next_offset = offset
+        self.stopped = False
+        self._subscription = subscription
+        self._deliver = deliver
+        self._commit_offset = commit_offset
+        self._on_offset = on_offset
+        self._ready = ready
+        self._broker_id = 0
+
+    def stop(self) -> None:
+        self.stopped = True
+
+    async def pull_once(self, suspend: bool = True) -> PullResult:
+        sub = self._subscription()
+        if sub is None:
+            raise LookupError(f"no subscription for {self.mq.topic}")
+        addr = self.instance.broker_addr(self.mq.broker_name, self._broker_id)
+        if addr is None:
+            await self.instance.update_route(self.mq.topic)
+            addr = self.instance.broker_addr(self.mq.broker_name, self._broker_id)
+            if addr is None:
+                raise LookupError(f"no address for broker {self.mq.broker_name}")
+        header = pull_header(self.settings, self.mq, self.next_offset, self._commit_offset(), sub, suspend)
+        timeout = self.settings.timeout if suspend else self.instance.config.request_timeout * 3
+        result = await self.instance.api.pull(addr, header, timeout)
+        self._broker_id = result.suggest_which_broker_id
+        if result.status is PullStatus.FOUND:
+            result.messages = [m for m in result.messages if sub.matches(m.tags)]
+        return result
+
+    async def run(self) -> None:
+        while not self.stopped:
+            if self._ready is not None and not await self._ready():
+                continue
+            if self.stopped:
+                return
+            try:
+                result = await self.pull_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                if self.stopped:
+                    return
+                log.info("pull of %s at %d failed: %s", self.mq, self.next_offset, exc)
+                await asyncio.sleep(PULL_DELAY_ON_ERROR)
+                continue
+            if self.stopped:
+                return
+            if result.status is PullStatus.OFFSET_ILLEGAL:
+                log.warning(
+                    "offset %d of %s is illegal; moving to %d", self.next_offset, self.mq, result.next_begin_offset
+                )
+            self.next_offset = result.next_begin_offset
+            if result.messages:
+                await self._deliver(result.messages)
+            elif self._on_offset is not None:
+                self._on_offset(result.next_begin_offset)
+            if self.settings.interval > 0:
+                await asyncio.sleep(self.settings.interval)
