@@ -1,0 +1,308 @@
+"""Broker benchmark in the spirit of RocketMQ's benchmark producer/consumer: `python -m bench.broker`.
+
+Starts `mqbroker` in its own process (so the load generator does not share its core), then runs, over
+one TCP connection: sync sends (1 in flight), pipelined sends (64 in flight), batches of 32, and
+consumption of the backlog with pipelined pulls; for each flush type asked (ASYNC_FLUSH, SYNC_FLUSH).
+It prints msgs/s with p50/p99 latency under a live progress display, and with `--markdown FILE`
+writes a results block for docs/benchmarks.md.
+
+The generator is deliberately cheap so it measures the broker: each request frame is encoded once
+with the binary ROCKETMQ header (as the Java benchmark client sends) and only its opaque is patched
+per request; responses are matched by opaque in a bare asyncio Protocol, no future per request.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import os
+import platform
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from broker.protocol.batch import BatchMessage, encode_batch
+from broker.protocol.command import FrameDecoder, RemotingCommand, encode_binary
+from broker.protocol.properties import encode_properties
+from broker.transport.loop import run
+
+__all__ = ["main"]
+
+# Offset of the opaque in a binary-header frame: length(4) + type/len(4) + code(2) + lang(1) + version(2).
+_OPAQUE_AT = 13
+_OPAQUE = struct.Struct(">i")
+_I32 = struct.Struct(">i")
+TOPIC = "BenchTopic"
+QUEUES = 8
+
+
+@dataclass(slots=True)
+class PhaseResult:
+    name: str
+    messages: int
+    seconds: float
+    p50_ms: float
+    p99_ms: float
+    errors: int
+
+    @property
+    def rate(self) -> float:
+        return self.messages / self.seconds if self.seconds else 0.0
+
+
+class BenchConnection(asyncio.Protocol):
+    """Pipelined requests over one connection; `window` in flight; latencies recorded per request."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.decoder = FrameDecoder()
+        self.sent_at: dict[int, float] = {}
+        self.on_response: callable = None  # type: ignore[valid-type]
+        self.opaque = 0
+        self.lost = asyncio.get_running_loop().create_future()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]  # uvloop sets TCP_NODELAY itself
+
+    def data_received(self, data: bytes) -> None:
+        now = time.perf_counter()
+        for cmd in self.decoder.feed(data):
+            started = self.sent_at.pop(cmd.opaque, None)
+            if started is not None:
+                self.on_response(cmd, now - started)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.lost.done():
+            self.lost.set_result(exc)
+
+    def send_frame(self, template: bytearray) -> None:
+        self.opaque += 1
+        _OPAQUE.pack_into(template, _OPAQUE_AT, self.opaque)
+        self.sent_at[self.opaque] = time.perf_counter()
+        assert self.transport is not None
+        self.transport.write(bytes(template))
+
+
+def _send_template(queue_id: int, body: bytes, code: int = 310, props: str = "") -> bytearray:
+    ext = {"a": "BenchPG", "b": TOPIC, "c": "TBW102", "d": str(QUEUES), "e": str(queue_id), "f": "0",
+           "g": str(int(time.time() * 1000)), "h": "0", "i": props, "j": "0", "k": "false"}
+    if code == 320:
+        ext["m"] = "true"
+    return bytearray(encode_binary(RemotingCommand(code=code, ext_fields=ext, body=body)))
+
+
+def _percentile(sorted_values: list[float], q: float) -> float:
+    if not sorted_values:
+        return 0.0
+    return sorted_values[min(len(sorted_values) - 1, int(q * len(sorted_values)))] * 1000
+
+
+async def _pipelined(conn: BenchConnection, templates: list[bytearray], requests: int, window: int,
+                     per_request: int, progress: Progress, name: str) -> PhaseResult:
+    task = progress.add_task(name, total=requests * per_request)
+    latencies: list[float] = []
+    done = asyncio.get_running_loop().create_future()
+    state = {"sent": 0, "received": 0, "errors": 0}
+    n_templates = len(templates)
+
+    def send_next() -> None:
+        i = state["sent"]
+        state["sent"] = i + 1
+        conn.send_frame(templates[i % n_templates])
+
+    def on_response(cmd: RemotingCommand, latency: float) -> None:
+        latencies.append(latency)
+        if cmd.code != 0:
+            state["errors"] += 1
+        state["received"] += 1
+        if state["received"] % 512 == 0:
+            progress.update(task, completed=state["received"] * per_request)
+        if state["sent"] < requests:
+            send_next()
+        elif state["received"] == requests and not done.done():
+            done.set_result(None)
+
+    conn.on_response = on_response
+    started = time.perf_counter()
+    for _ in range(min(window, requests)):
+        send_next()
+    await done
+    elapsed = time.perf_counter() - started
+    progress.update(task, completed=requests * per_request)
+    latencies.sort()
+    return PhaseResult(name, requests * per_request, elapsed, _percentile(latencies, 0.5),
+                       _percentile(latencies, 0.99), state["errors"])
+
+
+async def _consume(conn: BenchConnection, per_queue: dict[int, int], window: int, progress: Progress) -> PhaseResult:
+    total = sum(per_queue.values())
+    task = progress.add_task("consume (pull 32)", total=total)
+    pulls: list[bytearray] = []
+    for q, count in per_queue.items():
+        for off in range(0, count, 32):
+            ext = {"consumerGroup": "BenchCG", "topic": TOPIC, "queueId": str(q), "queueOffset": str(off),
+                   "maxMsgNums": "32", "sysFlag": "4", "commitOffset": "0", "suspendTimeoutMillis": "0",
+                   "subscription": "*", "subVersion": "0"}
+            pulls.append(bytearray(encode_binary(RemotingCommand(code=11, ext_fields=ext))))
+    latencies: list[float] = []
+    state = {"sent": 0, "received": 0, "msgs": 0, "errors": 0}
+    done = asyncio.get_running_loop().create_future()
+
+    def count_records(body: bytes) -> int:
+        n, pos, size = 0, 0, len(body)
+        while pos + 4 <= size:
+            pos += _I32.unpack_from(body, pos)[0]
+            n += 1
+        return n
+
+    def on_response(cmd: RemotingCommand, latency: float) -> None:
+        latencies.append(latency)
+        if cmd.code == 0:
+            state["msgs"] += count_records(cmd.body)
+        else:
+            state["errors"] += 1
+        state["received"] += 1
+        progress.update(task, completed=state["msgs"])
+        if state["sent"] < len(pulls):
+            conn.send_frame(pulls[state["sent"]])
+            state["sent"] += 1
+        elif state["received"] == len(pulls) and not done.done():
+            done.set_result(None)
+
+    conn.on_response = on_response
+    started = time.perf_counter()
+    for _ in range(min(window, len(pulls))):
+        conn.send_frame(pulls[state["sent"]])
+        state["sent"] += 1
+    await done
+    elapsed = time.perf_counter() - started
+    latencies.sort()
+    return PhaseResult("consume (pull 32)", state["msgs"], elapsed, _percentile(latencies, 0.5),
+                       _percentile(latencies, 0.99), state["errors"])
+
+
+def _start_broker(root: Path, port: int, flush: str, file_size: int) -> subprocess.Popen[str]:
+    conf = root / "broker.conf"
+    conf.write_text(
+        f"brokerName=bench\nlistenPort={port}\nbrokerIP1=127.0.0.1\nstorePathRootDir={root / 'store'}\n"
+        f"flushDiskType={flush}\nmappedFileSizeCommitLog={file_size}\nmaxTransferCountOnMessageInMemory=32\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-m", "broker.cli.mqbroker", "-c", str(conf), "--log-level", "WARNING"],
+                            stdout=subprocess.PIPE, text=True, env={**os.environ, "NAMESRV_ADDR": ""})
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if "boot success" not in line:
+        proc.kill()
+        raise SystemExit(f"broker did not start: {line!r}")
+    return proc
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def _run_flush_type(flush: str, args: argparse.Namespace, progress: Progress) -> list[PhaseResult]:
+    root = Path(tempfile.mkdtemp(prefix="bench-broker-"))
+    if args.broker_port:
+        port, proc = args.broker_port, None
+    else:
+        port = _free_port()
+        proc = _start_broker(root, port, flush, args.file_size)
+    try:
+        loop = asyncio.get_running_loop()
+        _t, conn = await loop.create_connection(BenchConnection, "127.0.0.1", port)
+        body = os.urandom(args.size)
+        props = encode_properties({"TAGS": "bench", "KEYS": "k"})
+        templates = [_send_template(q, body, props=props) for q in range(QUEUES)]
+        results = []
+        # create the topic with 8 queues first (auto-creation from TBW102 on the first send)
+        results.append(await _pipelined(conn, templates, args.sync_num, 1, 1, progress, f"{flush} sync x1"))
+        results.append(await _pipelined(conn, templates, args.num, 64, 1, progress, f"{flush} pipelined x64"))
+        batch_body = encode_batch([BatchMessage(body, props)] * 32)
+        batch_templates = [_send_template(q, batch_body, code=320) for q in range(QUEUES)]
+        batches = max(1, args.num // 32)
+        results.append(await _pipelined(conn, batch_templates, batches, 8, 32, progress, f"{flush} batch 32 x8"))
+        total = args.sync_num + args.num + batches * 32
+        per_queue = {q: total // QUEUES + (1 if q < total % QUEUES else 0) for q in range(QUEUES)}
+        results.append(await _consume(conn, per_queue, 64, progress))
+        results[-1].name = f"{flush} consume (pull 32) x64"
+        conn.transport.close()  # type: ignore[union-attr]
+        return results
+    finally:
+        if proc is not None:
+            proc.terminate()
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _markdown(results: list[PhaseResult], args: argparse.Namespace, command: str) -> str:
+    load = os.getloadavg()
+    lines = [
+        f"\n## Broker benchmark, {datetime.datetime.now().astimezone():%Y-%m-%d %H:%M %Z}\n",
+        f"- command: `{command}`",
+        f"- machine: {platform.node()}, {os.cpu_count()} cores, {platform.platform()}, "
+        f"Python {platform.python_version()}",
+        f"- load average before/after (1/5/15 min): {args.load_before} / {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}",
+        f"- {args.size} B bodies, 1 connection, broker in its own process (mqbroker), CommitLog files of "
+        f"{args.file_size >> 20} MiB, loopback TCP\n",
+        "| phase | messages | msgs/s | p50 ms | p99 ms | errors |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for r in results:
+        lines.append(f"| {r.name} | {r.messages} | {r.rate:,.0f} | {r.p50_ms:.2f} | {r.p99_ms:.2f} | {r.errors} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.broker", description=__doc__.split("\n")[0])
+    parser.add_argument("--num", type=int, default=200_000, help="messages for the pipelined and batch phases")
+    parser.add_argument("--sync-num", type=int, default=5_000, help="messages for the 1-in-flight phase")
+    parser.add_argument("--size", type=int, default=1024, help="body size in bytes")
+    parser.add_argument("--flush", choices=["ASYNC_FLUSH", "SYNC_FLUSH", "both"], default="both")
+    parser.add_argument("--file-size", type=int, default=256 << 20, help="mappedFileSizeCommitLog of the broker")
+    parser.add_argument("--broker-port", type=int, help="use a broker already listening on 127.0.0.1:PORT (profiling)")
+    parser.add_argument("--markdown", help="write a docs/benchmarks.md results block to this file")
+    args = parser.parse_args(argv)
+    load = os.getloadavg()
+    args.load_before = f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
+    console = Console()
+    flushes = ["ASYNC_FLUSH", "SYNC_FLUSH"] if args.flush == "both" else [args.flush]
+
+    async def go() -> list[PhaseResult]:
+        out: list[PhaseResult] = []
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=console) as progress:
+            for flush in flushes:
+                out += await _run_flush_type(flush, args, progress)
+        return out
+
+    results = run(go())
+    table = Table(title="broker benchmark")
+    for col in ("phase", "messages", "msgs/s", "p50 ms", "p99 ms", "errors"):
+        table.add_column(col, justify="left" if col == "phase" else "right")
+    for r in results:
+        table.add_row(r.name, str(r.messages), f"{r.rate:,.0f}", f"{r.p50_ms:.2f}", f"{r.p99_ms:.2f}", str(r.errors))
+    console.print(table)
+    if args.markdown:
+        command = "python -m bench.broker " + " ".join(argv if argv is not None else sys.argv[1:])
+        Path(args.markdown).write_text(_markdown(results, args, command))
+
+
+if __name__ == "__main__":
+    main()

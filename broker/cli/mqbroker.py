@@ -1,0 +1,93 @@
+"""`mqbroker`: start a broker, RocketMQ style (`mqbroker -n 127.0.0.1:9876 -c broker.conf`, `-p` to print
+the effective configuration and exit).
+
+The console script declared in pyproject.toml; `make run`, the images and the operator start it.
+SIGTERM / SIGINT shut the broker down gracefully (a second signal stops at once). Only this module
+(with the other CLI modules) calls sys.exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from broker.cli._common import serve_until_signalled, setup_logging
+from broker.config.errors import ConfigError
+from broker.config.properties import load_properties
+from broker.server.broker import BrokerController
+from broker.server.config import LoadedConfig, effective_properties, env_overrides, load_broker_config
+from broker.store.results import StoreError
+from broker.transport.loop import run
+
+__all__ = ["build_config", "main"]
+
+log = logging.getLogger("broker.cli.mqbroker")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="mqbroker", description="Start a RocketMQ-compatible broker.")
+    parser.add_argument("-c", "--configFile", dest="config_file", help="broker config properties file (broker.conf)")
+    parser.add_argument("-n", "--namesrvAddr", dest="namesrv_addr", help="name server addresses, ';'-separated")
+    parser.add_argument(
+        "-p",
+        "--printConfigItem",
+        dest="print_config",
+        action="store_true",
+        help="print the effective configuration as key=value and exit",
+    )
+    parser.add_argument("-m", "--printImportantConfig", dest="print_config", action="store_true", help="same as -p")
+    parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    return parser
+
+
+def build_config(config_file: str | None, namesrv_addr: str | None) -> LoadedConfig:
+    """Defaults <- NAMESRV_ADDR env <- broker.conf <- -n (the command line wins, as in BrokerStartup)."""
+    props = load_properties(config_file) if config_file else {}
+    overrides: dict[str, str] = {}
+    if "namesrvAddr" not in props:
+        overrides.update(env_overrides())
+    if namesrv_addr:
+        overrides["namesrvAddr"] = namesrv_addr
+    return load_broker_config(props, overrides, origin=config_file or "command line")
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = _parser().parse_args(argv)
+    setup_logging(args.log_level)
+    try:
+        loaded = build_config(args.config_file, args.namesrv_addr)
+    except ConfigError as exc:
+        print(f"mqbroker: {exc}", file=sys.stderr)
+        sys.exit(1)
+    if args.print_config:
+        for key, value in effective_properties(loaded).items():
+            sys.stdout.write(f"{key}={value}\n")
+        sys.exit(0)
+    if args.config_file:
+        log.info("load config properties file OK, %s", args.config_file)
+    try:
+        run(_serve(loaded))
+    except (OSError, StoreError) as exc:
+        log.error("The broker failed to start: %s", exc)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        sys.exit(130)
+
+
+async def _serve(loaded: LoadedConfig) -> None:
+    controller = BrokerController(loaded)
+
+    def started() -> None:
+        c = loaded.broker
+        print(
+            f"The broker[{c.broker_name}, {c.broker_addr}] boot success. serializeType=JSON"
+            + (f" and name server is {c.namesrv_addr}" if c.namesrv_addr else ""),
+            flush=True,
+        )
+
+    await serve_until_signalled(controller.start, controller.shutdown, started)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,83 @@
+"""`mqnamesrv`: start a NameServer, RocketMQ style (`mqnamesrv -c namesrv.properties`, `-p` to print config).
+
+The console script declared in pyproject.toml; the Helm chart, images and `make run` start it. This
+is the only place (with the other CLI modules) that calls sys.exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from broker.cli._common import serve_until_signalled, setup_logging
+from broker.config.errors import ConfigError
+from broker.config.properties import load_properties
+from broker.config.typed import dump_properties
+from broker.namesrv.config import NamesrvConfig
+from broker.namesrv.controller import NamesrvController
+from broker.transport.loop import run
+
+__all__ = ["build_config", "main"]
+
+log = logging.getLogger("broker.cli.mqnamesrv")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="mqnamesrv", description="Start a RocketMQ-compatible NameServer.")
+    parser.add_argument("-c", "--configFile", dest="config_file", help="NameServer config properties file")
+    parser.add_argument("-p", "--printConfigItem", dest="print_config", action="store_true",
+                        help="print the effective configuration and exit")
+    parser.add_argument("-n", "--namesrvAddr", dest="namesrv_addr",
+                        help="accepted for RocketMQ compatibility; a NameServer does not use it")
+    parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    return parser
+
+
+def build_config(config_file: str | None) -> NamesrvConfig:
+    """Effective config: defaults, overridden by the properties file when given."""
+    if config_file is None:
+        return NamesrvConfig()
+    return NamesrvConfig.from_properties(load_properties(config_file), source=config_file)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = _parser().parse_args(argv)
+    try:
+        config = build_config(args.config_file)
+    except ConfigError as exc:
+        print(f"mqnamesrv: {exc}", file=sys.stderr)
+        sys.exit(1)
+    if args.print_config:
+        sys.stdout.write(dump_properties(config))
+        sys.exit(0)
+    setup_logging(args.log_level)
+    if args.namesrv_addr:
+        log.info("ignoring -n %s: a NameServer does not connect to other NameServers", args.namesrv_addr)
+    if args.config_file:
+        log.info("load config properties file OK, %s", args.config_file)
+    try:
+        run(_serve(config))
+    except OSError as exc:
+        log.error("The Name Server failed to start: %s", exc)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        sys.exit(130)
+
+
+async def _serve(config: NamesrvConfig) -> None:
+    controller = NamesrvController(config)
+
+    def started() -> None:
+        message = (
+            f"The Name Server boot success. serializeType=JSON, address {controller.server.host}:{controller.port}"
+        )
+        print(message, flush=True)
+        log.info(message)
+
+    await serve_until_signalled(controller.start, controller.shutdown, started)
+    log.info("The Name Server shutdown OK")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,273 @@
+"""BrokerController: assembles and runs one broker (RocketMQ's BrokerController).
+
+`mqbroker` (broker/cli/mqbroker.py) and the tests create it from a `LoadedConfig`, `await start()`
+and `await shutdown()`. It owns the store, the remoting server and its processors, the topic /
+group / offset managers, long polling, the schedule service and the NameServer registration.
+
+Start order: load managers -> bind the server (answering "starting" until ready) -> start the store
+(storeHost needs the bound port) -> register processors -> background services -> register with the
+NameServers. Shutdown order: unregister -> stop reading -> finish in-flight sends -> answer held
+pulls -> close connections -> persist offsets and configs -> flush and close the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from pathlib import Path
+
+from broker.protocol.codes import RequestCode, ResponseCode
+from broker.protocol.command import RemotingCommand
+from broker.server.clients import ConsumerManager, ProducerManager
+from broker.server.config import LoadedConfig, store_config
+from broker.server.groups import SubscriptionGroupManager
+from broker.server.hold import PullHoldService
+from broker.server.locks import RebalanceLockManager
+from broker.server.offsets import ConsumerOffsetManager
+from broker.server.processors.admin import AdminProcessor
+from broker.server.processors.client_manage import ClientManageProcessor
+from broker.server.processors.offsets import OffsetProcessor
+from broker.server.processors.pull import PullProcessor
+from broker.server.processors.send import SendProcessor
+from broker.server.processors.send_back import SendBackProcessor
+from broker.server.registration import Registrar
+from broker.server.schedule import ScheduleService
+from broker.server.stats import BrokerStats
+from broker.server.topics import TopicConfig, TopicConfigManager
+from broker.store import MessageStore
+from broker.transport.client import RemotingClient
+from broker.transport.connection import RemotingConnection
+from broker.transport.errors import CloseReason
+from broker.transport.server import RemotingServer
+
+__all__ = ["BrokerController"]
+
+log = logging.getLogger(__name__)
+
+LISTEN_HOST = "0.0.0.0"
+CHANNEL_SCAN_INTERVAL = 10.0
+SHUTDOWN_GRACE = 5.0
+
+
+class BrokerController:
+    def __init__(self, loaded: LoadedConfig) -> None:
+        self.loaded = loaded
+        self.config = loaded.broker
+        self.store_config = store_config(loaded)
+        config_dir = Path(self.config.store_path_root_dir) / "config"
+        self.topics = TopicConfigManager(self.config, config_dir)
+        self.offsets = ConsumerOffsetManager(config_dir)
+        self.groups = SubscriptionGroupManager(config_dir, auto_create=self.config.auto_create_subscription_group)
+        self.consumers = ConsumerManager(
+            notify_enabled=self.config.notify_consumer_ids_changed_enable,
+            channel_expired_timeout_ms=self.config.channel_expired_timeout,
+        )
+        self.consumers.group_notify_enabled = self._group_notify_enabled
+        self.producers = ProducerManager(self.config.channel_expired_timeout)
+        self.locks = RebalanceLockManager()
+        self.stats = BrokerStats()
+        self.client = RemotingClient()
+        self.registrar = Registrar(self.config, self.client, self.topics.wrapper)
+        self.server: RemotingServer | None = None
+        self._store: MessageStore | None = None
+        self._schedule: ScheduleService | None = None
+        self._hold: PullHoldService | None = None
+        self.send: SendProcessor
+        self.pull: PullProcessor
+        self._tasks: list[asyncio.Task[None]] = []
+        self._started = False
+        self._stopping = False
+
+    # ------------------------------------------------------------------ parts that exist once started
+
+    @property
+    def store(self) -> MessageStore:
+        if self._store is None:
+            raise RuntimeError("the broker's store is not started")
+        return self._store
+
+    @property
+    def hold(self) -> PullHoldService:
+        assert self._hold is not None
+        return self._hold
+
+    @property
+    def schedule(self) -> ScheduleService:
+        assert self._schedule is not None
+        return self._schedule
+
+    @property
+    def port(self) -> int:
+        return self.config.listen_port
+
+    @property
+    def addr(self) -> str:
+        return self.config.broker_addr
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        started = time.monotonic()
+        c = self.config
+        self.topics.load()
+        self.offsets.load()
+        self.groups.load()
+
+        server = self.server = RemotingServer(
+            LISTEN_HOST, c.listen_port, idle_timeout=c.server_channel_max_idle_time_seconds
+        )
+        server.register_default(self._starting)
+        server.add_close_listener(self._connection_closed)
+        await server.start()
+        if c.listen_port == 0:
+            c.listen_port = server.port  # ephemeral port (tests): storeHost and registration need the real one
+            c.ha_listen_port = server.port + 1
+
+        self._store = MessageStore(self.store_config, store_host=(c.broker_ip1, c.listen_port))
+        try:
+            await self._store.start()
+        except BaseException:
+            await server.shutdown(0.5)
+            raise
+        self._schedule = ScheduleService(self._store, c.delay_levels_ms, Path(c.store_path_root_dir) / "config")
+        self._schedule.load()
+        self._register_processors(server)
+        self._hold = PullHoldService(self.pull.rerun, self._store.get_max_offset_in_queue)
+        self._hold.start()
+        self._store.add_arrival_listener(self._hold.notify)
+        server.register_default(None)  # from now on unknown codes get REQUEST_CODE_NOT_SUPPORTED
+        self.topics.on_change = self._topic_changed
+
+        loop = asyncio.get_running_loop()
+        self._tasks = [
+            loop.create_task(self.offsets.flush_periodically(c.flush_consumer_offset_interval)),
+            loop.create_task(self._scan_channels()),
+            loop.create_task(self._sample_stats()),
+            loop.create_task(self.registrar.run_periodically()),
+        ]
+        if c.is_master:
+            self._schedule.start()
+        await self.registrar.register_all()
+        self._started = True
+        log.info(
+            "The broker[%s, %s] boot success. serializeType=JSON and name server is %s (%.0f ms, %s, %s)",
+            c.broker_name,
+            c.broker_addr,
+            c.namesrv_addr,
+            (time.monotonic() - started) * 1000,
+            c.broker_role,
+            c.flush_disk_type,
+        )
+
+    def _register_processors(self, server: RemotingServer) -> None:
+        self.send = SendProcessor(self)
+        self.pull = PullProcessor(self)
+        offsets = OffsetProcessor(self)
+        clients = ClientManageProcessor(self)
+        admin = AdminProcessor(self)
+        send_back = SendBackProcessor(self)
+        rc = RequestCode
+        routes = {
+            rc.SEND_MESSAGE: self.send.handle,
+            rc.SEND_MESSAGE_V2: self.send.handle,
+            rc.SEND_BATCH_MESSAGE: self.send.handle,
+            rc.SEND_REPLY_MESSAGE: self.send.handle,
+            rc.SEND_REPLY_MESSAGE_V2: self.send.handle,
+            rc.PULL_MESSAGE: self.pull.handle,
+            rc.LITE_PULL_MESSAGE: self.pull.handle,
+            rc.QUERY_CONSUMER_OFFSET: offsets.query_consumer_offset,
+            rc.UPDATE_CONSUMER_OFFSET: offsets.update_consumer_offset,
+            rc.GET_MAX_OFFSET: offsets.get_max_offset,
+            rc.GET_MIN_OFFSET: offsets.get_min_offset,
+            rc.SEARCH_OFFSET_BY_TIMESTAMP: offsets.search_offset,
+            rc.GET_EARLIEST_MSG_STORETIME: offsets.earliest_msg_storetime,
+            rc.HEART_BEAT: clients.heart_beat,
+            rc.UNREGISTER_CLIENT: clients.unregister_client,
+            rc.GET_CONSUMER_LIST_BY_GROUP: clients.consumer_list,
+            rc.LOCK_BATCH_MQ: clients.lock_batch,
+            rc.UNLOCK_BATCH_MQ: clients.unlock_batch,
+            rc.CONSUMER_SEND_MSG_BACK: send_back.handle,
+            rc.UPDATE_AND_CREATE_TOPIC: admin.update_and_create_topic,
+            rc.DELETE_TOPIC_IN_BROKER: admin.delete_topic,
+            rc.GET_ALL_TOPIC_CONFIG: admin.get_all_topic_config,
+            rc.GET_BROKER_RUNTIME_INFO: admin.runtime_info,
+            rc.VIEW_MESSAGE_BY_ID: admin.view_message_by_id,
+            rc.QUERY_MESSAGE: admin.query_message,
+            rc.GET_ALL_CONSUMER_OFFSET: admin.get_all_consumer_offset,
+            rc.GET_ALL_DELAY_OFFSET: admin.get_all_delay_offset,
+            rc.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: admin.get_all_subscription_groups,
+            rc.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: admin.update_subscription_group,
+            rc.GET_BROKER_CONFIG: admin.get_broker_config,
+        }
+        for code, handler in routes.items():
+            server.register(code, handler)
+
+    async def shutdown(self) -> None:
+        if self._stopping:
+            return
+        self._stopping = True
+        c = self.config
+        log.info("shutting down broker[%s, %s]", c.broker_name, c.broker_addr)
+        if self._started:
+            await self.registrar.unregister_all()
+        server = self.server
+        if server is not None:
+            for conn in list(server.connections):
+                conn.stop_reading()
+            if self._store is not None and hasattr(self, "send") and self.send.in_flight:
+                _done, pending = await asyncio.wait(list(self.send.in_flight), timeout=SHUTDOWN_GRACE)
+                if pending:
+                    log.warning("shutdown: %d sends still running after %.1fs", len(pending), SHUTDOWN_GRACE)
+        if self._hold is not None:
+            await self._hold.close()
+        if server is not None:
+            await server.shutdown(SHUTDOWN_GRACE)
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._schedule is not None:
+            await self._schedule.close()
+        self.offsets.persist()
+        self.groups.persist()
+        self.topics.persist()
+        if self._store is not None:
+            await self._store.shutdown()
+        await self.client.close()
+        log.info("the broker[%s, %s] shutdown ok", c.broker_name, c.broker_addr)
+
+    # ------------------------------------------------------------------ hooks and background work
+
+    def _starting(self, conn: RemotingConnection, cmd: RemotingCommand) -> RemotingCommand:
+        return cmd.response(ResponseCode.SYSTEM_BUSY, "broker is starting, try again later")
+
+    def _topic_changed(self, tc: TopicConfig) -> None:
+        self.trigger_register()
+
+    def trigger_register(self) -> None:
+        self.registrar.trigger()
+
+    def schedule_wakeup(self) -> None:
+        if self._schedule is not None:
+            self._schedule.wakeup.set()
+
+    def _group_notify_enabled(self, group: str) -> bool:
+        cfg = self.groups.table.get(group)
+        return cfg is None or cfg.notify_consumer_ids_changed_enable
+
+    def _connection_closed(self, conn: RemotingConnection, reason: CloseReason) -> None:
+        groups = self.consumers.connection_closed(conn)
+        self.producers.connection_closed(conn)
+        if groups:
+            log.info("channel %s closed (%s); left consumer groups %s", conn.peer, reason.value, groups)
+
+    async def _scan_channels(self) -> None:
+        while True:
+            await asyncio.sleep(CHANNEL_SCAN_INTERVAL)
+            self.consumers.scan_expired()
+            self.producers.scan_expired()
+
+    async def _sample_stats(self) -> None:
+        while True:
+            await asyncio.sleep(1.0)
+            self.stats.sample()

@@ -1,0 +1,302 @@
+"""BrokerConfig: the broker's typed configuration, read from RocketMQ `broker.conf` keys.
+
+`mqbroker` (broker/cli/mqbroker.py) calls `load_broker_config()` with the parsed properties file and
+the command-line overrides; `BrokerController` reads the resulting `BrokerConfig` and builds the
+store's `StoreConfig` from it with `store_config()`.
+
+Policy (documented in docs/configuration.md): a key neither the broker nor the store knows is
+*warned about by name* and otherwise ignored (RocketMQ ignores it silently, so existing files keep
+working); a known key with a value of the wrong type or range is an error naming the key.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from broker.config.errors import ConfigError
+
+__all__ = [
+    "DEFAULT_DELAY_LEVELS",
+    "BrokerConfig",
+    "ConfigError",
+    "LoadedConfig",
+    "default_broker_ip",
+    "effective_properties",
+    "load_broker_config",
+    "parse_delay_levels",
+    "store_config",
+]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+_UNIT_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+_DELAY_TOKEN = re.compile(r"^(\d+)([smhd])$")
+
+
+def parse_delay_levels(text: str) -> list[int]:
+    """`messageDelayLevel` ("1s 5s ... 2h") -> delay in ms per level (index 0 is level 1)."""
+    levels = []
+    for token in text.split():
+        match = _DELAY_TOKEN.match(token)
+        if match is None:
+            raise ValueError(f"delay level {token!r} is not <number><s|m|h|d>")
+        levels.append(int(match.group(1)) * _UNIT_MS[match.group(2)])
+    if not levels:
+        raise ValueError("messageDelayLevel is empty")
+    return levels
+
+
+def default_broker_ip() -> str:
+    """RocketMQ's default brokerIP1: the first non-loopback IPv4 address of this host, else 127.0.0.1."""
+    try:
+        infos = socket.getaddrinfo(socket.gethostname(), None, socket.AF_INET)
+    except OSError:
+        return "127.0.0.1"
+    for info in infos:
+        ip = str(info[4][0])
+        if not ip.startswith("127."):
+            return ip
+    return "127.0.0.1"
+
+
+def _default_store_root() -> str:
+    return str(Path.home() / "store")
+
+
+class BrokerConfig(BaseModel):
+    """Broker settings under their broker.conf names (aliases); Python code uses the snake_case names."""
+
+    model_config = ConfigDict(populate_by_name=True, extra="forbid", validate_assignment=True)
+
+    broker_cluster_name: str = Field("DefaultCluster", alias="brokerClusterName", min_length=1)
+    broker_name: str = Field(default_factory=lambda: socket.gethostname() or "broker-a", alias="brokerName")
+    broker_id: int = Field(0, alias="brokerId", ge=0)
+    listen_port: int = Field(10911, alias="listenPort", ge=0, le=65535)
+    namesrv_addr: str | None = Field(None, alias="namesrvAddr")
+    broker_ip1: str = Field(default_factory=default_broker_ip, alias="brokerIP1")
+    broker_ip2: str | None = Field(None, alias="brokerIP2")
+    ha_listen_port: int | None = Field(None, alias="haListenPort", ge=0, le=65535)
+    store_path_root_dir: str = Field(default_factory=_default_store_root, alias="storePathRootDir")
+    store_path_commit_log: str | None = Field(None, alias="storePathCommitLog")
+    mapped_file_size_commit_log: int = Field(1 << 30, alias="mappedFileSizeCommitLog", gt=0)
+    flush_disk_type: Literal["ASYNC_FLUSH", "SYNC_FLUSH"] = Field("ASYNC_FLUSH", alias="flushDiskType")
+    broker_role: Literal["ASYNC_MASTER", "SYNC_MASTER", "SLAVE"] = Field("ASYNC_MASTER", alias="brokerRole")
+    delete_when: str = Field("04", alias="deleteWhen")
+    file_reserved_time: int = Field(72, alias="fileReservedTime", ge=0)
+    auto_create_topic_enable: bool = Field(True, alias="autoCreateTopicEnable")
+    auto_create_subscription_group: bool = Field(True, alias="autoCreateSubscriptionGroup")
+    default_topic_queue_nums: int = Field(8, alias="defaultTopicQueueNums", ge=1, le=1024)
+    max_message_size: int = Field(4 * 1024 * 1024, alias="maxMessageSize", gt=0)
+    register_name_server_period: int = Field(30_000, alias="registerNameServerPeriod", gt=0)
+    register_broker_timeout_mills: int = Field(6_000, alias="registerBrokerTimeoutMills", gt=0)
+    wait_time_mills_in_send_queue: int = Field(200, alias="waitTimeMillsInSendQueue", gt=0)
+    long_polling_enable: bool = Field(True, alias="longPollingEnable")
+    short_polling_time_mills: int = Field(1000, alias="shortPollingTimeMills", ge=0)
+    flush_consumer_offset_interval: int = Field(5000, alias="flushConsumerOffsetInterval", gt=0)
+    flush_delay_offset_interval: int = Field(10_000, alias="flushDelayOffsetInterval", gt=0)
+    slave_read_enable: bool = Field(False, alias="slaveReadEnable")
+    message_delay_level: str = Field(DEFAULT_DELAY_LEVELS, alias="messageDelayLevel")
+    cluster_topic_enable: bool = Field(True, alias="clusterTopicEnable")
+    broker_topic_enable: bool = Field(True, alias="brokerTopicEnable")
+    trace_topic_enable: bool = Field(False, alias="traceTopicEnable")
+    msg_trace_topic_name: str = Field("RMQ_SYS_TRACE_TOPIC", alias="msgTraceTopicName")
+    reject_transaction_message: bool = Field(False, alias="rejectTransactionMessage")
+    notify_consumer_ids_changed_enable: bool = Field(True, alias="notifyConsumerIdsChangedEnable")
+    channel_expired_timeout: int = Field(120_000, alias="channelExpiredTimeout", gt=0)
+    transaction_time_out: int = Field(6_000, alias="transactionTimeOut", ge=0)
+    transaction_check_max: int = Field(15, alias="transactionCheckMax", ge=0)
+    transaction_check_interval: int = Field(30_000, alias="transactionCheckInterval", gt=0)
+    enable_property_filter: bool = Field(False, alias="enablePropertyFilter")
+    broker_permission: int = Field(6, alias="brokerPermission", ge=0, le=15)
+    max_msg_nums_batch: int = Field(64, alias="maxMsgNumsBatch", gt=0)
+    max_transfer_bytes_on_message_in_memory: int = Field(256 * 1024, alias="maxTransferBytesOnMessageInMemory", gt=0)
+    max_transfer_count_on_message_in_memory: int = Field(32, alias="maxTransferCountOnMessageInMemory", gt=0)
+    send_message_thread_pool_nums: int = Field(1, alias="sendMessageThreadPoolNums", gt=0)
+    pull_message_thread_pool_nums: int = Field(16, alias="pullMessageThreadPoolNums", gt=0)
+    server_channel_max_idle_time_seconds: int = Field(120, alias="serverChannelMaxIdleTimeSeconds", gt=0)
+    use_epoll_native_selector: bool = Field(False, alias="useEpollNativeSelector")
+
+    @field_validator("namesrv_addr")
+    @classmethod
+    def _check_namesrv(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        for addr in value.split(";"):
+            host, sep, port = addr.strip().rpartition(":")
+            if not sep or not host or not port.isdigit():
+                raise ValueError(f"name server address {addr!r} is not host:port")
+        return value.strip()
+
+    @field_validator("message_delay_level")
+    @classmethod
+    def _check_delay(cls, value: str) -> str:
+        parse_delay_levels(value)
+        return value
+
+    @field_validator("delete_when")
+    @classmethod
+    def _check_delete_when(cls, value: str) -> str:
+        for hour in value.split(";"):
+            if not hour.strip().isdigit() or not 0 <= int(hour) <= 23:
+                raise ValueError(f"deleteWhen hour {hour!r} is not 0-23")
+        return value
+
+    @model_validator(mode="after")
+    def _fill_derived(self) -> BrokerConfig:
+        # Derived defaults, as BrokerStartup computes them; set via __dict__ to skip re-validation loops.
+        if self.ha_listen_port is None:
+            self.__dict__["ha_listen_port"] = self.listen_port + 1 if self.listen_port else 0
+        if self.broker_ip2 is None:
+            self.__dict__["broker_ip2"] = self.broker_ip1
+        return self
+
+    # ------------------------------------------------------------------ derived values
+
+    @property
+    def name_servers(self) -> list[str]:
+        return [a.strip() for a in (self.namesrv_addr or "").split(";") if a.strip()]
+
+    @property
+    def broker_addr(self) -> str:
+        return f"{self.broker_ip1}:{self.listen_port}"
+
+    @property
+    def ha_server_addr(self) -> str:
+        return f"{self.broker_ip2}:{self.ha_listen_port}"
+
+    @property
+    def delay_levels_ms(self) -> list[int]:
+        return parse_delay_levels(self.message_delay_level)
+
+    @property
+    def is_master(self) -> bool:
+        return self.broker_role != "SLAVE"
+
+
+@dataclass(slots=True)
+class LoadedConfig:
+    """Result of `load_broker_config`: the broker model, store keys for StoreConfig, and warnings."""
+
+    broker: BrokerConfig
+    store_properties: dict[str, str] = field(default_factory=dict)
+    unknown_keys: list[str] = field(default_factory=list)
+
+
+def _broker_aliases() -> set[str]:
+    return {f.alias or name for name, f in BrokerConfig.model_fields.items()}
+
+
+def _store_aliases() -> dict[str, str]:
+    """StoreConfig key (every accepted alias) -> field name (the store owns its keys; we pass them through)."""
+    from broker.store.config import StoreConfig
+
+    keys: dict[str, str] = {}
+    for name, f in StoreConfig.model_fields.items():
+        for alias in (f.alias, f.serialization_alias):
+            if alias:
+                keys[alias] = name
+        if isinstance(f.validation_alias, AliasChoices):
+            keys.update({c: name for c in f.validation_alias.choices if isinstance(c, str)})
+        elif isinstance(f.validation_alias, str):
+            keys[f.validation_alias] = name
+    return keys
+
+
+def _validation_message(exc: ValidationError, origin: str) -> str:
+    parts = []
+    for err in exc.errors():
+        key = ".".join(str(p) for p in err["loc"]) or "?"
+        value = err.get("input")
+        shown = f" (got {value!r})" if not isinstance(value, dict) else ""
+        parts.append(f"{key}: {err['msg']}{shown}")
+    return f"invalid configuration in {origin}: " + "; ".join(parts)
+
+
+def load_broker_config(
+    properties: Mapping[str, str], overrides: Mapping[str, Any] | None = None, *, origin: str = "broker.conf"
+) -> LoadedConfig:
+    """Validate broker.conf properties (+ CLI overrides such as -n). Raises ConfigError naming the key."""
+    merged: dict[str, Any] = {k.strip(): v for k, v in properties.items()}
+    merged.update(overrides or {})
+    broker_keys = _broker_aliases()
+    store_keys = _store_aliases()
+    broker_values: dict[str, Any] = {}
+    store_values: dict[str, str] = {}
+    unknown: list[str] = []
+    for key, value in merged.items():
+        known = False
+        if key in broker_keys:
+            broker_values[key] = value.strip() if isinstance(value, str) else value
+            known = True
+        if key in store_keys:
+            store_values[key] = value.strip() if isinstance(value, str) else value
+            known = True
+        if not known:
+            unknown.append(key)
+    for key in unknown:
+        log.warning("unknown broker config key %r in %s is ignored", key, origin)
+    try:
+        broker = BrokerConfig.model_validate(broker_values)
+    except ValidationError as exc:
+        raise ConfigError(_validation_message(exc, origin)) from None
+    loaded = LoadedConfig(broker=broker, store_properties=store_values, unknown_keys=unknown)
+    store_config(loaded)  # validate the store's keys now, so a bad value fails at load time
+    return loaded
+
+
+def store_config(loaded: LoadedConfig) -> Any:
+    """The StoreConfig for this broker: store-only keys as given, shared keys from the broker model."""
+    from broker.store.config import StoreConfig
+
+    aliases = _store_aliases()
+    b = loaded.broker
+    values: dict[str, Any] = dict(loaded.store_properties)
+    shared = {
+        "storePathRootDir": b.store_path_root_dir,
+        "storePathCommitLog": b.store_path_commit_log,
+        "mappedFileSizeCommitLog": b.mapped_file_size_commit_log,
+        "flushDiskType": b.flush_disk_type,
+        "brokerRole": b.broker_role,
+        "deleteWhen": b.delete_when,
+        "fileReservedTime": b.file_reserved_time,
+        "maxMessageSize": b.max_message_size,
+        "messageDelayLevel": b.message_delay_level,
+    }
+    for key, value in shared.items():
+        if key in aliases and value is not None:
+            values[key] = value
+    try:
+        return StoreConfig.model_validate(values)
+    except ValidationError as exc:
+        raise ConfigError(_validation_message(exc, "store configuration")) from None
+
+
+def effective_properties(loaded: LoadedConfig) -> dict[str, str]:
+    """Every effective key=value (broker and store), as `mqbroker -p` prints them."""
+    out: dict[str, str] = {}
+    dumped = loaded.broker.model_dump(by_alias=True)
+    dumped.update(store_config(loaded).model_dump(by_alias=True))
+    for key in sorted(dumped):
+        value = dumped[key]
+        if value is None:
+            value = ""
+        elif isinstance(value, bool):
+            value = "true" if value else "false"
+        out[key] = str(value)
+    return out
+
+
+def env_overrides(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """NAMESRV_ADDR from the environment, as RocketMQ's launcher reads it."""
+    env = os.environ if environ is None else environ
+    return {"namesrvAddr": env["NAMESRV_ADDR"]} if env.get("NAMESRV_ADDR") else {}

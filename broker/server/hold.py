@@ -1,0 +1,138 @@
+"""Long polling: pulls that found nothing wait here until a message arrives or they time out.
+
+The pull processor parks a request with `suspend()` and returns no response; the store's arrival
+listener calls `notify()` after each dispatched record, which re-runs matching requests at once; a
+timer per request re-runs it at its deadline, and a sweep every 5 s catches anything a notification
+missed. A re-run never suspends again and its reply keeps the request's original opaque.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from broker.protocol.command import RemotingCommand
+
+if TYPE_CHECKING:
+    from broker.transport.connection import RemotingConnection
+
+__all__ = ["HeldPull", "PullHoldService"]
+
+log = logging.getLogger(__name__)
+
+SWEEP_INTERVAL = 5.0
+
+# (conn, cmd) -> response or None: the pull processor run with suspension disabled.
+Rerun = Callable[["RemotingConnection", RemotingCommand], "RemotingCommand | None"]
+
+
+@dataclass(slots=True, eq=False)
+class HeldPull:
+    conn: RemotingConnection
+    cmd: RemotingCommand
+    topic: str
+    queue_id: int
+    offset: int
+    deadline: float
+    code_set: frozenset[int] = field(default_factory=frozenset)
+    timer: asyncio.TimerHandle | None = None
+
+
+class PullHoldService:
+    def __init__(self, rerun: Rerun, max_offset: Callable[[str, int], int]) -> None:
+        self._rerun = rerun
+        self._max_offset = max_offset
+        self._table: dict[tuple[str, int], list[HeldPull]] = {}
+        self._loop = asyncio.get_running_loop()
+        self._sweeper: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._sweeper = self._loop.create_task(self._sweep_forever())
+
+    async def close(self) -> None:
+        """Answer every held pull now (shutdown): clients get their PULL_NOT_FOUND instead of a timeout."""
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+        table, self._table = self._table, {}
+        for held in (h for lst in table.values() for h in lst):
+            self._wake(held)
+
+    @property
+    def held_count(self) -> int:
+        return sum(len(v) for v in self._table.values())
+
+    def suspend(self, held: HeldPull) -> None:
+        self._table.setdefault((held.topic, held.queue_id), []).append(held)
+        held.timer = self._loop.call_at(held.deadline, self._expire, held)
+
+    def notify(self, topic: str, queue_id: int, max_offset: int, tags_code: int = 0, _props: object = None) -> None:
+        """Store arrival listener: wake pulls on this queue waiting below `max_offset` whose tags match."""
+        waiting = self._table.get((topic, queue_id))
+        if not waiting:
+            return
+        keep: list[HeldPull] = []
+        wake: list[HeldPull] = []
+        for held in waiting:
+            if max_offset > held.offset and (not held.code_set or tags_code in held.code_set):
+                wake.append(held)
+            else:
+                keep.append(held)
+        if not wake:
+            return
+        if keep:
+            self._table[(topic, queue_id)] = keep
+        else:
+            del self._table[(topic, queue_id)]
+        for held in wake:
+            self._wake(held)
+
+    def _expire(self, held: HeldPull) -> None:
+        held.timer = None
+        if self._remove(held):
+            self._wake(held)
+
+    def _remove(self, held: HeldPull) -> bool:
+        key = (held.topic, held.queue_id)
+        lst = self._table.get(key)
+        if not lst or held not in lst:
+            return False
+        lst.remove(held)
+        if not lst:
+            del self._table[key]
+        return True
+
+    def _wake(self, held: HeldPull) -> None:
+        if held.timer is not None:
+            held.timer.cancel()
+            held.timer = None
+        if held.conn.is_closing:
+            return
+        try:
+            response = self._rerun(held.conn, held.cmd)
+        except Exception as exc:
+            code = getattr(exc, "response_code", None)
+            if not isinstance(code, int):
+                log.exception("re-running a held pull from %s failed", held.conn.peer)
+                code = 1
+            response = held.cmd.response(code, str(exc))
+        if response is not None:
+            held.conn.send_response(response)
+
+    async def _sweep_forever(self) -> None:
+        while True:
+            await asyncio.sleep(SWEEP_INTERVAL)
+            try:
+                self.sweep()
+            except Exception:
+                log.exception("long-polling sweep failed")
+
+    def sweep(self) -> None:
+        """Wake every held pull whose queue has grown (a missed or filtered-out notification)."""
+        for (topic, queue_id), lst in list(self._table.items()):
+            max_offset = self._max_offset(topic, queue_id)
+            for held in list(lst):
+                if max_offset > held.offset and not held.code_set and self._remove(held):
+                    self._wake(held)

@@ -1,0 +1,91 @@
+"""Consumer offsets: `topic@group` -> {queueId: offset}, persisted to consumerOffset.json.
+
+The offset processor (QUERY/UPDATE_CONSUMER_OFFSET), the pull processor (COMMIT_OFFSET flag) and
+admin requests call this; `BrokerController` runs `flush_periodically()` every
+`flushConsumerOffsetInterval` and calls `persist()` at shutdown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import Any
+
+from broker.server.persist import JsonFile
+
+__all__ = ["ConsumerOffsetManager"]
+
+log = logging.getLogger(__name__)
+
+TOPIC_GROUP_SEPARATOR = "@"
+
+
+class ConsumerOffsetManager:
+    """In-memory offset table with periodic, atomic persistence."""
+
+    def __init__(self, config_dir: Path) -> None:
+        self.table: dict[str, dict[int, int]] = {}
+        self._file = JsonFile(config_dir / "consumerOffset.json")
+        self._dirty = False
+
+    def load(self) -> None:
+        data = self._file.load() or {}
+        for key, queues in (data.get("offsetTable") or {}).items():
+            if TOPIC_GROUP_SEPARATOR not in key or not isinstance(queues, dict):
+                continue
+            self.table[key] = {int(q): int(o) for q, o in queues.items()}
+        log.info("loaded consumer offsets of %d topic@group pairs", len(self.table))
+
+    def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        key = f"{topic}{TOPIC_GROUP_SEPARATOR}{group}"
+        queues = self.table.get(key)
+        if queues is None:
+            queues = self.table[key] = {}
+        if queues.get(queue_id) != offset:
+            queues[queue_id] = offset
+            self._dirty = True
+
+    def query(self, group: str, topic: str, queue_id: int) -> int:
+        """The committed offset, or -1 when none is stored."""
+        queues = self.table.get(f"{topic}{TOPIC_GROUP_SEPARATOR}{group}")
+        if queues is None:
+            return -1
+        return queues.get(queue_id, -1)
+
+    def groups_of_topic(self, topic: str) -> set[str]:
+        return {
+            k.split(TOPIC_GROUP_SEPARATOR, 1)[1] for k in self.table if k.split(TOPIC_GROUP_SEPARATOR, 1)[0] == topic
+        }
+
+    def topics_of_group(self, group: str) -> set[str]:
+        return {
+            k.split(TOPIC_GROUP_SEPARATOR, 1)[0] for k in self.table if k.split(TOPIC_GROUP_SEPARATOR, 1)[1] == group
+        }
+
+    def remove_topic(self, topic: str) -> None:
+        for key in [k for k in self.table if k.split(TOPIC_GROUP_SEPARATOR, 1)[0] == topic]:
+            del self.table[key]
+            self._dirty = True
+
+    def snapshot(self) -> dict[str, Any]:
+        """consumerOffset.json's shape (4.9.x keeps only offsetTable; 5.x readers accept it too)."""
+        return {"offsetTable": {key: dict(queues) for key, queues in self.table.items()}}
+
+    def persist(self) -> None:
+        self._file.save(self.snapshot())
+        self._dirty = False
+
+    async def flush_periodically(self, interval_ms: int) -> None:
+        """Write the table every interval when it changed; the fsync runs off the event loop."""
+        while True:
+            await asyncio.sleep(interval_ms / 1000)
+            if not self._dirty:
+                continue
+            self._dirty = False
+            data = self.snapshot()
+            try:
+                await asyncio.to_thread(self._file.save, data)
+            except OSError:
+                self._dirty = True
+                log.exception("persisting consumer offsets failed; will retry")

@@ -1,0 +1,109 @@
+"""Client management: HEART_BEAT (34), UNREGISTER_CLIENT (35), GET_CONSUMER_LIST_BY_GROUP (38),
+LOCK_BATCH_MQ (41) and UNLOCK_BATCH_MQ (42).
+
+Registered by `BrokerController`. A consumer heartbeat finds (or auto-creates) the subscription group,
+creates `%RETRY%<group>` (which makes the broker re-register so the retry topic has a route), and
+records the channel and subscriptions in the ConsumerManager, which notifies the group on change.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from broker.protocol.bodies import (
+    ConsumerIdList,
+    HeartbeatData,
+    LockBatchRequestBody,
+    LockBatchResponseBody,
+    UnlockBatchRequestBody,
+)
+from broker.protocol.codes import ResponseCode
+from broker.protocol.command import RemotingCommand
+from broker.protocol.headers import GetConsumerListByGroupRequestHeader, UnregisterClientRequestHeader
+from broker.server.clients import ClientChannelInfo, SubscriptionData, parse_sub_string
+from broker.server.errors import RequestError
+from broker.server.topics import PERM_READ, PERM_WRITE, RETRY_GROUP_TOPIC_PREFIX
+
+if TYPE_CHECKING:
+    from broker.server.broker import BrokerController
+    from broker.transport.connection import RemotingConnection
+
+__all__ = ["ClientManageProcessor"]
+
+log = logging.getLogger(__name__)
+
+
+class ClientManageProcessor:
+    def __init__(self, broker: BrokerController) -> None:
+        self.broker = broker
+
+    def heart_beat(self, conn: RemotingConnection, cmd: RemotingCommand) -> RemotingCommand:
+        b = self.broker
+        try:
+            data = HeartbeatData.from_json(cmd.body)
+        except Exception as exc:
+            raise RequestError(ResponseCode.SYSTEM_ERROR, f"malformed heartbeat body: {exc}") from None
+        for consumer in data.consumers:
+            group_cfg = b.groups.find(consumer.group_name)
+            if group_cfg is None:
+                raise RequestError(
+                    ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                    f"subscription group [{consumer.group_name}] does not exist",
+                )
+            perm = PERM_READ | PERM_WRITE
+            b.topics.create_in_send_back(
+                RETRY_GROUP_TOPIC_PREFIX + consumer.group_name, group_cfg.retry_queue_nums, perm
+            )
+            subs = []
+            for s in consumer.subscriptions:
+                tags, codes = parse_sub_string(s.sub_string)
+                subs.append(
+                    SubscriptionData(
+                        topic=s.topic,
+                        sub_string=s.sub_string or "*",
+                        tags_set=tags,
+                        code_set=codes,
+                        sub_version=s.sub_version,
+                        expression_type=s.expression_type or "TAG",
+                    )
+                )
+            b.consumers.register(
+                consumer.group_name,
+                ClientChannelInfo(conn, data.client_id, cmd.language, cmd.version),
+                consume_type=consumer.consume_type.name,
+                message_model=consumer.message_model.name,
+                consume_from_where=consumer.consume_from_where.name,
+                subscriptions=subs,
+            )
+        for producer in data.producers:
+            b.producers.register(
+                producer.group_name, ClientChannelInfo(conn, data.client_id, cmd.language, cmd.version)
+            )
+        return cmd.response(ResponseCode.SUCCESS, None, {"IS_SUPPORT_HEART_BEAT_V2": "false", "IS_SUB_CHANGE": "false"})
+
+    def unregister_client(self, conn: RemotingConnection, cmd: RemotingCommand) -> RemotingCommand:
+        h = UnregisterClientRequestHeader.from_ext_fields(cmd.ext_fields)
+        if h.producer_group:
+            self.broker.producers.unregister(h.producer_group, conn)
+        if h.consumer_group:
+            self.broker.consumers.unregister(h.consumer_group, conn)
+        return cmd.response(ResponseCode.SUCCESS)
+
+    def consumer_list(self, conn: RemotingConnection, cmd: RemotingCommand) -> RemotingCommand:
+        h = GetConsumerListByGroupRequestHeader.from_ext_fields(cmd.ext_fields)
+        group = self.broker.consumers.get(h.consumer_group)
+        ids = group.client_ids() if group is not None else []
+        if not ids:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {h.consumer_group}")
+        return cmd.response(ResponseCode.SUCCESS, None, body=ConsumerIdList(tuple(ids)).to_json())
+
+    def lock_batch(self, conn: RemotingConnection, cmd: RemotingCommand) -> RemotingCommand:
+        body = LockBatchRequestBody.from_json(cmd.body)
+        granted = self.broker.locks.try_lock_batch(body.consumer_group, list(body.mq_set), body.client_id)
+        return cmd.response(ResponseCode.SUCCESS, None, body=LockBatchResponseBody(frozenset(granted)).to_json())
+
+    def unlock_batch(self, conn: RemotingConnection, cmd: RemotingCommand) -> RemotingCommand:
+        body = UnlockBatchRequestBody.from_json(cmd.body)
+        self.broker.locks.unlock_batch(body.consumer_group, list(body.mq_set), body.client_id)
+        return cmd.response(ResponseCode.SUCCESS)

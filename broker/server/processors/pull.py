@@ -1,0 +1,168 @@
+"""PULL_MESSAGE (11) and LITE_PULL_MESSAGE (361): the consumer path.
+
+Registered by `BrokerController`. Synchronous: the store lookup is an in-memory ConsumeQueue read,
+and the body is the stored records joined as they are. A pull that finds nothing and carries the
+SUSPEND flag is parked in the `PullHoldService` with no response; the hold service calls
+`process(..., allow_suspend=False)` again when a message arrives or the suspend time ends. Every
+reply carries suggestWhichBrokerId, nextBeginOffset, minOffset and maxOffset (Java clients fail
+without them, even on PULL_NOT_FOUND).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING
+
+from broker.protocol.codes import ResponseCode
+from broker.protocol.command import RemotingCommand
+from broker.protocol.headers import PullMessageRequestHeader
+from broker.server.clients import parse_sub_string
+from broker.server.errors import RequestError
+from broker.server.hold import HeldPull
+from broker.server.topics import PERM_READ
+from broker.store.results import GetStatus
+
+if TYPE_CHECKING:
+    from broker.server.broker import BrokerController
+    from broker.transport.connection import RemotingConnection
+
+__all__ = ["PullProcessor", "pull_response_code"]
+
+log = logging.getLogger(__name__)
+
+FLAG_COMMIT_OFFSET = 0x1
+FLAG_SUSPEND = 0x2
+FLAG_SUBSCRIPTION = 0x4
+FLAG_CLASS_FILTER = 0x8
+# A long poll is answered before the clients' 30 s request timeout, whatever suspend time they ask.
+MAX_SUSPEND_SECONDS = 25.0
+
+
+def pull_response_code(status: GetStatus, request_offset: int) -> int:
+    """Store status -> response code (reference 8.1)."""
+    if status is GetStatus.FOUND:
+        return ResponseCode.SUCCESS
+    if status in (GetStatus.NO_MATCHED_MESSAGE, GetStatus.MESSAGE_WAS_REMOVING):
+        return ResponseCode.PULL_RETRY_IMMEDIATELY
+    if status in (GetStatus.NO_MESSAGE_IN_QUEUE, GetStatus.NO_MATCHED_LOGIC_QUEUE):
+        return ResponseCode.PULL_OFFSET_MOVED if request_offset != 0 else ResponseCode.PULL_NOT_FOUND
+    if status in (GetStatus.OFFSET_FOUND_NULL, GetStatus.OFFSET_OVERFLOW_ONE):
+        return ResponseCode.PULL_NOT_FOUND
+    return ResponseCode.PULL_OFFSET_MOVED  # OFFSET_OVERFLOW_BADLY, OFFSET_TOO_SMALL
+
+
+class PullProcessor:
+    def __init__(self, broker: BrokerController) -> None:
+        self.broker = broker
+        self.config = broker.config
+        self.store = broker.store
+        self._loop = asyncio.get_running_loop()
+
+    def handle(self, conn: RemotingConnection, cmd: RemotingCommand) -> RemotingCommand | None:
+        return self.process(conn, cmd, allow_suspend=True)
+
+    def rerun(self, conn: RemotingConnection, cmd: RemotingCommand) -> RemotingCommand | None:
+        return self.process(conn, cmd, allow_suspend=False)
+
+    def process(self, conn: RemotingConnection, cmd: RemotingCommand, *, allow_suspend: bool) -> RemotingCommand | None:
+        b = self.broker
+        h = PullMessageRequestHeader.from_ext_fields(cmd.ext_fields)
+        if not self.config.broker_permission & PERM_READ:
+            raise RequestError(
+                ResponseCode.NO_PERMISSION, f"the broker[{self.config.broker_ip1}] pulling message is forbidden"
+            )
+        group_cfg = b.groups.find(h.consumer_group)
+        if group_cfg is None:
+            raise RequestError(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group [{h.consumer_group}] does not exist"
+            )
+        if not group_cfg.consume_enable:
+            raise RequestError(ResponseCode.NO_PERMISSION, f"subscription group no permission, {h.consumer_group}")
+        tc = b.topics.get(h.topic)
+        if tc is None:
+            raise RequestError(ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist, apply first please!")
+        if not tc.readable:
+            raise RequestError(ResponseCode.NO_PERMISSION, f"the topic[{h.topic}] pulling message is forbidden")
+        if h.queue_id < 0 or h.queue_id >= tc.read_queue_nums:
+            raise RequestError(
+                ResponseCode.SYSTEM_ERROR,
+                f"queueId[{h.queue_id}] is illegal, topic:[{h.topic}] topicConfig.readQueueNums:[{tc.read_queue_nums}] "
+                f"consumer:[{conn.peer}]",
+            )
+        code_set = self._code_set(h)
+        got = self.store.get_message(
+            h.consumer_group,
+            h.topic,
+            h.queue_id,
+            h.queue_offset,
+            h.max_msg_nums,
+            max_total_bytes=h.max_msg_bytes or self.config.max_transfer_bytes_on_message_in_memory,
+            tags_filter=set(code_set) if code_set else None,
+        )
+        code = pull_response_code(got.status, h.queue_offset)
+        ext = {
+            "suggestWhichBrokerId": "0",
+            "nextBeginOffset": str(got.next_begin_offset),
+            "minOffset": str(got.min_offset),
+            "maxOffset": str(got.max_offset),
+        }
+        body = b""
+        if code == ResponseCode.SUCCESS:
+            body = got.buffers[0].tobytes() if len(got.buffers) == 1 else b"".join(got.buffers)
+            b.stats.get(len(got.buffers))
+        got.release()
+        if allow_suspend and h.sys_flag & FLAG_COMMIT_OFFSET and self.config.is_master:
+            b.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
+        if code == ResponseCode.PULL_NOT_FOUND and allow_suspend and h.sys_flag & FLAG_SUSPEND:
+            if self.config.long_polling_enable:
+                wait = min(h.suspend_timeout_millis / 1000, MAX_SUSPEND_SECONDS)
+            else:
+                wait = self.config.short_polling_time_mills / 1000
+            b.hold.suspend(
+                HeldPull(
+                    conn=conn,
+                    cmd=cmd,
+                    topic=h.topic,
+                    queue_id=h.queue_id,
+                    offset=h.queue_offset,
+                    deadline=self._loop.time() + max(0.0, wait),
+                    code_set=frozenset(code_set),
+                )
+            )
+            return None
+        remark = None if code == ResponseCode.SUCCESS else got.status.name
+        return cmd.response(code, remark, ext, body)
+
+    def _code_set(self, h: PullMessageRequestHeader) -> set[int]:
+        """Tag hash codes to filter on; empty = everything."""
+        if h.sys_flag & FLAG_SUBSCRIPTION:
+            expression_type = (h.expression_type or "TAG").upper()
+            if expression_type != "TAG":
+                if not self.config.enable_property_filter:
+                    raise RequestError(
+                        ResponseCode.SYSTEM_ERROR,
+                        "The broker does not support consumer to filter message by SQL92 (enablePropertyFilter=false)",
+                    )
+                return set()  # SQL92 is evaluated by the client for now
+            return parse_sub_string(h.subscription)[1]
+        sub = self.broker.consumers.find_subscription(h.consumer_group, h.topic)
+        if sub is None:
+            group = self.broker.consumers.get(h.consumer_group)
+            if group is None:
+                raise RequestError(
+                    ResponseCode.SUBSCRIPTION_NOT_EXIST,
+                    f"the consumer's group info not exist, group: {h.consumer_group}",
+                )
+            raise RequestError(
+                ResponseCode.SUBSCRIPTION_NOT_EXIST, f"the consumer's subscription not exist, topic: {h.topic}"
+            )
+        if sub.sub_version < h.sub_version:
+            raise RequestError(
+                ResponseCode.SUBSCRIPTION_NOT_LATEST,
+                f"the consumer's subscription not latest, group: {h.consumer_group} "
+                f"{sub.sub_version} < {h.sub_version}",
+            )
+        if sub.expression_type.upper() != "TAG":
+            return set()
+        return set(sub.code_set)

@@ -1,0 +1,376 @@
+"""SEND_MESSAGE (10), SEND_MESSAGE_V2 (310) and SEND_BATCH_MESSAGE (320): the producer path.
+
+Registered by `BrokerController` on the remoting server. The entry point is synchronous so that the
+moment a request was read is known exactly; the store call runs in a task, and a request that waited
+longer than `waitTimeMillsInSendQueue` before its turn gets SYSTEM_BUSY (producer flow control). Every
+check happens before anything is stored: invalid topic, oversized body, malformed properties or batch
+are answered with a remark saying why. Delay messages are rewritten to SCHEDULE_TOPIC_XXXX here, the
+single path the architecture asks for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from typing import TYPE_CHECKING
+
+from broker.protocol.batch import MAX_PROPERTIES_LENGTH, BatchFormatError, decode_batch, merge_batch_properties
+from broker.protocol.codes import RequestCode, ResponseCode
+from broker.protocol.command import RemotingCommand
+from broker.protocol.headers import SendMessageRequestHeader, parse_send_request_header
+from broker.protocol.message import SysFlag
+from broker.protocol.properties import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, Prop, decode_properties
+from broker.protocol.uniq_key import UniqKeyGenerator
+from broker.server.errors import RequestError
+from broker.server.topics import (
+    DLQ_GROUP_TOPIC_PREFIX,
+    PERM_READ,
+    PERM_WRITE,
+    RETRY_GROUP_TOPIC_PREFIX,
+    SCHEDULE_TOPIC,
+    TopicConfig,
+    validate_topic,
+)
+from broker.store.results import MessageToStore, PutResult, PutStatus
+
+if TYPE_CHECKING:
+    from broker.server.broker import BrokerController
+    from broker.transport.connection import RemotingConnection
+
+__all__ = ["PUT_STATUS_CODES", "SendProcessor", "check_properties", "rewrite_for_delay"]
+
+log = logging.getLogger(__name__)
+
+# The one PutStatus -> response code table. The first four mean "stored"; their responses carry the
+# full send-result header.
+PUT_STATUS_CODES: dict[PutStatus, int] = {
+    PutStatus.PUT_OK: ResponseCode.SUCCESS,
+    PutStatus.FLUSH_DISK_TIMEOUT: ResponseCode.FLUSH_DISK_TIMEOUT,
+    PutStatus.FLUSH_SLAVE_TIMEOUT: ResponseCode.FLUSH_SLAVE_TIMEOUT,
+    PutStatus.SLAVE_NOT_AVAILABLE: ResponseCode.SLAVE_NOT_AVAILABLE,
+    PutStatus.OS_PAGE_CACHE_BUSY: ResponseCode.SYSTEM_BUSY,
+    PutStatus.MESSAGE_ILLEGAL: ResponseCode.MESSAGE_ILLEGAL,
+    PutStatus.PROPERTIES_SIZE_EXCEEDED: ResponseCode.MESSAGE_ILLEGAL,
+    PutStatus.SERVICE_NOT_AVAILABLE: ResponseCode.SERVICE_NOT_AVAILABLE,
+}
+_STORED_CODES = frozenset(
+    {
+        ResponseCode.SUCCESS,
+        ResponseCode.FLUSH_DISK_TIMEOUT,
+        ResponseCode.FLUSH_SLAVE_TIMEOUT,
+        ResponseCode.SLAVE_NOT_AVAILABLE,
+    }
+)
+# Topics producers may not write to directly (TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET).
+_NOT_ALLOWED_SEND_TOPICS = frozenset(
+    {
+        SCHEDULE_TOPIC,
+        "RMQ_SYS_TRANS_HALF_TOPIC",
+        "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+        "OFFSET_MOVED_EVENT",
+        "rmq_sys_wheel_timer",
+    }
+)
+_MSG_REGION = "DefaultRegion"
+
+
+def check_properties(text: str) -> str | None:
+    """Why a properties string is malformed, or None. Empty segments and empty values are tolerated."""
+    if len(text.encode()) > MAX_PROPERTIES_LENGTH:
+        return f"message properties length {len(text.encode())} exceeds the maximum {MAX_PROPERTIES_LENGTH}"
+    for segment in text.split(PROPERTY_SEPARATOR):
+        if not segment:
+            continue
+        sep = segment.find(NAME_VALUE_SEPARATOR)
+        if sep < 0:
+            return f"message properties segment {segment[:40]!r} has no name/value separator \\x01"
+        if sep == 0:
+            return f"message properties segment {segment[:40]!r} has an empty name"
+    return None
+
+
+def rewrite_for_delay(msg: MessageToStore, props: dict[str, str], max_level: int) -> bool:
+    """Move a message with DELAY > 0 to SCHEDULE_TOPIC_XXXX (queue level - 1); True when rewritten."""
+    raw = props.get(Prop.DELAY)
+    if not raw:
+        return False
+    try:
+        level = int(raw)
+    except ValueError:
+        return False
+    tran_type = msg.sys_flag & SysFlag.TRANSACTION_MASK
+    if level <= 0 or tran_type not in (SysFlag.TRANSACTION_NOT_TYPE, SysFlag.TRANSACTION_COMMIT_TYPE):
+        return False
+    level = min(level, max_level)
+    props[Prop.DELAY] = str(level)
+    props[Prop.REAL_TOPIC] = msg.topic
+    props[Prop.REAL_QID] = str(msg.queue_id)
+    msg.topic = SCHEDULE_TOPIC
+    msg.queue_id = level - 1
+    msg.properties = props
+    msg.properties_bytes = None
+    return True
+
+
+def _host_of(conn: RemotingConnection) -> tuple[str, int]:
+    cached = conn.attributes.get("born_host")
+    if cached is None:
+        host, _, port = conn.peer.rpartition(":")
+        host = host.strip("[]")
+        if host.startswith("::ffff:"):
+            host = host[7:]
+        cached = conn.attributes["born_host"] = (host or "127.0.0.1", int(port) if port.isdigit() else 0)
+    return cached  # type: ignore[no-any-return]
+
+
+class SendProcessor:
+    """Handles 10/310/320 (and the reply variants 324/325 as plain sends)."""
+
+    def __init__(self, broker: BrokerController) -> None:
+        self.broker = broker
+        self.config = broker.config
+        self.store = broker.store
+        self.topics = broker.topics
+        self.uniq = UniqKeyGenerator(broker.config.broker_ip1 if _is_ipv4(broker.config.broker_ip1) else "127.0.0.1")
+        self.wait_limit = broker.config.wait_time_mills_in_send_queue / 1000
+        self.max_delay_level = len(broker.config.delay_levels_ms)
+        self.in_flight: set[asyncio.Task[None]] = set()
+        self._loop = asyncio.get_running_loop()
+        self._cluster_prop = (
+            f"{Prop.CLUSTER}{NAME_VALUE_SEPARATOR}{broker.config.broker_cluster_name}{PROPERTY_SEPARATOR}"
+        )
+
+    # ------------------------------------------------------------------ entry
+
+    def handle(self, conn: RemotingConnection, cmd: RemotingCommand) -> None:
+        """Synchronous entry: stamp the arrival, run the send as a task, answer from the task."""
+        task = self._loop.create_task(self._run(conn, cmd, self._loop.time()))
+        self.in_flight.add(task)
+        task.add_done_callback(self.in_flight.discard)
+
+    async def _run(self, conn: RemotingConnection, cmd: RemotingCommand, received: float) -> None:
+        waited = self._loop.time() - received
+        if waited > self.wait_limit:
+            response = cmd.response(
+                ResponseCode.SYSTEM_BUSY,
+                f"[TIMEOUT_CLEAN_QUEUE]broker busy, start flow control for a while, period in queue: "
+                f"{int(waited * 1000)}ms, size of queue: {len(self.in_flight)}",
+            )
+        else:
+            try:
+                response = await self.process(conn, cmd)
+            except RequestError as exc:
+                response = cmd.response(exc.code, exc.remark)
+            except Exception as exc:
+                code = getattr(exc, "response_code", None)
+                if isinstance(code, int):
+                    response = cmd.response(code, str(exc))
+                else:
+                    log.exception("send from %s failed", conn.peer)
+                    response = cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+        if not cmd.is_oneway:
+            conn.send_response(response)
+
+    # ------------------------------------------------------------------ the send
+
+    async def process(self, conn: RemotingConnection, cmd: RemotingCommand) -> RemotingCommand:
+        header = parse_send_request_header(cmd.code, cmd.ext_fields)
+        tc = self._check(header, cmd)
+        batch = cmd.code == RequestCode.SEND_BATCH_MESSAGE or header.batch
+        queue_id = header.queue_id
+        if queue_id < 0:
+            queue_id = random.randrange(tc.write_queue_nums)
+        born_host = _host_of(conn)
+        if batch:
+            return await self._send_batch(cmd, header, tc, queue_id, born_host)
+
+        props_text = header.properties or ""
+        if len(cmd.body) > self.config.max_message_size:
+            raise RequestError(
+                ResponseCode.MESSAGE_ILLEGAL,
+                f"the message body size {len(cmd.body)} exceeds the maximum {self.config.max_message_size}",
+            )
+        problem = check_properties(props_text)
+        if problem is not None:
+            raise RequestError(ResponseCode.MESSAGE_ILLEGAL, problem)
+        props = decode_properties(props_text)
+        extra = self._cluster_prop
+        uniq = props.get(Prop.UNIQ_KEY)
+        if not uniq:
+            uniq = self.uniq.next()
+            extra += f"{Prop.UNIQ_KEY}{NAME_VALUE_SEPARATOR}{uniq}{PROPERTY_SEPARATOR}"
+        if props_text and not props_text.endswith(PROPERTY_SEPARATOR):
+            props_text += PROPERTY_SEPARATOR
+        msg = MessageToStore(
+            topic=header.topic,
+            queue_id=queue_id,
+            body=cmd.body,
+            flag=header.flag,
+            sys_flag=header.sys_flag,
+            born_timestamp=header.born_timestamp,
+            born_host=born_host,
+            reconsume_times=header.reconsume_times or 0,
+            properties_bytes=(props_text + extra).encode(),
+        )
+        if tc.topic_filter_type == "MULTI_TAG":
+            msg.sys_flag |= SysFlag.MULTI_TAGS
+        to_dlq = False
+        if header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            outcome = self._retry_or_dlq(header, msg, cmd.version)
+            if outcome is None:
+                return cmd.response(ResponseCode.SUCCESS)  # dropped: DLQ not writable (Java answers SUCCESS too)
+            to_dlq = outcome
+        tran = msg.sys_flag & SysFlag.TRANSACTION_MASK
+        if (props.get(Prop.TRAN_MSG) == "true" or tran == SysFlag.TRANSACTION_PREPARED_TYPE) and (
+            self.config.reject_transaction_message
+        ):
+            raise RequestError(
+                ResponseCode.NO_PERMISSION,
+                f"the broker[{self.config.broker_ip1}] sending transaction message is forbidden",
+            )
+        if Prop.DELAY in props and not to_dlq:
+            full = decode_properties(props_text + extra)
+            rewrite_for_delay(msg, full, self.max_delay_level)
+        result = await self.store.put_message(msg)
+        # Like Java, the reply names the queue the producer chose, even when a delay rewrote the target.
+        return self._response(cmd, result, queue_id, uniq)
+
+    async def _send_batch(
+        self,
+        cmd: RemotingCommand,
+        header: SendMessageRequestHeader,
+        tc: TopicConfig,
+        queue_id: int,
+        born_host: tuple[str, int],
+    ) -> RemotingCommand:
+        if header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            raise RequestError(
+                ResponseCode.MESSAGE_ILLEGAL, "batch request does not support retry group " + header.topic
+            )
+        try:
+            inner = decode_batch(cmd.body)
+        except BatchFormatError as exc:
+            raise RequestError(ResponseCode.MESSAGE_ILLEGAL, f"malformed batch body: {exc}") from None
+        batch_props = header.properties or ""
+        problem = check_properties(batch_props)
+        if problem is not None:
+            raise RequestError(ResponseCode.MESSAGE_ILLEGAL, f"batch header: {problem}")
+        batch_level = batch_props + self._cluster_prop
+        messages: list[MessageToStore] = []
+        uniq_ids: list[str] = []
+        for index, m in enumerate(inner):
+            if len(m.body) > self.config.max_message_size:
+                raise RequestError(
+                    ResponseCode.MESSAGE_ILLEGAL,
+                    f"batch message {index}: body size {len(m.body)} exceeds the maximum "
+                    f"{self.config.max_message_size}",
+                )
+            problem = check_properties(m.properties)
+            if problem is not None:
+                raise RequestError(ResponseCode.MESSAGE_ILLEGAL, f"batch message {index}: {problem}")
+            text = m.properties
+            uniq = decode_properties(text).get(Prop.UNIQ_KEY) if Prop.UNIQ_KEY in text else None
+            if not uniq:
+                uniq = self.uniq.next()
+                if text and not text.endswith(PROPERTY_SEPARATOR):
+                    text += PROPERTY_SEPARATOR
+                text += f"{Prop.UNIQ_KEY}{NAME_VALUE_SEPARATOR}{uniq}{PROPERTY_SEPARATOR}"
+            uniq_ids.append(uniq)
+            # 4.9.x-5.3.x append the batch-level properties to every inner message; clients read them.
+            merged = merge_batch_properties(text, batch_level)
+            if len(merged.encode()) > MAX_PROPERTIES_LENGTH:
+                raise RequestError(ResponseCode.MESSAGE_ILLEGAL, f"batch message {index}: properties too long")
+            messages.append(
+                MessageToStore(
+                    topic=header.topic,
+                    queue_id=queue_id,
+                    body=m.body,
+                    flag=m.flag,
+                    sys_flag=header.sys_flag,
+                    born_timestamp=header.born_timestamp,
+                    born_host=born_host,
+                    properties_bytes=merged.encode(),
+                )
+            )
+        result = await self.store.put_messages(messages)
+        return self._response(cmd, result, queue_id, ",".join(uniq_ids))
+
+    def _response(self, cmd: RemotingCommand, result: PutResult, queue_id: int, uniq: str) -> RemotingCommand:
+        code = PUT_STATUS_CODES.get(result.status, ResponseCode.SYSTEM_ERROR)
+        if code not in _STORED_CODES:
+            return cmd.response(code, f"store rejected the message: {result.status.name}")
+        self.broker.stats.put(result.message_count or 1)
+        ext = {
+            "msgId": ",".join(result.msg_ids),
+            "queueId": str(queue_id),
+            "queueOffset": str(result.queue_offset),
+            "transactionId": uniq,
+            "MSG_REGION": _MSG_REGION,
+            "TRACE_ON": "true",
+        }
+        return cmd.response(code, None if code == ResponseCode.SUCCESS else result.status.name, ext)
+
+    # ------------------------------------------------------------------ checks
+
+    def _check(self, header: SendMessageRequestHeader, cmd: RemotingCommand) -> TopicConfig:
+        c = self.config
+        if not c.is_master:
+            raise RequestError(
+                ResponseCode.SERVICE_NOT_AVAILABLE, f"the broker[{c.broker_ip1}] is a slave: sending is forbidden"
+            )
+        if not c.broker_permission & PERM_WRITE:
+            raise RequestError(ResponseCode.NO_PERMISSION, f"the broker[{c.broker_ip1}] sending message is forbidden")
+        reason = validate_topic(header.topic)
+        if reason is not None:
+            raise RequestError(ResponseCode.MESSAGE_ILLEGAL, reason)
+        if header.topic in _NOT_ALLOWED_SEND_TOPICS:
+            raise RequestError(ResponseCode.NO_PERMISSION, f"sending message to topic[{header.topic}] is forbidden")
+        tc = self.topics.get(header.topic)
+        if tc is None:
+            if header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+                tc = self.topics.create_in_send_back(header.topic, 1, PERM_READ | PERM_WRITE)
+            else:
+                tc = self.topics.create_in_send(header.topic, header.default_topic, header.default_topic_queue_nums)
+            if tc is None:
+                raise RequestError(
+                    ResponseCode.TOPIC_NOT_EXIST,
+                    f"topic[{header.topic}] not exist, apply first please! (auto-create is "
+                    f"{'on' if c.auto_create_topic_enable else 'off'})",
+                )
+        if not tc.writable:
+            raise RequestError(ResponseCode.NO_PERMISSION, f"the topic[{header.topic}] sending message is forbidden")
+        queues = max(tc.read_queue_nums, tc.write_queue_nums)
+        if header.queue_id >= queues:
+            raise RequestError(
+                ResponseCode.INVALID_PARAMETER,
+                f"request queueId[{header.queue_id}] is illegal, topic {header.topic} has {queues} queues, "
+                f"producer {cmd.ext_fields.get('a') or cmd.ext_fields.get('producerGroup')}",
+            )
+        return tc
+
+    def _retry_or_dlq(self, header: SendMessageRequestHeader, msg: MessageToStore, version: int) -> bool | None:
+        """A client re-sending to %RETRY%: past maxReconsumeTimes it goes to %DLQ% (True); None = drop."""
+        group = header.topic[len(RETRY_GROUP_TOPIC_PREFIX) :]
+        cfg = self.broker.groups.find(group)
+        if cfg is None:
+            raise RequestError(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {group}")
+        max_times = cfg.retry_max_times
+        if version >= 121 and header.max_reconsume_times is not None:
+            max_times = header.max_reconsume_times
+        if (header.reconsume_times or 0) < max_times:
+            return False
+        dlq = DLQ_GROUP_TOPIC_PREFIX + group
+        tc = self.topics.create_in_send_back(dlq, 1, PERM_WRITE)
+        if not tc.writable:
+            log.warning("DLQ topic %s is not writable; dropping the message", dlq)
+            return None
+        log.info("message to %s exceeded %d retries; moved to %s", header.topic, max_times, dlq)
+        msg.topic = dlq
+        msg.queue_id = 0
+        return True
+
+
+def _is_ipv4(ip: str) -> bool:
+    parts = ip.split(".")
+    return len(parts) == 4 and all(p.isdigit() and 0 <= int(p) <= 255 for p in parts)

@@ -1,0 +1,126 @@
+"""Registration with the NameServers: REGISTER_BROKER (103) and UNREGISTER_BROKER (104).
+
+`BrokerController` calls `register_all()` at start, every `registerNameServerPeriod` and (coalesced
+by `Registrar.trigger()`) right after a topic is created or changed; `unregister_all()` at shutdown.
+Each NameServer is contacted concurrently; one that is down is logged and retried next period.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import zlib
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from broker.protocol.codes import RequestCode, ResponseCode
+from broker.protocol.command import RemotingCommand
+from broker.protocol.headers import RegisterBrokerRequestHeader, UnregisterBrokerRequestHeader
+from broker.server.config import BrokerConfig
+from broker.transport.client import RemotingClient
+from broker.transport.errors import RemotingError
+
+__all__ = ["Registrar", "register_body"]
+
+log = logging.getLogger(__name__)
+
+
+def register_body(topic_wrapper: dict[str, Any]) -> bytes:
+    """Uncompressed RegisterBrokerBody JSON (reference 6.1)."""
+    return orjson.dumps({"filterServerList": [], "topicConfigSerializeWrapper": topic_wrapper})
+
+
+class Registrar:
+    """Sends the broker's registration to every NameServer; `trigger()` coalesces bursts of changes."""
+
+    def __init__(
+        self, config: BrokerConfig, client: RemotingClient, topic_wrapper: Callable[[], dict[str, Any]]
+    ) -> None:
+        self.config = config
+        self.client = client
+        self.topic_wrapper = topic_wrapper
+        self.timeout = config.register_broker_timeout_mills / 1000
+        self._pending: asyncio.Task[None] | None = None
+        self.last_results: dict[str, int | str] = {}
+        # The master's addresses as the NameServer reported them (a slave uses them for HA).
+        self.master_addr: str | None = None
+        self.master_ha_addr: str | None = None
+
+    def _register_command(self) -> RemotingCommand:
+        c = self.config
+        body = register_body(self.topic_wrapper())
+        header = RegisterBrokerRequestHeader(
+            broker_name=c.broker_name,
+            broker_addr=c.broker_addr,
+            cluster_name=c.broker_cluster_name,
+            ha_server_addr=c.ha_server_addr,
+            broker_id=c.broker_id,
+            heartbeat_timeout_millis=c.channel_expired_timeout,
+            enable_acting_master=False,
+            compressed=False,
+            body_crc32=zlib.crc32(body) & 0x7FFFFFFF,
+        )
+        return RemotingCommand(code=RequestCode.REGISTER_BROKER, ext_fields=header.to_ext_fields(), body=body)
+
+    async def register_all(self) -> int:
+        """Register with every NameServer; returns how many accepted."""
+        addrs = self.config.name_servers
+        if not addrs:
+            return 0
+        results = await asyncio.gather(*(self._register_one(a) for a in addrs))
+        return sum(results)
+
+    async def _register_one(self, addr: str) -> bool:
+        try:
+            resp = await self.client.invoke(addr, self._register_command(), self.timeout)
+        except (RemotingError, OSError) as exc:
+            self.last_results[addr] = f"{type(exc).__name__}: {exc}"
+            log.warning("register broker to name server %s failed: %s", addr, exc)
+            return False
+        self.last_results[addr] = resp.code
+        if resp.code != ResponseCode.SUCCESS:
+            log.warning("name server %s refused the registration: code %d %s", addr, resp.code, resp.remark)
+            return False
+        self.master_addr = resp.ext_fields.get("masterAddr") or self.master_addr
+        self.master_ha_addr = resp.ext_fields.get("haServerAddr") or self.master_ha_addr
+        log.debug("registered to name server %s", addr)
+        return True
+
+    def trigger(self) -> None:
+        """Re-register soon (after a topic change); several changes in one loop turn make one request."""
+        if not self.config.name_servers or (self._pending is not None and not self._pending.done()):
+            return
+        self._pending = asyncio.get_running_loop().create_task(self._soon())
+
+    async def _soon(self) -> None:
+        await asyncio.sleep(0)
+        await self.register_all()
+
+    async def run_periodically(self) -> None:
+        period = min(max(self.config.register_name_server_period, 10_000), 60_000) / 1000
+        while True:
+            await asyncio.sleep(period)
+            await self.register_all()
+
+    async def unregister_all(self) -> None:
+        c = self.config
+        header = UnregisterBrokerRequestHeader(
+            broker_name=c.broker_name,
+            broker_addr=c.broker_addr,
+            cluster_name=c.broker_cluster_name,
+            broker_id=c.broker_id,
+        )
+
+        async def one(addr: str) -> None:
+            cmd = RemotingCommand(code=RequestCode.UNREGISTER_BROKER, ext_fields=header.to_ext_fields())
+            try:
+                await self.client.invoke(addr, cmd, min(self.timeout, 3.0))
+                log.info("unregistered from name server %s", addr)
+            except (RemotingError, OSError) as exc:
+                log.warning("unregister from name server %s failed: %s", addr, exc)
+
+        if self._pending is not None:
+            self._pending.cancel()
+        await asyncio.gather(*(one(a) for a in c.name_servers))

@@ -1,0 +1,564 @@
+"""The broker's JSON config files under `<storePathRootDir>/config/`, in RocketMQ's shapes.
+
+Called by the broker's managers (topic configs, consumer offsets, subscription groups, delay offsets),
+usually from a worker thread because `save` fsyncs. Files written by a Java broker must load here and
+files written here must load in a Java broker, so:
+
+- the reader accepts fastjson's extensions: unquoted integer keys (`{0:250}`) and JSON objects as keys
+  (`{{"brokerName":"b","queueId":0,"topic":"T"}:5}`), besides standard JSON;
+- the writer produces fastjson's PrettyFormat (tab indentation, keys sorted, no space after `:`), with
+  unquoted keys wherever the Java map is keyed by a number;
+- `save` is atomic (temporary file, fsync, rename, fsync of the directory) and keeps the previous version
+  as `<name>.bak`, which `load` falls back to when the main file is missing or unreadable.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import threading
+import time
+from dataclasses import dataclass
+from json.decoder import scanstring  # type: ignore[attr-defined]
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+__all__ = [
+    "ConfigFile",
+    "ConfigParseError",
+    "DataVersion",
+    "ObjectKey",
+    "default_subscription_group",
+    "default_topic_config",
+    "dumps_fastjson",
+    "load_consumer_offsets",
+    "load_delay_offsets",
+    "load_subscription_groups",
+    "load_topics",
+    "loads_fastjson",
+    "save_consumer_offsets",
+    "save_delay_offsets",
+    "save_subscription_groups",
+    "save_topics",
+]
+
+log = logging.getLogger(__name__)
+
+BAK_SUFFIX = ".bak"
+TMP_SUFFIX = ".tmp"
+
+_WS = re.compile(r"[ \t\n\r]*")
+_NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(\.\d+)?([eE][-+]?\d+)?")
+_INT_KEY = re.compile(r"-?\d+L?")  # fastjson may write a Long key with an L suffix (WriteClassName)
+
+
+class ConfigParseError(ValueError):
+    """The text is neither standard JSON nor fastjson's dialect of it."""
+
+
+class ObjectKey(tuple[tuple[str, Any], ...]):
+    """A map key that fastjson wrote as a JSON object (e.g. a MessageQueue), hashable and sorted by name."""
+
+    __slots__ = ()
+
+    @classmethod
+    def of(cls, mapping: dict[str, Any]) -> ObjectKey:
+        return cls(sorted((k, _freeze(v)) for k, v in mapping.items()))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: _thaw(v) for k, v in self}
+
+
+def _freeze(value: Any) -> Any:
+    if isinstance(value, dict):
+        return ObjectKey.of(value)
+    if isinstance(value, list):
+        return tuple(_freeze(v) for v in value)
+    return value
+
+
+def _thaw(value: Any) -> Any:
+    if isinstance(value, ObjectKey):
+        return value.to_dict()
+    if isinstance(value, tuple):
+        return [_thaw(v) for v in value]
+    return value
+
+
+# -- reading ------------------------------------------------------------------------------------------
+
+
+def loads_fastjson(text: str | bytes) -> Any:
+    """Parse standard JSON or fastjson output. Unquoted integer keys become ints, object keys ObjectKeys."""
+    try:
+        return orjson.loads(text)  # the common case, in C
+    except orjson.JSONDecodeError:
+        pass
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ConfigParseError(f"not UTF-8: {exc}") from exc
+    parser = _Parser(text)
+    value = parser.value()
+    parser.skip_ws()
+    if parser.pos != len(text):
+        raise ConfigParseError(f"trailing data at {parser.pos}")
+    return value
+
+
+class _Parser:
+    """A small recursive-descent parser for the fastjson dialect (only used when orjson refuses the text)."""
+
+    __slots__ = ("depth", "pos", "text")
+
+    MAX_DEPTH = 200
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.pos = 0
+        self.depth = 0
+
+    def skip_ws(self) -> None:
+        m = _WS.match(self.text, self.pos)
+        self.pos = m.end() if m else self.pos
+
+    def fail(self, what: str) -> ConfigParseError:
+        return ConfigParseError(f"{what} at position {self.pos}")
+
+    def value(self) -> Any:
+        self.skip_ws()
+        text, pos = self.text, self.pos
+        if pos >= len(text):
+            raise self.fail("unexpected end")
+        ch = text[pos]
+        if ch == "{":
+            return self.obj()
+        if ch == "[":
+            return self.array()
+        if ch == '"':
+            return self.string()
+        for word, val in (("true", True), ("false", False), ("null", None)):
+            if text.startswith(word, pos):
+                self.pos = pos + len(word)
+                return val
+        m = _NUMBER.match(text, pos)
+        if not m:
+            raise self.fail(f"unexpected {ch!r}")
+        self.pos = m.end()
+        return float(m.group()) if m.group(1) or m.group(2) else int(m.group())
+
+    def string(self) -> str:
+        try:
+            s, end = scanstring(self.text, self.pos + 1, True)
+        except ValueError as exc:
+            raise self.fail(f"bad string ({exc})") from exc
+        self.pos = end
+        return str(s)
+
+    def key(self) -> Any:
+        ch = self.text[self.pos] if self.pos < len(self.text) else ""
+        if ch == '"':
+            return self.string()
+        if ch == "{":
+            obj = self.obj()
+            return ObjectKey.of(obj)
+        m = _INT_KEY.match(self.text, self.pos)
+        if m:
+            self.pos = m.end()
+            return int(m.group().rstrip("L"))
+        raise self.fail("expected a key")
+
+    def obj(self) -> dict[Any, Any]:
+        self.depth += 1
+        if self.depth > self.MAX_DEPTH:
+            raise self.fail("nesting too deep")
+        self.pos += 1
+        result: dict[Any, Any] = {}
+        self.skip_ws()
+        if self.text.startswith("}", self.pos):
+            self.pos += 1
+            self.depth -= 1
+            return result
+        while True:
+            self.skip_ws()
+            k = self.key()
+            self.skip_ws()
+            if not self.text.startswith(":", self.pos):
+                raise self.fail("expected ':'")
+            self.pos += 1
+            result[k] = self.value()
+            self.skip_ws()
+            if self.text.startswith(",", self.pos):
+                self.pos += 1
+                continue
+            if self.text.startswith("}", self.pos):
+                self.pos += 1
+                self.depth -= 1
+                return result
+            raise self.fail("expected ',' or '}'")
+
+    def array(self) -> list[Any]:
+        self.depth += 1
+        if self.depth > self.MAX_DEPTH:
+            raise self.fail("nesting too deep")
+        self.pos += 1
+        result: list[Any] = []
+        self.skip_ws()
+        if self.text.startswith("]", self.pos):
+            self.pos += 1
+            self.depth -= 1
+            return result
+        while True:
+            result.append(self.value())
+            self.skip_ws()
+            if self.text.startswith(",", self.pos):
+                self.pos += 1
+                continue
+            if self.text.startswith("]", self.pos):
+                self.pos += 1
+                self.depth -= 1
+                return result
+            raise self.fail("expected ',' or ']'")
+
+
+# -- writing ------------------------------------------------------------------------------------------
+
+
+def dumps_fastjson(data: Any) -> str:
+    """Serialise like fastjson's `toJSONString(obj, PrettyFormat)`.
+
+    String-keyed maps put each entry on its own line; maps with int or ObjectKey keys are written inline
+    with the closing brace on a new line, exactly as fastjson's MapSerializer does. None values in maps
+    are omitted (fastjson's default without WriteMapNullValue); keys are sorted (ints numerically).
+    """
+    out: list[str] = []
+    _write(out, data, 0)
+    return "".join(out)
+
+
+def _sort_key(k: Any) -> tuple[int, Any]:
+    if isinstance(k, str):
+        return (2, k)
+    if isinstance(k, bool) or not isinstance(k, int):
+        return (1, repr(k))
+    return (0, k)
+
+
+def _write(out: list[str], value: Any, indent: int) -> None:
+    if isinstance(value, dict):
+        _write_map(out, value, indent)
+    elif isinstance(value, list | tuple) and not isinstance(value, ObjectKey):
+        if not value:
+            out.append("[]")
+            return
+        out.append("[")
+        pad = "\n" + "\t" * (indent + 1)
+        for i, item in enumerate(value):
+            if i:
+                out.append(",")
+            out.append(pad)
+            _write(out, item, indent + 1)
+        out.append("\n" + "\t" * indent + "]")
+    elif isinstance(value, ObjectKey):
+        _write_map(out, value.to_dict(), indent)
+    elif isinstance(value, str):
+        out.append(orjson.dumps(value).decode())  # UTF-8 as is, control characters escaped, like fastjson
+    elif value is None or isinstance(value, bool):
+        out.append("null" if value is None else "true" if value else "false")
+    elif isinstance(value, int):
+        out.append(str(value))  # not orjson: Java longs fit, but nothing here should cap the range
+    elif isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise ValueError(f"cannot write {value!r} as JSON")
+        out.append(repr(value))
+    else:
+        raise TypeError(f"cannot write {type(value).__name__} as JSON")
+
+
+def _write_map(out: list[str], mapping: dict[Any, Any], indent: int) -> None:
+    items = [(k, v) for k, v in mapping.items() if v is not None]
+    if not items:
+        out.append("{}")
+        return
+    items.sort(key=lambda kv: _sort_key(kv[0]))
+    out.append("{")
+    pad = "\n" + "\t" * (indent + 1)
+    for i, (k, v) in enumerate(items):
+        if i:
+            out.append(",")
+        if isinstance(k, str):
+            out.append(pad)
+            out.append(orjson.dumps(k).decode())
+        elif isinstance(k, ObjectKey):
+            _write_map(out, k.to_dict(), indent + 1)
+        elif isinstance(k, int) and not isinstance(k, bool):
+            out.append(str(k))
+        else:
+            raise TypeError(f"unsupported map key {k!r}")
+        out.append(":")
+        _write(out, v, indent + 1)
+    out.append("\n" + "\t" * indent + "}")
+
+
+# -- the file -----------------------------------------------------------------------------------------
+
+
+class ConfigFile:
+    """One config file with its `.bak`. Thread-safe: saves of one file are serialised by a lock."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.bak_path = self.path.with_name(self.path.name + BAK_SUFFIX)
+        self._tmp_path = self.path.with_name(self.path.name + TMP_SUFFIX)
+        self._lock = threading.Lock()
+
+    def load(self) -> dict[Any, Any] | None:
+        """The file's content; the `.bak` when the file is missing, empty or corrupt; None when neither is usable."""
+        main = self._read(self.path)
+        if main is not None:
+            return main
+        bak = self._read(self.bak_path)
+        if bak is not None:
+            if self.path.exists():
+                log.warning("%s is unreadable; loaded the previous version from %s", self.path, self.bak_path.name)
+            else:
+                log.warning("%s is missing; loaded %s", self.path, self.bak_path.name)
+            return bak
+        if self.path.exists() or self.bak_path.exists():
+            log.error("neither %s nor its .bak could be read", self.path)
+        return None
+
+    @staticmethod
+    def _read(path: Path) -> dict[Any, Any] | None:
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            log.error("cannot read %s: %s", path, exc)
+            return None
+        if not raw.strip():
+            return None  # Java's string2File leaves an empty file behind when it dies mid-write
+        try:
+            data = loads_fastjson(raw)
+        except (ConfigParseError, RecursionError) as exc:
+            log.error("%s is corrupt: %s", path, exc)
+            return None
+        if not isinstance(data, dict):
+            log.error("%s does not hold a JSON object", path)
+            return None
+        return data
+
+    def save(self, data: dict[Any, Any]) -> None:
+        """Write atomically; afterwards the previous version is `.bak`. Blocking (two fsyncs)."""
+        payload = dumps_fastjson(data).encode()
+        with self._lock:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self._tmp_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                view = memoryview(payload)
+                while view:
+                    view = view[os.write(fd, view) :]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            if self.path.exists():
+                self._keep_previous()
+            # rename is atomic: a reader (or a crash) sees either the old or the new file, never a mix
+            os.replace(self._tmp_path, self.path)
+            _fsync_dir(self.path.parent)
+
+    def _keep_previous(self) -> None:
+        """Make the current file the `.bak` without ever removing the main file (hard link, then rename)."""
+        bak_tmp = self.bak_path.with_name(self.bak_path.name + TMP_SUFFIX)
+        bak_tmp.unlink(missing_ok=True)
+        try:
+            os.link(self.path, bak_tmp)
+        except OSError:
+            # filesystems without hard links: copy instead (the main file stays in place either way)
+            data = self.path.read_bytes()
+            fd = os.open(bak_tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                os.write(fd, data)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        os.replace(bak_tmp, self.bak_path)
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+# -- shapes of the four files -------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class DataVersion:
+    """RocketMQ's DataVersion: bumped on every change so the NameServer and slaves notice it."""
+
+    counter: int = 0
+    state_version: int = 0
+    timestamp: int = 0
+
+    @classmethod
+    def from_json(cls, data: Any) -> DataVersion:
+        if not isinstance(data, dict):
+            return cls(timestamp=int(time.time() * 1000))
+        return cls(
+            counter=int(data.get("counter", 0)),
+            state_version=int(data.get("stateVersion", 0)),
+            timestamp=int(data.get("timestamp", 0)),
+        )
+
+    def to_json(self) -> dict[str, int]:
+        return {"counter": self.counter, "stateVersion": self.state_version, "timestamp": self.timestamp}
+
+    def next_version(self, state_version: int | None = None) -> None:
+        """Java's nextVersion: new timestamp, counter + 1."""
+        self.timestamp = int(time.time() * 1000)
+        self.counter += 1
+        if state_version is not None:
+            self.state_version = state_version
+
+
+def _int_map(raw: Any, where: str) -> dict[int, int]:
+    """{queueId/level: offset} from either unquoted (fastjson) or quoted (standard JSON) keys."""
+    result: dict[int, int] = {}
+    if not isinstance(raw, dict):
+        return result
+    for k, v in raw.items():
+        try:
+            result[int(k)] = int(v)
+        except (TypeError, ValueError):
+            log.warning("%s: skipping entry %r: %r", where, k, v)
+    return result
+
+
+def default_topic_config(
+    name: str, read_queue_nums: int = 16, write_queue_nums: int = 16, perm: int = 6
+) -> dict[str, Any]:
+    """A TopicConfig as topics.json stores it, with Java's defaults."""
+    return {
+        "attributes": {},
+        "order": False,
+        "perm": perm,
+        "readQueueNums": read_queue_nums,
+        "topicFilterType": "SINGLE_TAG",
+        "topicName": name,
+        "topicSysFlag": 0,
+        "writeQueueNums": write_queue_nums,
+    }
+
+
+def default_subscription_group(name: str) -> dict[str, Any]:
+    """A SubscriptionGroupConfig as subscriptionGroup.json stores it, with Java's defaults."""
+    return {
+        "brokerId": 0,
+        "consumeBroadcastEnable": True,
+        "consumeEnable": True,
+        "consumeFromMinEnable": True,
+        "consumeMessageOrderly": False,
+        "consumeTimeoutMinute": 15,
+        "groupName": name,
+        "groupSysFlag": 0,
+        "notifyConsumerIdsChangedEnable": True,
+        "retryMaxTimes": 16,
+        "retryQueueNums": 1,
+        "whichBrokerWhenConsumeSlowly": 1,
+    }
+
+
+def load_topics(path: Path) -> tuple[dict[str, dict[str, Any]], DataVersion] | None:
+    """topics.json -> ({topic: TopicConfig dict}, dataVersion); None when there is no usable file."""
+    data = ConfigFile(path).load()
+    if data is None:
+        return None
+    raw = data.get("topicConfigTable")
+    table = {str(k): v for k, v in raw.items() if isinstance(v, dict)} if isinstance(raw, dict) else {}
+    return table, DataVersion.from_json(data.get("dataVersion"))
+
+
+def save_topics(path: Path, table: dict[str, dict[str, Any]], data_version: DataVersion) -> None:
+    ConfigFile(path).save({"dataVersion": data_version.to_json(), "topicConfigTable": table})
+
+
+def load_consumer_offsets(path: Path) -> dict[str, dict[int, int]] | None:
+    """consumerOffset.json -> {"topic@group": {queueId: offset}}; None when there is no usable file."""
+    data = ConfigFile(path).load()
+    if data is None:
+        return None
+    raw = data.get("offsetTable")
+    if not isinstance(raw, dict):
+        return {}
+    return {str(k): _int_map(v, f"{path.name} {k}") for k, v in raw.items()}
+
+
+def save_consumer_offsets(
+    path: Path, table: dict[str, dict[int, int]], data_version: DataVersion | None = None
+) -> None:
+    """Write 5.x's shape: offsetTable with unquoted queue ids, plus dataVersion and the derived groupTopicMap."""
+    group_topics: dict[str, list[str]] = {}
+    for key in table:
+        topic, sep, group = key.rpartition("@")
+        if sep:
+            group_topics.setdefault(group, []).append(topic)
+    data: dict[str, Any] = {
+        "groupTopicMap": {g: sorted(ts) for g, ts in group_topics.items()},
+        "offsetTable": {k: {int(q): int(o) for q, o in v.items()} for k, v in table.items()},
+    }
+    if data_version is not None:
+        data["dataVersion"] = data_version.to_json()
+    ConfigFile(path).save(data)
+
+
+def load_subscription_groups(
+    path: Path,
+) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, int]], DataVersion] | None:
+    """subscriptionGroup.json -> (subscriptionGroupTable, forbiddenTable, dataVersion); None when unusable."""
+    data = ConfigFile(path).load()
+    if data is None:
+        return None
+    raw = data.get("subscriptionGroupTable")
+    table = {str(k): v for k, v in raw.items() if isinstance(v, dict)} if isinstance(raw, dict) else {}
+    raw_forbidden = data.get("forbiddenTable")
+    forbidden: dict[str, dict[str, int]] = {}
+    if isinstance(raw_forbidden, dict):
+        for group, topics in raw_forbidden.items():
+            if isinstance(topics, dict):
+                forbidden[str(group)] = {str(t): int(v) for t, v in topics.items()}
+    return table, forbidden, DataVersion.from_json(data.get("dataVersion"))
+
+
+def save_subscription_groups(
+    path: Path,
+    table: dict[str, dict[str, Any]],
+    forbidden: dict[str, dict[str, int]],
+    data_version: DataVersion,
+) -> None:
+    ConfigFile(path).save(
+        {"dataVersion": data_version.to_json(), "forbiddenTable": forbidden, "subscriptionGroupTable": table}
+    )
+
+
+def load_delay_offsets(path: Path) -> tuple[dict[int, int], DataVersion] | None:
+    """delayOffset.json -> ({delayLevel: offset}, dataVersion); None when there is no usable file."""
+    data = ConfigFile(path).load()
+    if data is None:
+        return None
+    return _int_map(data.get("offsetTable"), path.name), DataVersion.from_json(data.get("dataVersion"))
+
+
+def save_delay_offsets(path: Path, table: dict[int, int], data_version: DataVersion | None = None) -> None:
+    data: dict[str, Any] = {"offsetTable": {int(k): int(v) for k, v in table.items()}}
+    if data_version is not None:
+        data["dataVersion"] = data_version.to_json()
+    ConfigFile(path).save(data)

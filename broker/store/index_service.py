@@ -1,0 +1,248 @@
+"""IndexService: the list of IndexFiles under `index/`, fed by dispatch and queried by key.
+
+MessageStore (broker.store.message_store) creates it, calls `load` and, after CommitLog recovery,
+`truncate_dirty`; the reput service (broker.store.dispatch) calls `dispatch` for every record; the
+query-by-key path calls `query`; the flush service calls `flush` from a worker thread and the clean
+service calls `delete_expired`. Keys are `topic#UNIQ_KEY` and `topic#k` for each space-separated token
+of KEYS; ROLLBACK records are not indexed (RocketMQ's IndexService.buildIndex).
+
+Re-dispatch after a restart is idempotent: a record below the last file's endPhyOffset is skipped, and
+the record at endPhyOffset (possibly half-indexed when the process died) is indexed again, its repeated
+entries being dropped at query time.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from broker.protocol.message import SysFlag
+from broker.store.index_file import IndexFile, index_file_size, key_hash
+
+if TYPE_CHECKING:
+    from broker.store.dispatch import DispatchRequest
+
+__all__ = ["IndexService"]
+
+log = logging.getLogger(__name__)
+
+_NAME_FORMAT = "%Y%m%d%H%M%S"
+_NAME_LEN = 17  # yyyyMMddHHmmssSSS
+
+
+def _name_for(ms: int) -> str:
+    """Java's UtilAll.timeMillisToHumanString: local time, yyyyMMddHHmmssSSS."""
+    return datetime.fromtimestamp(ms / 1000).strftime(_NAME_FORMAT) + f"{ms % 1000:03d}"
+
+
+def _ms_of(name: str) -> int | None:
+    if len(name) != _NAME_LEN or not name.isdigit():
+        return None
+    try:
+        return int(datetime.strptime(name[:14], _NAME_FORMAT).timestamp() * 1000) + int(name[14:])
+    except ValueError:
+        return None
+
+
+class IndexService:
+    """All index files, oldest first; the last one is written. Dispatch and query run on one thread."""
+
+    def __init__(self, directory: Path, *, hash_slot_num: int = 5_000_000, index_num: int = 20_000_000) -> None:
+        if hash_slot_num <= 0 or index_num <= 1:
+            raise ValueError("hash_slot_num must be > 0 and index_num > 1")
+        self.directory = Path(directory)
+        self.hash_slot_num = hash_slot_num
+        self.index_num = index_num
+        self.files: list[IndexFile] = []
+        self._last_name_ms = 0
+        self._lock = threading.Lock()  # guards `files` against the flush thread
+
+    # -- lifecycle ------------------------------------------------------------------------------------
+
+    def load(self, last_exit_ok: bool) -> bool:
+        """Map every index file, oldest first. Files of another geometry or with an impossible header are
+        reported (and, after a crash, deleted: the index is derived data). Returns False if any was bad."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        for tmp in self.directory.glob("*.tmp"):
+            tmp.unlink(missing_ok=True)
+        ok = True
+        expected = index_file_size(self.hash_slot_num, self.index_num)
+        for path in sorted(p for p in self.directory.iterdir() if p.is_file() and p.name.isdigit()):
+            if path.stat().st_size != expected:
+                log.error(
+                    "%s is %d bytes, expected %d (maxHashSlotNum=%d, maxIndexNum=%d): ignored",
+                    path, path.stat().st_size, expected, self.hash_slot_num, self.index_num,
+                )  # fmt: skip
+                ok = False
+                continue
+            f = IndexFile(path, self.hash_slot_num, self.index_num)
+            if f.index_count > self.index_num or f.hash_slot_count < 0 or f.end_phy_offset < f.begin_phy_offset:
+                log.error("%s has an impossible header (%r)%s", path, f, "" if last_exit_ok else ": deleted")
+                ok = False
+                if last_exit_ok:
+                    f.close()
+                else:
+                    f.destroy()
+                continue
+            self.files.append(f)
+            self._last_name_ms = max(self._last_name_ms, _ms_of(path.name) or 0)
+        log.info("loaded %d index files (last exit %s)", len(self.files), "clean" if last_exit_ok else "abnormal")
+        return ok
+
+    def truncate_dirty(self, max_phy_offset: int, store_time_of: Callable[[int], int] | None = None) -> int:
+        """After CommitLog recovery: forget entries pointing at or beyond its max offset; returns how many.
+
+        Files left with no entry are deleted, including an empty newest file whose inherited endPhyOffset
+        lies beyond the new end (it would make dispatch skip records that are now new).
+        """
+        removed = 0
+        with self._lock:
+            while self.files and self.files[-1].end_phy_offset >= max_phy_offset:
+                f = self.files[-1]
+                first = f.first_phy_offset()
+                if first < 0 or first >= max_phy_offset:
+                    removed += f.entry_count
+                    self.files.pop()
+                    f.destroy()
+                    continue
+                removed += f.truncate(max_phy_offset, store_time_of)
+                break
+        return removed
+
+    def flush(self) -> int:
+        """fdatasync every file written since the last flush (blocking: run in a worker thread).
+
+        Returns the end timestamp covered (the checkpoint's indexMsgTimestamp), 0 when there are no files.
+        """
+        with self._lock:
+            files = list(self.files)
+        ts = files[-1].end_timestamp if files else 0
+        for f in files:
+            f.flush()
+        return ts
+
+    def close(self) -> None:
+        with self._lock:
+            for f in self.files:
+                f.close()
+            self.files = []
+
+    def destroy(self) -> None:
+        """Delete every index file."""
+        with self._lock:
+            for f in self.files:
+                f.destroy()
+            self.files = []
+
+    def delete_expired(self, min_phy_offset: int) -> int:
+        """Delete whole files (never the newest) whose entries all point below `min_phy_offset`."""
+        deleted = 0
+        with self._lock:
+            while len(self.files) > 1 and self.files[0].end_phy_offset < min_phy_offset:
+                self.files.pop(0).destroy()
+                deleted += 1
+        return deleted
+
+    # -- state ----------------------------------------------------------------------------------------
+
+    @property
+    def end_phy_offset(self) -> int:
+        """The newest indexed CommitLog offset: dispatch after a restart need not start before it."""
+        return self.files[-1].end_phy_offset if self.files else 0
+
+    @property
+    def last_update_timestamp(self) -> int:
+        return self.files[-1].end_timestamp if self.files else 0
+
+    # -- writing --------------------------------------------------------------------------------------
+
+    def _writable(self) -> IndexFile | None:
+        files = self.files
+        if files and not files[-1].is_write_full:
+            return files[-1]
+        return self._roll()
+
+    def _roll(self) -> IndexFile | None:
+        prev = self.files[-1] if self.files else None
+        ms = max(int(time.time() * 1000), self._last_name_ms + 1)  # two files in one millisecond: keep order
+        path = self.directory / _name_for(ms)
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            f = IndexFile.create(
+                path,
+                self.hash_slot_num,
+                self.index_num,
+                end_phy_offset=prev.end_phy_offset if prev else 0,
+                end_timestamp=prev.end_timestamp if prev else 0,
+            )
+        except OSError as exc:
+            log.error("cannot create index file %s: %s; messages are not indexed until this is fixed", path, exc)
+            return None
+        self._last_name_ms = ms
+        with self._lock:
+            self.files.append(f)
+        log.info("created index file %s", path.name)
+        return f
+
+    def dispatch(self, request: DispatchRequest) -> None:
+        """Index a record's UNIQ_KEY and KEYS (skipping ROLLBACK records and already-indexed offsets)."""
+        uniq = request.uniq_key
+        keys = request.keys
+        if not uniq and not keys:
+            return
+        if request.sys_flag & SysFlag.TRANSACTION_MASK == SysFlag.TRANSACTION_ROLLBACK_TYPE:
+            return
+        f = self._writable()
+        if f is None:
+            return
+        phy = request.commit_log_offset
+        if phy < f.end_phy_offset:
+            return  # indexed before a restart
+        ts = request.store_timestamp
+        prefix = request.topic + "#"
+        if uniq:
+            f = self._put(f, key_hash(prefix + uniq), phy, ts)
+        if keys and f is not None:
+            for k in keys.split(" "):
+                if k and f is not None:
+                    f = self._put(f, key_hash(prefix + k), phy, ts)
+
+    def _put(self, f: IndexFile, khash: int, phy: int, ts: int) -> IndexFile | None:
+        if f.put(khash, phy, ts):
+            return f
+        nf = self._roll()
+        if nf is None or not nf.put(khash, phy, ts):
+            return None
+        return nf
+
+    # -- reading --------------------------------------------------------------------------------------
+
+    def query(self, topic: str, key: str, max_num: int, begin_ts: int, end_ts: int) -> list[int]:
+        """CommitLog offsets of records indexed under `topic#key` stored in [begin_ts, end_ts], newest first.
+
+        Matching is by hash (as in RocketMQ); the caller checks the records' keys when it must be exact.
+        Times are compared at the index's one-second resolution.
+        """
+        khash = key_hash(f"{topic}#{key}")
+        found: list[int] = []
+        files = self.files
+        for i in range(len(files) - 1, -1, -1):
+            f = files[i]
+            if f.is_time_matched(begin_ts, end_ts):
+                f.select(found, khash, max_num + 8, begin_ts, end_ts)  # slack for repeats dropped below
+            if f.begin_timestamp < begin_ts or len(found) >= max_num + 8:
+                break
+        result: list[int] = []
+        seen: set[int] = set()
+        for off in found:
+            if off not in seen:
+                seen.add(off)
+                result.append(off)
+                if len(result) >= max_num:
+                    break
+        return result

@@ -1,0 +1,94 @@
+"""BrokerConfig from broker.conf keys, the unknown-key policy, and `mqbroker -p` / bad config."""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from broker.config.errors import ConfigError
+from broker.server.config import effective_properties, load_broker_config, store_config
+
+MQBROKER = [sys.executable, "-m", "broker.cli.mqbroker"]
+
+
+def test_keys_defaults_and_derived_values(tmp_path: Path) -> None:
+    loaded = load_broker_config({
+        "brokerClusterName": "C1", "brokerName": "b", "brokerId": "0", "listenPort": "10921",
+        "namesrvAddr": "127.0.0.1:9876;127.0.0.2:9876", "storePathRootDir": str(tmp_path),
+        "flushDiskType": "SYNC_FLUSH", "autoCreateTopicEnable": "false", "flushIntervalCommitLog": "300",
+    })
+    b = loaded.broker
+    assert b.ha_listen_port == 10922 and b.broker_ip2 == b.broker_ip1
+    assert b.name_servers == ["127.0.0.1:9876", "127.0.0.2:9876"]
+    assert b.auto_create_topic_enable is False and b.wait_time_mills_in_send_queue == 200
+    assert b.delay_levels_ms[:3] == [1000, 5000, 10000] and len(b.delay_levels_ms) == 18
+    sc = store_config(loaded)
+    assert sc.flush_disk_type == "SYNC_FLUSH" and sc.flush_interval_commit_log == 300
+    assert str(sc.store_path_root_dir) == str(tmp_path)
+
+
+def test_unknown_key_warns_by_name_and_bad_value_is_an_error(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING):
+        loaded = load_broker_config({"brokerName": "b", "noSuchKey": "1"})
+    assert loaded.unknown_keys == ["noSuchKey"] and "noSuchKey" in caplog.text
+    for key, value in [("listenPort", "abc"), ("flushDiskType", "SOMETIMES"), ("namesrvAddr", "nohostport"),
+                       ("autoCreateTopicEnable", "maybe"), ("deleteWhen", "25"), ("messageDelayLevel", "1x"),
+                       ("flushIntervalCommitLog", "often")]:
+        with pytest.raises(ConfigError) as err:
+            load_broker_config({key: value})
+        assert key in str(err.value) or "flush_interval_commit_log" in str(err.value), (key, str(err.value))
+
+
+def test_effective_properties_cover_broker_and_store_keys() -> None:
+    props = effective_properties(load_broker_config({"brokerName": "b", "listenPort": "10911"}))
+    assert props["brokerName"] == "b" and props["haListenPort"] == "10912"
+    assert props["flushIntervalCommitLog"] == "500" and props["autoCreateTopicEnable"] == "true"
+
+
+def test_mqbroker_print_config_and_bad_config(tmp_path: Path) -> None:
+    conf = tmp_path / "broker.conf"
+    conf.write_text("# a comment\nbrokerName = broker-x\nlistenPort=10999\nunknownThing=1\n")
+    env = {**os.environ, "NAMESRV_ADDR": ""}
+    out = subprocess.run([*MQBROKER, "-c", str(conf), "-n", "127.0.0.1:9876", "-p"], capture_output=True, text=True,
+                         env=env, timeout=60)
+    assert out.returncode == 0, out.stderr
+    lines = dict(line.split("=", 1) for line in out.stdout.splitlines())
+    assert lines["brokerName"] == "broker-x" and lines["listenPort"] == "10999"
+    assert lines["namesrvAddr"] == "127.0.0.1:9876" and "unknownThing" in out.stderr
+    conf.write_text("listenPort=notaport\n")
+    bad = subprocess.run([*MQBROKER, "-c", str(conf)], capture_output=True, text=True, env=env, timeout=60)
+    assert bad.returncode == 1 and "listenPort" in bad.stderr
+    missing = subprocess.run([*MQBROKER, "-c", str(tmp_path / "nope.conf")], capture_output=True, text=True,
+                             env=env, timeout=60)
+    assert missing.returncode == 1 and "nope.conf" in missing.stderr
+
+
+def test_mqbroker_process_boots_and_stops_gracefully_on_sigterm(tmp_path: Path) -> None:
+    import signal
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    conf = tmp_path / "broker.conf"
+    conf.write_text(f"brokerName=proc\nlistenPort={port}\nbrokerIP1=127.0.0.1\nstorePathRootDir={tmp_path / 'store'}\n"
+                    f"mappedFileSizeCommitLog={4 << 20}\n")
+    proc = subprocess.Popen([*MQBROKER, "-c", str(conf)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "NAMESRV_ADDR": ""})
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert f"The broker[proc, 127.0.0.1:{port}] boot success" in line
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert "shutdown ok" in err
+    assert (tmp_path / "store" / "config" / "consumerOffset.json").exists()
