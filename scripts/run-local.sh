@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # `make run`: a local NameServer and broker pair on 127.0.0.1 with data under .data/, in the foreground.
-# Ctrl-C stops both (gracefully: the broker unregisters and flushes its store).
+# Ctrl-C stops both (gracefully: the broker unregisters and flushes its store). The servers run in
+# their own sessions so that the terminal's SIGINT does not reach them besides our TERM: a second
+# signal would make them skip the graceful part.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=.venv/bin
@@ -9,8 +11,11 @@ mkdir -p .data/logs
 pids=()
 stop() {
     trap - INT TERM EXIT
-    for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-    wait || true
+    # Broker first, so it can still unregister from the NameServer.
+    for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
+        kill -TERM "${pids[i]}" 2>/dev/null || true
+        while kill -0 "${pids[i]}" 2>/dev/null; do sleep 0.1; done
+    done
 }
 trap stop INT TERM EXIT
 
@@ -24,10 +29,10 @@ wait_port() {  # wait until something listens on 127.0.0.1:$1, or the process $2
     return 1
 }
 
-"$BIN/mqnamesrv" -c conf/namesrv.properties > .data/logs/namesrv.log 2>&1 &
+setsid "$BIN/mqnamesrv" -c conf/namesrv.properties > .data/logs/namesrv.log 2>&1 &
 pids+=($!)
 wait_port 9876 "${pids[0]}"
-"$BIN/mqbroker" -c conf/broker.conf > .data/logs/broker.log 2>&1 &
+setsid "$BIN/mqbroker" -c conf/broker.conf > .data/logs/broker.log 2>&1 &
 pids+=($!)
 wait_port 10911 "${pids[1]}"
 
