@@ -17,7 +17,7 @@ import logging
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from broker.protocol.codes import FLAG_ONEWAY, FLAG_RESPONSE, ResponseCode, SerializeType
 from broker.protocol.command import DEFAULT_MAX_FRAME_LENGTH, FrameDecoder, RemotingCommand, encode, encode_binary
@@ -101,7 +101,9 @@ class RemotingConnection(asyncio.Protocol):
         self._pending: dict[int, tuple[asyncio.Future[RemotingCommand], float]] = {}
         self._next_opaque = 0
         self._scan_handle: asyncio.TimerHandle | None = None
-        self._outgoing_slots = asyncio.Semaphore(self.config.max_outgoing_requests)
+        # In-flight cap of our own requests (RocketMQ's semaphoreAsync), without asyncio.Semaphore's overhead.
+        self._outgoing = 0
+        self._slot_waiters: deque[asyncio.Future[None]] = deque()
 
     def __repr__(self) -> str:
         return f"<RemotingConnection {self.local} <-> {self.peer}{' closing' if self._closing else ''}>"
@@ -109,8 +111,8 @@ class RemotingConnection(asyncio.Protocol):
     # ------------------------------------------------------------------ asyncio.Protocol callbacks
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # uvloop's TCPTransport does not subclass asyncio.Transport, hence the cast instead of a check.
+        self.transport = transport = cast(asyncio.Transport, transport)
         self.peer = _format_addr(transport.get_extra_info("peername"))
         self.local = _format_addr(transport.get_extra_info("sockname"))
         transport.set_write_buffer_limits(high=self.config.write_high_water, low=self.config.write_low_water)
@@ -141,14 +143,14 @@ class RemotingConnection(asyncio.Protocol):
         for waiter in waiters:
             if not waiter.done():
                 waiter.set_result(None)
-        if self._backlog:
-            commands = list(self._backlog)
-            self._backlog.clear()
-            self._process(commands)
+        self._drain_backlog()
         if not self._write_paused and not self._backlog:
             self._resume_reading(_PAUSE_WRITE)
 
     def eof_received(self) -> bool | None:
+        if self._decoder.buffered:
+            log.warning("connection from %s ended inside a frame: %d bytes of a truncated frame discarded",
+                        self.peer, self._decoder.buffered)
         return None  # let the transport close; connection_lost reports PEER_CLOSED
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -186,8 +188,10 @@ class RemotingConnection(asyncio.Protocol):
         self._in_receive = True
         get_route = self._dispatcher.get
         try:
+            max_tasks = self.config.max_in_flight_handlers
             for index, cmd in enumerate(commands):
-                if self._write_paused or self._closing:
+                if self._write_paused or self._closing or len(self._tasks) >= max_tasks:
+                    # Peer not reading our replies, or too much work in flight: keep the rest for later.
                     if not self._closing:
                         self._backlog.extend(commands[index:])
                     break
@@ -240,8 +244,17 @@ class RemotingConnection(asyncio.Protocol):
 
     def _task_done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
-        if _PAUSE_IN_FLIGHT in self._pause_reasons and len(self._tasks) < self.config.max_in_flight_handlers:
-            self._resume_reading(_PAUSE_IN_FLIGHT)
+        if len(self._tasks) < self.config.max_in_flight_handlers:
+            self._drain_backlog()
+            if _PAUSE_IN_FLIGHT in self._pause_reasons and len(self._tasks) < self.config.max_in_flight_handlers:
+                self._resume_reading(_PAUSE_IN_FLIGHT)
+
+    def _drain_backlog(self) -> None:
+        """Handle commands kept back by flow control, as far as flow control now allows."""
+        if self._backlog and not self._closing:
+            commands = list(self._backlog)
+            self._backlog.clear()
+            self._process(commands)
 
     def _complete(self, response: RemotingCommand) -> None:
         entry = self._pending.pop(response.opaque, None)
@@ -259,16 +272,10 @@ class RemotingConnection(asyncio.Protocol):
         """Send a request and wait for its response (matched by opaque, in any order)."""
         if self._closing:
             raise ConnectionClosedError(f"connection to {self.peer} is closed", self.close_reason)
-        slots = self._outgoing_slots
-        if slots.locked():
-            try:
-                await asyncio.wait_for(slots.acquire(), timeout)
-            except TimeoutError:
-                raise TooManyRequests(
-                    f"{self.config.max_outgoing_requests} requests to {self.peer} in flight for {timeout:.3f}s"
-                ) from None
+        if self._outgoing < self.config.max_outgoing_requests and not self._slot_waiters:
+            self._outgoing += 1  # fast path: a free slot, nobody queued before us
         else:
-            await slots.acquire()
+            await self._wait_for_slot(timeout)
         try:
             if self._write_paused:
                 await self.drain()
@@ -287,7 +294,34 @@ class RemotingConnection(asyncio.Protocol):
             finally:
                 self._pending.pop(opaque, None)
         finally:
-            slots.release()
+            self._release_slot()
+
+    async def _wait_for_slot(self, timeout: float) -> None:
+        waiter: asyncio.Future[None] = self._loop.create_future()
+        self._slot_waiters.append(waiter)
+        try:
+            await asyncio.wait_for(waiter, timeout)
+        except TimeoutError:
+            raise TooManyRequests(
+                f"{self.config.max_outgoing_requests} requests to {self.peer} in flight for {timeout:.3f}s"
+            ) from None
+        except BaseException:
+            if waiter.done() and not waiter.cancelled():
+                self._release_slot()  # the slot was handed to us just before we were cancelled
+            raise
+        finally:
+            if not waiter.done():
+                waiter.cancel()
+
+    def _release_slot(self) -> None:
+        # Hand the slot straight to the oldest live waiter; the in-flight count stays the same.
+        waiters = self._slot_waiters
+        while waiters:
+            waiter = waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+        self._outgoing -= 1
 
     async def invoke_oneway(self, cmd: RemotingCommand) -> None:
         """Send a request with the one-way flag; waits only while the peer is not draining our writes."""

@@ -1,0 +1,54 @@
+"""Typed configuration from properties: validate a key->string mapping into a pydantic model.
+
+Used by broker.namesrv.config (NamesrvConfig) and the broker's config; the models use RocketMQ's own
+key names as aliases and forbid unknown keys, so a typo in a config file is reported by name.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from broker.config.errors import ConfigError
+
+__all__ = ["dump_properties", "load_model"]
+
+log = logging.getLogger(__name__)
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def load_model(model: type[M], values: Mapping[str, Any], source: str = "config") -> M:
+    """Build `model` from RocketMQ-named keys; unknown keys and bad values raise ConfigError naming them."""
+    known = {field.alias or name for name, field in model.model_fields.items()}
+    unknown = sorted(key for key in values if key not in known)
+    if unknown:
+        raise ConfigError(
+            f"{source}: unknown key{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} "
+            f"(known keys: {', '.join(sorted(known))})"
+        )
+    try:
+        return model.model_validate(dict(values))
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            key = ".".join(str(part) for part in error["loc"]) or "?"
+            problems.append(f"{key}={error.get('input')!r}: {error['msg']}")
+        raise ConfigError(f"{source}: invalid value for " + "; ".join(problems)) from None
+
+
+def dump_properties(config: BaseModel) -> str:
+    """`key=value` lines with RocketMQ key names, like MixAll.printObjectProperties (booleans lower-case)."""
+    lines = []
+    for key, value in config.model_dump(by_alias=True).items():
+        lines.append(f"{key}={_text(value)}")
+    return "\n".join(lines) + "\n"
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return "" if value is None else str(value)

@@ -1,0 +1,331 @@
+"""NameServer request and response bodies: RegisterBrokerBody (both forms), route and cluster JSON.
+
+The NameServer processors parse REGISTER_BROKER bodies with `parse_register_body` and answer routes
+with `encode_topic_route` / `encode_cluster_info`; the broker (and tests) build its registration body
+with `encode_register_body`. Layouts follow rocketmq-protocol.md section 6.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+import zlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from broker.namesrv.jsonfmt import IntKeyMap, dumps
+from broker.protocol.errors import ProtocolError
+
+__all__ = [
+    "PERM_WRITE",
+    "BodyError",
+    "BrokerData",
+    "DataVersion",
+    "QueueData",
+    "RegisterBrokerBody",
+    "TopicConfig",
+    "encode_cluster_info",
+    "encode_register_body",
+    "encode_topic_route",
+    "parse_register_body",
+]
+
+log = logging.getLogger(__name__)
+
+_INT = struct.Struct(">i")
+# MQVersion ordinals that change the body layout.
+_V3_0_11 = 37
+_V5_0_0 = 413
+PERM_WRITE = 2
+
+
+class BodyError(ProtocolError):
+    """A NameServer request body cannot be decoded; answered with SYSTEM_ERROR and the reason."""
+
+
+@dataclass(slots=True)
+class DataVersion:
+    """A broker's config version; equal versions mean its topic configs did not change."""
+
+    counter: int = 0
+    state_version: int = 0
+    timestamp: int = 0
+
+    @classmethod
+    def from_json(cls, value: Any) -> DataVersion:
+        if not isinstance(value, dict):
+            return cls()
+        return cls(
+            counter=_int(value.get("counter", 0)),
+            state_version=_int(value.get("stateVersion", 0)),
+            timestamp=_int(value.get("timestamp", 0)),
+        )
+
+    def to_json(self) -> dict[str, int]:
+        return {"counter": self.counter, "stateVersion": self.state_version, "timestamp": self.timestamp}
+
+
+@dataclass(slots=True)
+class TopicConfig:
+    topic_name: str
+    read_queue_nums: int = 16
+    write_queue_nums: int = 16
+    perm: int = 6
+    topic_filter_type: str = "SINGLE_TAG"
+    topic_sys_flag: int = 0
+    order: bool = False
+    attributes: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, name: str, value: Any) -> TopicConfig:
+        if not isinstance(value, dict):
+            raise BodyError(f"topic config of {name!r} is not an object")
+        attributes = value.get("attributes") or {}
+        return cls(
+            topic_name=str(value.get("topicName") or name),
+            read_queue_nums=_int(value.get("readQueueNums", 16)),
+            write_queue_nums=_int(value.get("writeQueueNums", 16)),
+            perm=_int(value.get("perm", 6)),
+            topic_filter_type=str(value.get("topicFilterType") or "SINGLE_TAG"),
+            topic_sys_flag=_int(value.get("topicSysFlag", 0)),
+            order=bool(value.get("order", False)),
+            attributes={str(k): str(v) for k, v in attributes.items()} if isinstance(attributes, dict) else {},
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "attributes": self.attributes,
+            "order": self.order,
+            "perm": self.perm,
+            "readQueueNums": self.read_queue_nums,
+            "topicFilterType": self.topic_filter_type,
+            "topicName": self.topic_name,
+            "topicSysFlag": self.topic_sys_flag,
+            "writeQueueNums": self.write_queue_nums,
+        }
+
+    def encode_line(self) -> str:
+        """TopicConfig.encode: the six space-separated fields of the compressed register body."""
+        return " ".join(
+            (
+                self.topic_name,
+                str(self.read_queue_nums),
+                str(self.write_queue_nums),
+                str(self.perm),
+                self.topic_filter_type,
+                orjson.dumps(self.attributes).decode(),
+            )
+        )
+
+    @classmethod
+    def decode_line(cls, line: str) -> TopicConfig:
+        parts = line.split(" ", 5)
+        if len(parts) < 5:
+            raise BodyError(f"compressed topic config {line[:80]!r} has {len(parts)} fields, expected 5 or 6")
+        attributes: dict[str, str] = {}
+        if len(parts) == 6 and parts[5]:
+            try:
+                parsed = orjson.loads(parts[5])
+            except orjson.JSONDecodeError:
+                raise BodyError(f"attributes of topic {parts[0]!r} are not JSON") from None
+            if isinstance(parsed, dict):
+                attributes = {str(k): str(v) for k, v in parsed.items()}
+        try:
+            return cls(parts[0], int(parts[1]), int(parts[2]), int(parts[3]), parts[4], attributes=attributes)
+        except ValueError:
+            raise BodyError(f"compressed topic config {line[:80]!r} has a non-integer field") from None
+
+
+@dataclass(slots=True)
+class RegisterBrokerBody:
+    topic_configs: dict[str, TopicConfig] = field(default_factory=dict)
+    data_version: DataVersion = field(default_factory=DataVersion)
+    filter_server_list: list[str] = field(default_factory=list)
+
+
+def parse_register_body(body: bytes, *, compressed: bool, version: int) -> RegisterBrokerBody:
+    """Decode a REGISTER_BROKER body; raises BodyError with the reason when it is malformed."""
+    if not body:
+        return RegisterBrokerBody()
+    if compressed:
+        return _parse_compressed(body, version)
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise BodyError(f"register body is not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise BodyError("register body is not a JSON object")
+    # Brokers older than V3_0_11 send the TopicConfigSerializeWrapper itself.
+    wrapper = data if version < _V3_0_11 else data.get("topicConfigSerializeWrapper") or {}
+    if not isinstance(wrapper, dict):
+        raise BodyError("topicConfigSerializeWrapper is not an object")
+    table = wrapper.get("topicConfigTable") or {}
+    if not isinstance(table, dict):
+        raise BodyError("topicConfigTable is not an object")
+    filters = data.get("filterServerList") or []
+    return RegisterBrokerBody(
+        topic_configs={str(name): TopicConfig.from_json(str(name), value) for name, value in table.items()},
+        data_version=DataVersion.from_json(wrapper.get("dataVersion")),
+        filter_server_list=[str(f) for f in filters] if isinstance(filters, list) else [],
+    )
+
+
+def _parse_compressed(body: bytes, version: int) -> RegisterBrokerBody:
+    try:
+        raw = zlib.decompress(body)
+    except zlib.error as exc:
+        raise BodyError(f"compressed register body does not inflate: {exc}") from None
+    reader = _Reader(raw)
+    try:
+        data_version = DataVersion.from_json(orjson.loads(reader.chunk()))
+        count = reader.int()
+        if count < 0:
+            raise BodyError(f"negative topic count {count}")
+        topics: dict[str, TopicConfig] = {}
+        for _ in range(count):
+            config = TopicConfig.decode_line(reader.chunk().decode())
+            topics[config.topic_name] = config
+        filters_raw = orjson.loads(reader.chunk())
+    except orjson.JSONDecodeError as exc:
+        raise BodyError(f"compressed register body holds bad JSON: {exc}") from None
+    except UnicodeDecodeError:
+        raise BodyError("compressed register body holds a topic config that is not UTF-8") from None
+    # version >= V5_0_0 appends topic queue mapping infos (static topics), which we do not serve.
+    if version >= _V5_0_0 and reader.remaining:
+        log.debug("ignoring %d bytes of topic queue mapping data in a register body", reader.remaining)
+    filters = [str(f) for f in filters_raw] if isinstance(filters_raw, list) else []
+    return RegisterBrokerBody(topics, data_version, filters)
+
+
+class _Reader:
+    __slots__ = ("data", "pos")
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.pos = 0
+
+    @property
+    def remaining(self) -> int:
+        return len(self.data) - self.pos
+
+    def int(self) -> int:
+        if self.remaining < 4:
+            raise BodyError("compressed register body is truncated")
+        (value,) = _INT.unpack_from(self.data, self.pos)
+        self.pos += 4
+        return int(value)
+
+    def chunk(self) -> bytes:
+        size = self.int()
+        if size < 0 or size > self.remaining:
+            raise BodyError(f"compressed register body chunk length {size} overruns the body")
+        start = self.pos
+        self.pos += size
+        return self.data[start : self.pos]
+
+
+def encode_register_body(body: RegisterBrokerBody, *, compressed: bool = False, version: int = 479) -> bytes:
+    """The body a broker sends with REGISTER_BROKER (RegisterBrokerBody.encode)."""
+    if not compressed:
+        wrapper = {
+            "dataVersion": body.data_version.to_json(),
+            "topicConfigTable": {name: config.to_json() for name, config in body.topic_configs.items()},
+        }
+        return orjson.dumps({"filterServerList": body.filter_server_list, "topicConfigSerializeWrapper": wrapper})
+    parts: list[bytes] = []
+
+    def chunk(data: bytes) -> None:
+        parts.append(_INT.pack(len(data)))
+        parts.append(data)
+
+    chunk(orjson.dumps(body.data_version.to_json()))
+    parts.append(_INT.pack(len(body.topic_configs)))
+    for config in body.topic_configs.values():
+        chunk(config.encode_line().encode())
+    chunk(orjson.dumps(body.filter_server_list))
+    if version >= _V5_0_0:
+        parts.append(_INT.pack(0))  # no topic queue mapping infos
+    return zlib.compress(b"".join(parts), 9)
+
+
+# ---------------------------------------------------------------------- route data
+
+
+@dataclass(slots=True)
+class QueueData:
+    broker_name: str
+    read_queue_nums: int
+    write_queue_nums: int
+    perm: int
+    topic_sys_flag: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        # Bean properties in fastjson's alphabetical order.
+        return {
+            "brokerName": self.broker_name,
+            "perm": self.perm,
+            "readQueueNums": self.read_queue_nums,
+            "topicSysFlag": self.topic_sys_flag,
+            "writeQueueNums": self.write_queue_nums,
+        }
+
+
+@dataclass(slots=True)
+class BrokerData:
+    cluster: str
+    broker_name: str
+    broker_addrs: dict[int, str] = field(default_factory=dict)
+    enable_acting_master: bool = False
+    zone_name: str | None = None
+
+    def to_json(self, addrs: dict[int, str] | None = None) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "brokerAddrs": IntKeyMap(self.broker_addrs if addrs is None else addrs),
+            "brokerName": self.broker_name,
+            "cluster": self.cluster,
+            "enableActingMaster": self.enable_acting_master,
+        }
+        if self.zone_name is not None:
+            data["zoneName"] = self.zone_name
+        return data
+
+
+def encode_topic_route(
+    broker_datas: list[dict[str, Any]],
+    queue_datas: list[QueueData],
+    filter_server_table: dict[str, list[str]],
+    *,
+    standard_json: bool,
+    order_topic_conf: str | None = None,
+) -> bytes:
+    """TopicRouteData JSON; `standard_json` quotes the brokerAddrs keys (clients >= V4_9_4)."""
+    route: dict[str, Any] = {
+        "brokerDatas": broker_datas,
+        "filterServerTable": filter_server_table,
+    }
+    if order_topic_conf is not None:
+        route["orderTopicConf"] = order_topic_conf
+    route["queueDatas"] = [queue.to_json() for queue in queue_datas]
+    return dumps(route, quote_int_keys=standard_json)
+
+
+def encode_cluster_info(broker_addr_table: dict[str, BrokerData], cluster_addr_table: dict[str, set[str]]) -> bytes:
+    """ClusterInfo JSON, always fastjson's plain form (unquoted brokerId keys)."""
+    info = {
+        "brokerAddrTable": {name: data.to_json() for name, data in broker_addr_table.items()},
+        "clusterAddrTable": {cluster: sorted(names) for cluster, names in cluster_addr_table.items()},
+    }
+    return dumps(info, quote_int_keys=False)
+
+
+def _int(value: Any) -> int:
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        return value
+    try:
+        return int(str(value))
+    except ValueError:
+        raise BodyError(f"expected an integer, got {value!r}") from None

@@ -1,0 +1,80 @@
+"""NamesrvConfig: the NameServer's typed settings with RocketMQ's key names (namesrv.properties).
+
+Built by broker.cli.mqnamesrv from `-c FILE` (and tests directly); read by the NameServer controller.
+Keys are RocketMQ's NamesrvConfig/NettyServerConfig names; `brokerChannelExpiredTime` is ours (Java
+hard-codes 120000 ms as the default broker heartbeat timeout) so tests can expire brokers quickly.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from broker.config.typed import load_model
+
+__all__ = ["NamesrvConfig"]
+
+log = logging.getLogger(__name__)
+
+
+def _home() -> str:
+    return os.environ.get("ROCKETMQ_HOME", "")
+
+
+def _user_home() -> Path:
+    return Path(os.path.expanduser("~"))
+
+
+class NamesrvConfig(BaseModel):
+    """Effective NameServer configuration. Field aliases are the property keys."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+    rocketmq_home: str = Field(default_factory=_home, alias="rocketmqHome")
+    kv_config_path: str = Field(
+        default_factory=lambda: str(_user_home() / "namesrv" / "kvConfig.json"), alias="kvConfigPath"
+    )
+    config_store_path: str = Field(
+        default_factory=lambda: str(_user_home() / "namesrv" / "namesrv.properties"), alias="configStorePath"
+    )
+    product_env_name: str = Field(default="center", alias="productEnvName")
+    cluster_test: bool = Field(default=False, alias="clusterTest")
+    order_message_enable: bool = Field(default=False, alias="orderMessageEnable")
+    return_order_topic_config_to_broker: bool = Field(default=True, alias="returnOrderTopicConfigToBroker")
+    # Liveness scan period, ms (RocketMQ default 5000).
+    scan_not_active_broker_interval: int = Field(default=5000, ge=10, alias="scanNotActiveBrokerInterval")
+    # Default heartbeat timeout, ms, for brokers that do not send heartbeatTimeoutMillis.
+    broker_channel_expired_time: int = Field(default=120_000, ge=100, alias="brokerChannelExpiredTime")
+    enable_all_topic_list: bool = Field(default=True, alias="enableAllTopicList")
+    enable_topic_list: bool = Field(default=True, alias="enableTopicList")
+    delete_topic_with_broker_registration: bool = Field(default=False, alias="deleteTopicWithBrokerRegistration")
+    need_wait_for_service: bool = Field(default=False, alias="needWaitForService")
+    wait_seconds_for_service: int = Field(default=45, ge=0, alias="waitSecondsForService")
+    # NettyServerConfig keys.
+    listen_port: int = Field(default=9876, ge=0, le=65535, alias="listenPort")
+    bind_address: str = Field(default="0.0.0.0", alias="bindAddress")
+    server_channel_max_idle_time_seconds: int = Field(default=120, ge=0, alias="serverChannelMaxIdleTimeSeconds")
+    # Largest accepted frame (RocketMQ's com.rocketmq.remoting.frameMaxLength system property).
+    frame_max_length: int = Field(default=16 * 1024 * 1024, ge=1024, alias="frameMaxLength")
+
+    @model_validator(mode="after")
+    def _check_paths(self) -> NamesrvConfig:
+        if not self.kv_config_path:
+            raise ValueError("kvConfigPath must not be empty")
+        return self
+
+    @classmethod
+    def from_properties(cls, values: Mapping[str, Any], source: str = "namesrv config") -> NamesrvConfig:
+        """Validate RocketMQ-named keys; unknown keys raise ConfigError naming them."""
+        return load_model(cls, values, source)
+
+    def with_overrides(self, **changes: Any) -> NamesrvConfig:
+        """A copy with some fields (by Python name) changed, validated again."""
+        data = self.model_dump()
+        data.update(changes)
+        return NamesrvConfig.model_validate(data)

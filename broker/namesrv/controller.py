@@ -1,0 +1,74 @@
+"""NamesrvController: wires config, route table, KV store, processors and the remoting server.
+
+Created by broker.cli.mqnamesrv (and tests, and bench/namesrv.py): `await start()`, then
+`await shutdown()`. It owns the liveness scanner (every scanNotActiveBrokerInterval ms) and the close
+listener that drops a broker the moment its channel closes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from broker.namesrv.config import NamesrvConfig
+from broker.namesrv.kvconfig import KVConfigManager
+from broker.namesrv.processors import NamesrvProcessors
+from broker.namesrv.route import RouteInfoManager
+from broker.transport.errors import CloseReason
+from broker.transport.server import RemotingServer
+
+__all__ = ["NamesrvController"]
+
+log = logging.getLogger(__name__)
+
+
+class NamesrvController:
+    def __init__(self, config: NamesrvConfig) -> None:
+        self.config = config
+        self.routes = RouteInfoManager(
+            default_timeout_ms=config.broker_channel_expired_time,
+            delete_topic_with_broker_registration=config.delete_topic_with_broker_registration,
+        )
+        self.kv = KVConfigManager(config.kv_config_path)
+        self.processors = NamesrvProcessors(config, self.routes, self.kv)
+        self.server = RemotingServer(
+            config.bind_address,
+            config.listen_port,
+            max_frame_length=config.frame_max_length,
+            idle_timeout=config.server_channel_max_idle_time_seconds or None,
+        )
+        self.processors.register(self.server.dispatcher)
+        self.server.add_close_listener(self._channel_closed)
+        self._scanner: asyncio.Task[None] | None = None
+
+    @property
+    def port(self) -> int:
+        return self.server.port
+
+    async def start(self) -> None:
+        await asyncio.to_thread(self.kv.load)
+        self.kv.start()
+        await self.server.start()
+        self._scanner = asyncio.get_running_loop().create_task(self._scan_loop())
+
+    async def shutdown(self, grace: float = 5.0) -> None:
+        if self._scanner is not None:
+            self._scanner.cancel()
+            self._scanner = None
+        await self.server.shutdown(grace)
+        await self.kv.close()
+
+    def _channel_closed(self, conn: object, reason: CloseReason) -> None:
+        self.routes.on_channel_closed(conn)
+
+    async def _scan_loop(self) -> None:
+        interval = self.config.scan_not_active_broker_interval / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                for live in self.routes.scan_not_active():
+                    channel = live.channel
+                    if channel is not None and not channel.is_closing:
+                        channel.close(CloseReason.IDLE)
+            except Exception:
+                log.exception("broker liveness scan failed")
