@@ -137,11 +137,30 @@ class MappedFile:
         flushed = self.flushed_position
         if wrote <= flushed or self._closed:
             return flushed
-        if least_pages > 0 and (wrote // OS_PAGE_SIZE - flushed // OS_PAGE_SIZE) < least_pages and wrote < self.file_size:
+        dirty_pages = wrote // OS_PAGE_SIZE - flushed // OS_PAGE_SIZE
+        if least_pages > 0 and dirty_pages < least_pages and wrote < self.file_size:
             return flushed
         os.fdatasync(self.fd)
         self.flushed_position = wrote
         return wrote
+
+    def zero_from(self, pos: int) -> int:
+        """Zero every non-zero 1 MiB chunk from `pos` to the end of the file; returns the bytes zeroed.
+
+        Used when truncating a dirty tail, so that a later scan can never take stale bytes (old records
+        beyond a torn one) for data. Pages that are already zero are only read, not dirtied.
+        """
+        zeroed = 0
+        mm = self.mm
+        end = self.file_size
+        while pos < end:
+            n = min(len(_ZERO_CHUNK), end - pos)
+            zeros = _ZERO_CHUNK if n == len(_ZERO_CHUNK) else _ZERO_CHUNK[:n]
+            if mm[pos : pos + n] != zeros:
+                mm[pos : pos + n] = zeros
+                zeroed += n
+            pos += n
+        return zeroed
 
     @property
     def last_modified_ms(self) -> int:

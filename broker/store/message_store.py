@@ -1,0 +1,472 @@
+"""MessageStore: the store's façade (RocketMQ's DefaultMessageStore), the only object callers hold.
+
+Created by the broker (broker.server) and the HA service (broker.ha); the contract is
+docs/design/store-api.md. It owns the CommitLog, the ConsumeQueueStore, the IndexService, the checkpoint
+and the background services (flush, logics flush, reput, clean), runs recovery at `start()`, and turns
+every expected outcome into a status. Blocking work (recovery, fdatasync, file creation, unlink) runs in
+worker threads; put and get run on the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import logging
+import os
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from broker.protocol.message import MessageExt, decode_record
+from broker.store.checkpoint import StoreCheckpoint
+from broker.store.commit_log import CommitLog
+from broker.store.config import StoreConfig
+from broker.store.consume_queue import BLANK_UNIT_SIZE, UNIT, ConsumeQueueStore
+from broker.store.dispatch import ArrivalListener, Dispatcher, ReputService
+from broker.store.flush import CommitLogFlushService, LogicsFlushService
+from broker.store.index_service import IndexService
+from broker.store.recovery import RecoveryReport, recover_commit_log
+from broker.store.results import (
+    GetResult,
+    GetStatus,
+    MessageToStore,
+    PutResult,
+    PutStatus,
+    QueryResult,
+    StoreError,
+)
+from broker.store.retention import CleanService
+
+__all__ = ["MessageStore", "TagsFilter"]
+
+log = logging.getLogger(__name__)
+
+TagsFilter = set[int] | frozenset[int] | Callable[[int, "dict[str, str] | None"], bool] | None
+ReplicaWaiter = Callable[[int], Awaitable[PutStatus]]
+
+
+class MessageStore:
+    def __init__(self, config: StoreConfig, store_host: tuple[str, int] = ("127.0.0.1", 10911)) -> None:
+        self.config = config
+        self.store_host = store_host
+        self.commit_log = CommitLog(config, store_host)
+        self.consume_queue_store = ConsumeQueueStore(config.consume_queue_dir, config.mapped_file_size_consume_queue)
+        self.index_service: IndexService | None = None
+        dispatchers: list[Dispatcher] = [self.consume_queue_store]
+        if config.message_index_enable:
+            self.index_service = IndexService(
+                config.index_dir, hash_slot_num=config.max_hash_slot_num, index_num=config.max_index_num
+            )
+            dispatchers.append(self.index_service)
+        self.reput = ReputService(self.commit_log, dispatchers, delay_levels=config.delay_levels())
+        self.checkpoint: StoreCheckpoint | None = None
+        self.flush_service: CommitLogFlushService | None = None
+        self.logics_flush: LogicsFlushService | None = None
+        self.clean_service: CleanService | None = None
+        self.recovery_report: RecoveryReport | None = None
+        self._replica_waiter: ReplicaWaiter | None = None
+        self._running = False
+        self._lock_fd = -1
+        self._sync = config.sync_flush
+
+    # -- lifecycle ------------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Load files, recover (crash-aware), then start the services and mark the run with `abort`."""
+        root = self.config.store_path_root_dir
+        root.mkdir(parents=True, exist_ok=True)
+        self._lock_fd = os.open(self.config.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(self._lock_fd)
+            self._lock_fd = -1
+            raise StoreError(f"{root} is locked by another running store") from None
+        abnormal = self.config.abort_path.exists()
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, self._load_and_recover, abnormal)
+        checkpoint = self.checkpoint
+        assert checkpoint is not None
+        # from here on a kill leaves `abort` behind, and the checkpoint no longer vouches for the end
+        checkpoint.clean_shutdown_offset = -1
+        await loop.run_in_executor(None, self._mark_running, checkpoint)
+        config = self.config
+        self.flush_service = CommitLogFlushService(
+            self.commit_log,
+            checkpoint,
+            sync=config.sync_flush,
+            sync_flush_timeout_ms=config.sync_flush_timeout,
+            interval_ms=config.flush_interval_commit_log,
+            least_pages=config.flush_commit_log_least_pages,
+            thorough_interval_ms=config.flush_commit_log_thorough_interval,
+        )
+        self.logics_flush = LogicsFlushService(
+            self._flush_logics,
+            lambda: self.reput.last_dispatch_timestamp,
+            checkpoint,
+            self.flush_service.executor,
+            interval_ms=config.flush_interval_consume_queue,
+            index_enabled=self.index_service is not None,
+        )
+        self.clean_service = CleanService(config, self.commit_log.queue, self._after_commit_log_delete)
+        self.flush_service.start()
+        self.logics_flush.start()
+        self.reput.start()
+        self.clean_service.start()
+        if self.commit_log.queue.files:
+            self.commit_log.allocator.request_next()
+        self._running = True
+
+    def _mark_running(self, checkpoint: StoreCheckpoint) -> None:
+        checkpoint.flush()
+        fd = os.open(self.config.abort_path, os.O_WRONLY | os.O_CREAT, 0o644)
+        os.close(fd)
+
+    def _load_and_recover(self, abnormal: bool) -> None:
+        """Blocking (worker thread, nothing else runs yet)."""
+        config = self.config
+        t0 = time.monotonic()
+        self.checkpoint = StoreCheckpoint(config.checkpoint_path)
+        if not self.commit_log.queue.load():
+            raise StoreError(f"cannot load the CommitLog in {config.commit_log_dir} (see the log)")
+        self.consume_queue_store.load()
+        if self.index_service is not None:
+            self.index_service.load(not abnormal)
+        report = recover_commit_log(
+            self.commit_log.queue,
+            self.checkpoint,
+            abnormal=abnormal,
+            check_crc=config.check_crc_on_recover,
+            with_index=self.index_service is not None and config.message_index_safe,
+        )
+        self.recovery_report = report
+        end = report.end_offset
+        self.consume_queue_store.recover()
+        self.consume_queue_store.truncate_dirty(end)
+        if self.index_service is not None:
+            self.index_service.truncate_dirty(end, self.commit_log.store_timestamp_at)
+        # re-dispatch what the queues (and, after a crash, the index) may not have yet: from the end they
+        # cover, never past the recovered end; dispatch skips anything already there
+        queue_end = self.consume_queue_store.max_physic_offset()
+        start = min(end, queue_end) if queue_end >= 0 else 0
+        if abnormal and self.index_service is not None and self.index_service.files:
+            start = min(start, self.index_service.end_phy_offset)
+        start = max(start, self.commit_log.min_offset)
+        self.reput.reput_from_offset = start
+        n = self.reput.dispatch_available(notify_listeners=False)
+        min_phy = self.commit_log.min_offset
+        if min_phy >= 0:
+            self.consume_queue_store.clean_expired(min_phy)
+        table = self.commit_log.topic_queue_table
+        table.clear()
+        for topic, queue_ids in self.consume_queue_store.topics_and_queues().items():
+            for qid in queue_ids:
+                table[(topic, qid)] = self.consume_queue_store.get_max_offset(topic, qid)
+        log.info(
+            "store loaded in %.2f s (%s): CommitLog [%d, %d), %d records re-dispatched from %d",
+            time.monotonic() - t0,
+            "after a crash" if abnormal else "clean",
+            max(min_phy, 0),
+            end,
+            n,
+            start,
+        )
+
+    def _flush_logics(self) -> None:
+        self.consume_queue_store.flush()
+        if self.index_service is not None:
+            self.index_service.flush()
+
+    async def shutdown(self) -> None:
+        """Stop accepting puts, dispatch and flush everything, write the checkpoint, remove `abort`."""
+        if not self._running:
+            return
+        self._running = False
+        assert self.flush_service and self.logics_flush and self.clean_service and self.checkpoint
+        await self.clean_service.close()
+        await self.reput.close()
+        await self.logics_flush.close()
+        await self.logics_flush.flush_once()
+        await self.flush_service.close()  # flushes the whole CommitLog, answers every waiter
+        await self.commit_log.allocator.close()
+        loop = asyncio.get_running_loop()
+        checkpoint = self.checkpoint
+        checkpoint.clean_shutdown_offset = self.commit_log.max_offset
+        last = self.commit_log.queue.files[-1] if self.commit_log.queue.files else None
+        if last is not None and last.store_timestamp:
+            checkpoint.physic_msg_timestamp = last.store_timestamp
+        await loop.run_in_executor(None, checkpoint.flush)
+        self._close_files()
+        self.config.abort_path.unlink(missing_ok=True)
+        if self._lock_fd >= 0:
+            os.close(self._lock_fd)
+            self._lock_fd = -1
+
+    def _close_files(self) -> None:
+        self.commit_log.queue.close()
+        self.consume_queue_store.close()
+        if self.index_service is not None:
+            self.index_service.close()
+        if self.checkpoint is not None:
+            self.checkpoint.close()
+
+    # -- put ------------------------------------------------------------------------------------------
+
+    def _check_put(self) -> PutStatus | None:
+        if not self._running:
+            return PutStatus.SERVICE_NOT_AVAILABLE
+        if self.config.broker_role == "SLAVE":
+            return PutStatus.SERVICE_NOT_AVAILABLE
+        if self.clean_service is not None and self.clean_service.disk_full:
+            return PutStatus.DISK_FULL
+        return None
+
+    async def put_message(self, msg: MessageToStore) -> PutResult:
+        refused = self._check_put()
+        if refused is not None:
+            return PutResult(refused)
+        result = await self.commit_log.put_message(msg)
+        return await self._after_put(result)
+
+    async def put_messages(self, msgs: list[MessageToStore]) -> PutResult:
+        refused = self._check_put()
+        if refused is not None:
+            return PutResult(refused)
+        result = await self.commit_log.put_messages(msgs)
+        return await self._after_put(result)
+
+    async def _after_put(self, result: PutResult) -> PutResult:
+        if result.status is not PutStatus.PUT_OK:
+            return result
+        self.reput.notify()
+        end = result.commit_log_offset + result.wrote_bytes
+        if self._sync:
+            assert self.flush_service is not None
+            status = await self.flush_service.wait_flushed(end)
+            if status is not PutStatus.PUT_OK:
+                result.status = status
+                return result
+        if self._replica_waiter is not None:
+            result.status = await self._replica_waiter(end)
+        return result
+
+    def set_replica_waiter(self, waiter: ReplicaWaiter | None) -> None:
+        self._replica_waiter = waiter
+
+    # -- get ------------------------------------------------------------------------------------------
+
+    def get_message(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_msg_nums: int,
+        max_total_bytes: int = 256 * 1024,
+        tags_filter: TagsFilter = None,
+    ) -> GetResult:
+        """Records of one queue from logical `offset`, filtered by tag hash code on the ConsumeQueue."""
+        cqs = self.consume_queue_store
+        cq = cqs.find(topic, queue_id)
+        if cq is None:
+            return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
+        min_off = cq.get_min_offset()
+        max_off = cq.get_max_offset()
+        if max_off == 0:
+            return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, min_off, max_off)
+        if offset < min_off:
+            return GetResult(GetStatus.OFFSET_TOO_SMALL, min_off, min_off, max_off)
+        if offset == max_off:
+            return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, min_off, max_off)
+        if offset > max_off:
+            return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, min_off if min_off == 0 else max_off, min_off, max_off)
+        result = GetResult(GetStatus.NO_MATCHED_MESSAGE, offset, min_off, max_off)
+        buffers = result.buffers
+        queue_offsets = result.queue_offsets
+        min_phy = self.commit_log.min_offset
+        get_data = self.commit_log.get_data
+        match_set = tags_filter if isinstance(tags_filter, set | frozenset) else None
+        match_fn = tags_filter if callable(tags_filter) else None
+        total = 0
+        removing = False
+        i = offset
+        # look at a bounded number of units so that a filter matching nothing cannot spin for long
+        scan_limit = offset + max(max_msg_nums, 1) * 16 + 800
+        end = min(max_off, scan_limit)
+        while i < end:
+            units = cq.read_units(i, min(end - i, 256))
+            if units is None:
+                break
+            stop = False
+            try:
+                for phy, size, tags_code in UNIT.iter_unpack(units):
+                    i += 1
+                    if size == BLANK_UNIT_SIZE:
+                        continue
+                    if phy < min_phy:
+                        removing = True
+                        continue
+                    if match_set is not None and tags_code not in match_set:
+                        continue
+                    if match_fn is not None and not match_fn(tags_code, None):
+                        continue
+                    if buffers and total + size > max_total_bytes:
+                        i -= 1
+                        stop = True
+                        break
+                    view = get_data(phy, size)
+                    if view is None:
+                        removing = True
+                        continue
+                    buffers.append(view)
+                    queue_offsets.append(i - 1)
+                    total += size
+                    if len(buffers) >= max_msg_nums:
+                        stop = True
+                        break
+            finally:
+                units.release()
+            if stop:
+                break
+        result.next_begin_offset = i
+        result.total_size = total
+        if buffers:
+            result.status = GetStatus.FOUND
+        elif removing:
+            result.status = GetStatus.MESSAGE_WAS_REMOVING
+        return result
+
+    def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self.consume_queue_store.find(topic, queue_id)
+        return cq.get_max_offset() if cq is not None else 0
+
+    def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self.consume_queue_store.find(topic, queue_id)
+        return cq.get_min_offset() if cq is not None else 0
+
+    def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        cq = self.consume_queue_store.find(topic, queue_id)
+        return cq.get_offset_by_time(timestamp_ms, self._store_time_of) if cq is not None else 0
+
+    def _store_time_of(self, phy: int, size: int) -> int:
+        return self.commit_log.store_timestamp_at(phy)
+
+    def get_commit_log_offset_in_queue(self, topic: str, queue_id: int, offset: int) -> int:
+        cq = self.consume_queue_store.find(topic, queue_id)
+        unit = cq.get_index(offset) if cq is not None else None
+        return unit[0] if unit is not None else -1
+
+    def get_earliest_message_time(self, topic: str, queue_id: int) -> int:
+        cq = self.consume_queue_store.find(topic, queue_id)
+        if cq is None:
+            return -1
+        unit = cq.get_index(cq.get_min_offset())
+        if unit is None:
+            return -1
+        msg = self.look_message_by_offset(unit[0])
+        return msg.store_timestamp if msg is not None else -1
+
+    def select_one_message_by_offset(self, commit_log_offset: int) -> bytes | None:
+        size = self.commit_log.record_size_at(commit_log_offset)
+        if size <= 0:
+            return None
+        view = self.commit_log.get_data(commit_log_offset, size)
+        if view is None:
+            return None
+        try:
+            return bytes(view)
+        finally:
+            view.release()
+
+    def look_message_by_offset(self, commit_log_offset: int) -> MessageExt | None:
+        raw = self.select_one_message_by_offset(commit_log_offset)
+        return decode_record(raw) if raw is not None else None
+
+    def query_message(self, topic: str, key: str, max_num: int, begin_ts: int, end_ts: int) -> QueryResult:
+        result = QueryResult()
+        if self.index_service is None:
+            return result
+        result.index_last_update_timestamp = self.index_service.last_update_timestamp
+        result.index_last_update_phy_offset = self.index_service.end_phy_offset
+        min_phy = self.commit_log.min_offset
+        for phy in self.index_service.query(topic, key, max_num, begin_ts, end_ts):
+            if phy < min_phy:
+                continue
+            size = self.commit_log.record_size_at(phy)
+            view = self.commit_log.get_data(phy, size) if size > 0 else None
+            if view is not None:
+                result.buffers.append(view)
+        return result
+
+    # -- queues ---------------------------------------------------------------------------------------
+
+    def topics_and_queues(self) -> dict[str, list[int]]:
+        return self.consume_queue_store.topics_and_queues()
+
+    def delete_topics(self, names: set[str] | list[str]) -> None:
+        self.consume_queue_store.delete_topics(list(names))
+        for name in names:
+            for key in [k for k in self.commit_log.topic_queue_table if k[0] == name]:
+                del self.commit_log.topic_queue_table[key]
+
+    def clean_expired_consume_queue(self) -> None:
+        min_phy = self.commit_log.min_offset
+        if min_phy >= 0:
+            self.consume_queue_store.clean_expired(min_phy)
+
+    def _after_commit_log_delete(self, min_phy: int) -> None:
+        self.consume_queue_store.clean_expired(min_phy)
+        if self.index_service is not None:
+            self.index_service.delete_expired(min_phy)
+
+    # -- offsets and info -----------------------------------------------------------------------------
+
+    @property
+    def max_phy_offset(self) -> int:
+        return self.commit_log.max_offset
+
+    @property
+    def min_phy_offset(self) -> int:
+        return max(self.commit_log.min_offset, 0)
+
+    @property
+    def confirm_offset(self) -> int:
+        return self.commit_log.max_offset
+
+    @property
+    def dispatch_behind_bytes(self) -> int:
+        return self.reput.behind
+
+    def runtime_info(self) -> dict[str, str]:
+        info: dict[str, Any] = {
+            "commitLogMinOffset": self.min_phy_offset,
+            "commitLogMaxOffset": self.max_phy_offset,
+            "commitLogDiskFlushedOffset": self.commit_log.queue.flushed_where,
+            "dispatchBehindBytes": self.reput.behind,
+            "putMessageTimesTotal": 0,
+            "flushDiskType": self.config.flush_disk_type,
+        }
+        if self.flush_service is not None:
+            info["commitLogFlushCount"] = self.flush_service.flush_count
+        return {k: str(v) for k, v in info.items()}
+
+    def add_arrival_listener(self, callback: ArrivalListener) -> None:
+        self.reput.listeners.append(callback)
+
+    # -- HA -------------------------------------------------------------------------------------------
+
+    def get_commit_log_data(self, offset: int, max_bytes: int = -1) -> memoryview | None:
+        """Raw CommitLog bytes from `offset` up to the end of what that file holds (at most `max_bytes`)."""
+        view = self.commit_log.get_data(offset)
+        if view is not None and 0 <= max_bytes < len(view):
+            short = view[:max_bytes]
+            view.release()
+            return short
+        return view
+
+    async def append_to_commit_log(self, offset: int, data: bytes | memoryview) -> bool:
+        """Slave side: append replicated bytes at exactly the end; dispatch follows."""
+        ok = await self.commit_log.append_data(offset, data)
+        if ok:
+            self.reput.notify()
+        return ok

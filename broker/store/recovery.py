@@ -1,0 +1,195 @@
+"""CommitLog recovery at startup: find the end of the valid records and cut everything after it.
+
+Called by MessageStore.start (broker.store.message_store) before any service runs, so it may block.
+- Clean stop (no `abort` file and the checkpoint carries the shutdown end offset): no scan at all.
+- Clean stop without that offset: scan the last three files.
+- Crash (`abort` present): scan from the newest file whose first record is older than the checkpoint's
+  timestamps, checking magic, lengths, the record's own PHYSICALOFFSET and (checkCRCOnRecover) BODYCRC.
+The first invalid record ends the log: the tail is zeroed, later files are deleted, and one WARNING line
+says where and why and how much was dropped. The caller then cuts ConsumeQueues to the new end and
+re-dispatches from `redispatch_from`.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+import zlib
+from dataclasses import dataclass
+
+from broker.protocol.message import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, SysFlag
+from broker.store.checkpoint import StoreCheckpoint
+from broker.store.mapped_file import MappedFile
+from broker.store.mapped_file_queue import MappedFileQueue
+
+__all__ = ["RecoveryReport", "check_record", "recover_commit_log"]
+
+log = logging.getLogger(__name__)
+
+_HEAD = struct.Struct(">iiiiiqqiq")
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_U16 = struct.Struct(">H")
+_MAGICS = (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2)
+END = 0
+BLANK = -1
+
+
+@dataclass(slots=True)
+class RecoveryReport:
+    abnormal: bool
+    scan_from: int  # CommitLog offset where the scan started (= redispatch start after a crash)
+    end_offset: int  # new end of the CommitLog
+    records: int  # whole records scanned
+    dropped_bytes: int  # non-zero bytes zeroed past the end
+    dropped_files: int
+    reason: str | None  # why the scan stopped before the data's end, None when it ended cleanly
+    last_store_timestamp: int = 0
+
+
+def check_record(buf: object, pos: int, limit: int, phy: int, check_crc: bool) -> tuple[int, str | None, int]:
+    """Validate the record at `pos`: (size, None, store_ts) for a good one, (END, None, 0) for zeros,
+    (BLANK, None, 0) for the end-of-file filler, (END, reason, 0) for anything broken."""
+    if pos + 8 > limit:
+        return (END, None, 0)
+    total, magic = struct.unpack_from(">ii", buf, pos)  # type: ignore[call-overload]
+    if magic == BLANK_MAGIC_CODE:
+        return (BLANK, None, 0)
+    if total == 0 and magic == 0:
+        return (END, None, 0)
+    if magic not in _MAGICS:
+        return (END, f"bad magic code {magic & 0xFFFFFFFF:#x}", 0)
+    if total < 91 or pos + total > limit:
+        return (END, f"record length {total} runs past the file (torn write)", 0)
+    end = pos + total
+    _, _, crc, _, _, _, physical, sys_flag, _ = _HEAD.unpack_from(buf, pos)  # type: ignore[arg-type]
+    if physical != phy:
+        return (END, f"record says it is at offset {physical} (stale or torn data)", 0)
+    p = pos + 48 + (20 if sys_flag & SysFlag.BORNHOST_V6 else 8)
+    (store_ts,) = _I64.unpack_from(buf, p)  # type: ignore[arg-type]
+    p += 8 + (20 if sys_flag & SysFlag.STOREHOST_V6 else 8) + 12
+    (body_len,) = _I32.unpack_from(buf, p)  # type: ignore[arg-type]
+    p += 4
+    if body_len < 0 or p + body_len > end:
+        return (END, f"body length {body_len} does not fit the record (torn write)", 0)
+    if check_crc and zlib.crc32(buf[p : p + body_len]) & 0x7FFFFFFF != crc:  # type: ignore[index]
+        return (END, "BODYCRC mismatch (corrupted or torn body)", 0)
+    p += body_len
+    if magic == MESSAGE_MAGIC_CODE:
+        topic_len = buf[p]  # type: ignore[index]
+        p += 1
+    else:
+        (topic_len,) = _U16.unpack_from(buf, p)  # type: ignore[arg-type]
+        p += 2
+    p += topic_len
+    if p + 2 > end:
+        return (END, "topic runs past the record end (torn write)", 0)
+    (props_len,) = _U16.unpack_from(buf, p)  # type: ignore[arg-type]
+    if p + 2 + props_len != end:
+        return (END, "field lengths do not add up to TOTALSIZE (torn write)", 0)
+    return (total, None, store_ts)
+
+
+def _first_store_timestamp(mf: MappedFile) -> int:
+    size, _, ts = check_record(mf.mm, 0, mf.file_size, mf.file_from_offset, False)
+    return ts if size > 0 else 0
+
+
+def _choose_scan_start(queue: MappedFileQueue, checkpoint: StoreCheckpoint, with_index: bool) -> int:
+    """Index of the file to scan from after a crash (RocketMQ's isMappedFileMatchedRecover)."""
+    min_ts = checkpoint.min_timestamp(with_index=with_index)
+    if min_ts <= 0:
+        return 0
+    for i in range(len(queue.files) - 1, -1, -1):
+        ts = _first_store_timestamp(queue.files[i])
+        if 0 < ts <= min_ts:
+            return i
+    return 0
+
+
+def _scan(queue: MappedFileQueue, start: int, check_crc: bool) -> RecoveryReport:
+    files = queue.files
+    records = 0
+    end_offset = files[start].file_from_offset
+    last_ts = 0
+    reason: str | None = None
+    for i in range(start, len(files)):
+        mf = files[i]
+        pos = 0
+        buf = mf.mm
+        base = mf.file_from_offset
+        size_limit = mf.file_size
+        while True:
+            size, why, ts = check_record(buf, pos, size_limit, base + pos, check_crc)
+            if size > 0:
+                pos += size
+                records += 1
+                last_ts = ts
+                continue
+            break
+        if size == BLANK:
+            end_offset = base + mf.file_size
+            continue  # the file ended with its filler: go on with the next
+        end_offset = base + pos
+        reason = why
+        break
+    return RecoveryReport(False, files[start].file_from_offset, end_offset, records, 0, 0, reason, last_ts)
+
+
+def recover_commit_log(
+    queue: MappedFileQueue,
+    checkpoint: StoreCheckpoint,
+    *,
+    abnormal: bool,
+    check_crc: bool = True,
+    with_index: bool = True,
+) -> RecoveryReport:
+    """Set the queue's positions to the recovered end (blocking; startup only)."""
+    if not queue.files:
+        return RecoveryReport(abnormal, 0, 0, 0, 0, 0, None)
+    first, last = queue.files[0], queue.files[-1]
+    clean = checkpoint.clean_shutdown_offset
+    if not abnormal and first.file_from_offset <= clean <= last.file_from_offset + queue.file_size:
+        dropped = _cut(queue, clean)
+        log.info("CommitLog: clean shutdown, end offset %d taken from the checkpoint", clean)
+        return RecoveryReport(False, clean, clean, 0, 0, dropped, None)
+    start = _choose_scan_start(queue, checkpoint, with_index) if abnormal else max(0, len(queue.files) - 3)
+    report = _scan(queue, start, check_crc)
+    report.abnormal = abnormal
+    end = report.end_offset
+    holder = queue.find_mapped_file_by_offset(end)
+    later = sum(1 for mf in queue.files if mf.file_from_offset > end)
+    # how much is thrown away: non-zero bytes past the end in its file (zeroed below), and later files
+    zeroed = holder.zero_from(end - holder.file_from_offset) if holder is not None else 0
+    report.dropped_bytes = zeroed
+    report.dropped_files = _cut(queue, end)
+    if report.reason is not None or zeroed or (later and report.dropped_files and abnormal):
+        log.warning(
+            "CommitLog recovery: kept %d whole records scanned from offset %d; truncated at offset %d "
+            "(file %s, position %d) because %s; dropped %d dirty bytes and %d later files",
+            report.records,
+            report.scan_from,
+            end,
+            holder.path.name if holder is not None else "-",
+            end - holder.file_from_offset if holder is not None else 0,
+            report.reason or "the data ends there",
+            zeroed,
+            report.dropped_files,
+        )
+    else:
+        log.info(
+            "CommitLog recovery (%s): %d records scanned from offset %d, end offset %d",
+            "after a crash" if abnormal else "normal",
+            report.records,
+            report.scan_from,
+            end,
+        )
+    return report
+
+
+def _cut(queue: MappedFileQueue, end: int) -> int:
+    """Truncate the queue at `end`; returns how many whole files were deleted."""
+    before = len(queue.files)
+    queue.truncate_dirty_files(end, zero_tail=False)
+    queue.set_positions(end)
+    return before - len(queue.files)

@@ -1,0 +1,179 @@
+"""Result types of the store's API: put/get/query statuses and results, and the message to store.
+
+Returned by MessageStore (broker.store.message_store) to the broker's processors and the HA service;
+the send processor maps PutStatus to a response code in one table. Statuses, not exceptions, describe
+every expected outcome (RocketMQ's PutMessageStatus / GetMessageStatus).
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import struct
+from dataclasses import dataclass, field
+
+__all__ = [
+    "GetResult",
+    "GetStatus",
+    "MessageToStore",
+    "PutResult",
+    "PutStatus",
+    "QueryResult",
+    "StoreError",
+]
+
+log = logging.getLogger(__name__)
+
+_OFFSET_ID = struct.Struct(">iq")
+
+
+class StoreError(Exception):
+    """Corruption, I/O failure or a bug: never an expected outcome of a request."""
+
+
+class PutStatus(enum.Enum):
+    PUT_OK = "PUT_OK"
+    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
+    SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"
+    CREATE_MAPPED_FILE_FAILED = "CREATE_MAPPED_FILE_FAILED"
+    MESSAGE_ILLEGAL = "MESSAGE_ILLEGAL"
+    PROPERTIES_SIZE_EXCEEDED = "PROPERTIES_SIZE_EXCEEDED"
+    OS_PAGE_CACHE_BUSY = "OS_PAGE_CACHE_BUSY"
+    DISK_FULL = "DISK_FULL"
+    UNKNOWN_ERROR = "UNKNOWN_ERROR"
+
+
+# the message was appended (and will be served) even though a durability step did not confirm in time
+_STORED = frozenset(
+    {PutStatus.PUT_OK, PutStatus.FLUSH_DISK_TIMEOUT, PutStatus.FLUSH_SLAVE_TIMEOUT, PutStatus.SLAVE_NOT_AVAILABLE}
+)
+
+
+@dataclass(slots=True)
+class MessageToStore:
+    """A message as the broker hands it to the store.
+
+    `properties` is the dict form; a send processor that already holds the wire's properties string can
+    pass it as `properties_bytes` (UTF-8) and skip re-encoding; then `properties` is only consulted when
+    `properties_bytes` is None.
+    """
+
+    topic: str
+    queue_id: int
+    body: bytes | memoryview
+    flag: int = 0
+    properties: dict[str, str] = field(default_factory=dict)
+    sys_flag: int = 0
+    born_timestamp: int = 0
+    born_host: tuple[str, int] = ("127.0.0.1", 0)
+    reconsume_times: int = 0
+    prepared_transaction_offset: int = 0
+    properties_bytes: bytes | None = None
+
+
+class PutResult:
+    """Outcome of a put. Slotted and lazy (msg_ids) because one is built per put on the hot path."""
+
+    __slots__ = (
+        "_store_host",
+        "commit_log_offset",
+        "message_count",
+        "offsets",
+        "queue_offset",
+        "status",
+        "store_timestamp",
+        "wrote_bytes",
+    )
+
+    def __init__(
+        self,
+        status: PutStatus,
+        commit_log_offset: int = -1,
+        wrote_bytes: int = 0,
+        queue_offset: int = -1,
+        store_timestamp: int = 0,
+        message_count: int = 0,
+        offsets: tuple[int, ...] | list[int] = (),
+        store_host: bytes = b"",
+    ) -> None:
+        self.status = status
+        self.commit_log_offset = commit_log_offset
+        self.wrote_bytes = wrote_bytes
+        self.queue_offset = queue_offset
+        self.store_timestamp = store_timestamp
+        self.message_count = message_count
+        self.offsets = offsets  # commit-log offset of each message (batch); empty for a single put
+        self._store_host = store_host  # 4-byte ip + int32 port, for offsetMsgId
+
+    @property
+    def ok(self) -> bool:
+        return self.status in _STORED
+
+    @property
+    def msg_ids(self) -> list[str]:
+        """offsetMsgId of each stored message (upper-case hex of store ip, port, commit-log offset)."""
+        if self.commit_log_offset < 0:
+            return []
+        offs = self.offsets or (self.commit_log_offset,)
+        return [(self._store_host + o.to_bytes(8, "big", signed=True)).hex().upper() for o in offs]
+
+    def with_status(self, status: PutStatus) -> PutResult:
+        self.status = status
+        return self
+
+    def __repr__(self) -> str:
+        return (
+            f"PutResult({self.status.name}, offset={self.commit_log_offset}, queue_offset={self.queue_offset}, "
+            f"count={self.message_count})"
+        )
+
+
+class GetStatus(enum.Enum):
+    FOUND = "FOUND"
+    NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"
+    MESSAGE_WAS_REMOVING = "MESSAGE_WAS_REMOVING"
+    OFFSET_FOUND_NULL = "OFFSET_FOUND_NULL"
+    OFFSET_OVERFLOW_BADLY = "OFFSET_OVERFLOW_BADLY"
+    OFFSET_OVERFLOW_ONE = "OFFSET_OVERFLOW_ONE"
+    OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
+    NO_MATCHED_LOGIC_QUEUE = "NO_MATCHED_LOGIC_QUEUE"
+    NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
+
+
+@dataclass(slots=True)
+class GetResult:
+    """Records of one queue. `buffers` are views into the mapped files: call release() when sent."""
+
+    status: GetStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    buffers: list[memoryview] = field(default_factory=list)
+    queue_offsets: list[int] = field(default_factory=list)
+    total_size: int = 0
+    suggest_pulling_from_slave: bool = False
+
+    @property
+    def message_count(self) -> int:
+        return len(self.buffers)
+
+    def release(self) -> None:
+        for b in self.buffers:
+            b.release()
+        self.buffers = []
+
+
+@dataclass(slots=True)
+class QueryResult:
+    """Records found by key (raw, back to back when joined) and how fresh the index was."""
+
+    buffers: list[memoryview] = field(default_factory=list)
+    index_last_update_timestamp: int = 0
+    index_last_update_phy_offset: int = 0
+
+    def release(self) -> None:
+        for b in self.buffers:
+            b.release()
+        self.buffers = []

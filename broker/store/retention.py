@@ -1,0 +1,107 @@
+"""The clean service: deletes expired CommitLog files and what points into them.
+
+Started by MessageStore (broker.store.message_store); one task that wakes every cleanResourceInterval ms.
+A CommitLog file older than fileReservedTime hours is deleted at a `deleteWhen` hour, or at any hour when
+disk usage is above diskMaxUsedSpaceRatio; above diskSpaceCleanForciblyRatio the oldest files go even if
+they are young. The active (last) file is never deleted. Afterwards ConsumeQueue files and index files
+that only point below the new CommitLog minimum are removed and queue min offsets advance.
+Deletion (unlink of up to 1 GiB) runs in a worker thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+import logging
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from broker.store.config import StoreConfig
+from broker.store.mapped_file_queue import MappedFileQueue
+
+__all__ = ["CleanService", "disk_usage_ratio"]
+
+log = logging.getLogger(__name__)
+
+DISK_WARNING_RATIO = 0.90  # diskSpaceWarningLevelRatio: above it puts are refused (DISK_FULL)
+
+
+def disk_usage_ratio(path: Path) -> float:
+    """Used fraction of the filesystem holding `path` (as `df` counts it)."""
+    st = os.statvfs(path)
+    total = st.f_blocks * st.f_frsize
+    if total == 0:
+        return 0.0
+    free = st.f_bavail * st.f_frsize
+    return 1.0 - free / total
+
+
+class CleanService:
+    def __init__(
+        self,
+        config: StoreConfig,
+        queue: MappedFileQueue,
+        after_delete: Callable[[int], None],
+        *,
+        now: Callable[[], datetime.datetime] = datetime.datetime.now,
+        usage: Callable[[Path], float] = disk_usage_ratio,
+    ) -> None:
+        self.config = config
+        self.queue = queue
+        self.after_delete = after_delete  # called on the loop with the new CommitLog min offset
+        self.now = now
+        self.usage = usage
+        self.disk_full = False  # above the warning ratio: the store refuses puts
+        self.manual_delete = False  # set by an admin command: delete expired files now, whatever the hour
+        self._task: asyncio.Task[None] | None = None
+        self._stop = asyncio.Event()
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="store-clean")
+
+    async def close(self) -> None:
+        self._stop.set()
+        if self._task is not None:
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    async def _run(self) -> None:
+        interval = self.config.clean_resource_interval / 1000
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), interval)
+            if self._stop.is_set():
+                return
+            try:
+                await self.run_once()
+            except OSError:
+                log.exception("cleaning expired CommitLog files failed")
+
+    async def run_once(self) -> int:
+        """One pass; returns how many CommitLog files were deleted."""
+        loop = asyncio.get_running_loop()
+        ratio = await loop.run_in_executor(None, self.usage, self.queue.directory)
+        self.disk_full = ratio >= DISK_WARNING_RATIO
+        space_pressure = ratio >= self.config.disk_max_used_space_ratio / 100
+        forcibly = ratio >= self.config.disk_space_clean_forcibly_ratio
+        time_to_delete = self.now().hour in self.config.delete_hours()
+        if not (time_to_delete or space_pressure or self.manual_delete):
+            return 0
+        if space_pressure:
+            log.warning(
+                "disk usage %.0f%% of %s: deleting expired CommitLog files now", ratio * 100, self.queue.directory
+            )
+        expired_ms = int(self.config.file_reserved_time * 3_600_000)
+        now_ms = int(self.now().timestamp() * 1000)
+        deleted = await loop.run_in_executor(
+            None,
+            lambda: self.queue.delete_expired_files_by_time(
+                expired_ms, clean_immediately=forcibly, max_files=10, now_ms=now_ms
+            ),
+        )
+        self.manual_delete = False
+        if deleted:
+            log.info("deleted %d expired CommitLog files; min offset now %d", deleted, self.queue.min_offset)
+            self.after_delete(self.queue.min_offset)
+        return deleted

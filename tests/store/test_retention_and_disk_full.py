@@ -1,0 +1,125 @@
+"""Retention deletes only expired CommitLog files (never the active one); a full disk fails puts cleanly."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from store_helpers import message, small_config
+
+from broker.protocol.message import decode_record
+from broker.store import GetStatus, MessageStore, PutStatus
+from broker.store.retention import CleanService
+
+
+def test_retention_deletes_expired_files_but_never_the_active_one(tmp_path: Path) -> None:
+    async def main() -> None:
+        store = MessageStore(small_config(tmp_path, file_reserved_time=1, delete_when="04"))
+        await store.start()
+        for i in range(800):
+            await store.put_message(message(i, size=300))
+        await asyncio.sleep(0.05)
+        files = list(store.commit_log.queue.files)
+        assert len(files) >= 5
+        fake_now = (datetime.datetime.now() + datetime.timedelta(days=1)).replace(hour=4)
+        old = fake_now.timestamp() - 2 * 3600
+        young = fake_now.timestamp() - 600
+        for mf in files:
+            os.utime(mf.path, (young, young))
+        for mf in files[:3]:
+            os.utime(mf.path, (old, old))
+        os.utime(files[-1].path, (old, old))  # the active file looks expired too: it must survive
+        at = {"hour": 4}
+        clean = CleanService(
+            store.config,
+            store.commit_log.queue,
+            store._after_commit_log_delete,
+            now=lambda: fake_now.replace(hour=at["hour"]),
+            usage=lambda _p: 0.10,
+        )
+        at["hour"] = 5  # not a deleteWhen hour and no disk pressure: nothing happens
+        assert await clean.run_once() == 0
+        at["hour"] = 4
+        assert await clean.run_once() == 3
+        remaining = [mf.path.name for mf in store.commit_log.queue.files]
+        assert remaining == [mf.path.name for mf in files[3:]]
+        assert not files[0].path.exists() and files[-1].path.exists()
+        assert store.min_phy_offset == files[3].file_from_offset
+        # queue min offsets advanced past the deleted records; the first kept message is readable
+        min_off = store.get_min_offset_in_queue("TopicTest", 0)
+        assert min_off > 0
+        assert store.get_message("g", "TopicTest", 0, 0, 1).status is GetStatus.OFFSET_TOO_SMALL
+        got = store.get_message("g", "TopicTest", 0, min_off, 1)
+        assert got.status is GetStatus.FOUND
+        assert decode_record(got.buffers[0]).commit_log_offset >= files[3].file_from_offset
+        got.release()
+        # above the forcible ratio even young files go, still never the active one
+        forced = CleanService(
+            store.config, store.commit_log.queue, store._after_commit_log_delete, usage=lambda _p: 0.95
+        )
+        await forced.run_once()
+        assert [mf.path.name for mf in store.commit_log.queue.files] == [files[-1].path.name]
+        assert forced.disk_full
+        await store.shutdown()
+
+    asyncio.run(main())
+
+
+@pytest.fixture
+def tiny_fs(tmp_path: Path) -> Iterator[Path]:
+    mnt = tmp_path / "tiny"
+    mnt.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mnt)], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a 2 MiB tmpfs to simulate a full disk (needs root): {r.stderr.strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def test_full_disk_fails_puts_cleanly(tiny_fs: Path) -> None:
+    root = tiny_fs / "store"
+
+    async def fill() -> list[tuple[str, int]]:
+        store = MessageStore(
+            small_config(root, mapped_file_size_commit_log=256 * 1024, clean_resource_interval=600_000)
+        )
+        await store.start()
+        acked: list[tuple[str, int]] = []
+        failures: list[PutStatus] = []
+        for i in range(20_000):
+            r = await store.put_message(message(i, size=900))
+            if r.ok:
+                acked.append((f"key-{i}", r.queue_offset))
+            else:
+                failures.append(r.status)
+                if len(failures) >= 3:
+                    break
+        assert failures and set(failures) <= {PutStatus.DISK_FULL, PutStatus.CREATE_MAPPED_FILE_FAILED}, failures
+        assert len(acked) > 100
+        await asyncio.sleep(0.05)
+        await store.shutdown()
+        return acked
+
+    acked = asyncio.run(fill())
+
+    async def check() -> None:
+        store = MessageStore(
+            small_config(root, mapped_file_size_commit_log=256 * 1024, clean_resource_interval=600_000)
+        )
+        await store.start()
+        assert store.get_max_offset_in_queue("TopicTest", 0) == len(acked)
+        for key, off in acked:
+            got = store.get_message("g", "TopicTest", 0, off, 1)
+            assert got.status is GetStatus.FOUND
+            assert decode_record(got.buffers[0], verify_crc=True).properties["KEYS"] == key
+            got.release()
+        await store.shutdown()
+
+    asyncio.run(check())
