@@ -15,8 +15,8 @@ from typing import Any
 
 import orjson
 
-from broker.namesrv.jsonfmt import IntKeyMap, dumps
-from broker.protocol.errors import ProtocolError
+from broker.protocol.bodies import BodyError
+from broker.protocol.fastjson import dumps
 
 __all__ = [
     "PERM_WRITE",
@@ -39,10 +39,6 @@ _INT = struct.Struct(">i")
 _V3_0_11 = 37
 _V5_0_0 = 413
 PERM_WRITE = 2
-
-
-class BodyError(ProtocolError):
-    """A NameServer request body cannot be decoded; answered with SYSTEM_ERROR and the reason."""
 
 
 @dataclass(slots=True)
@@ -282,7 +278,7 @@ class BrokerData:
 
     def to_json(self, addrs: dict[int, str] | None = None) -> dict[str, Any]:
         data: dict[str, Any] = {
-            "brokerAddrs": IntKeyMap(self.broker_addrs if addrs is None else addrs),
+            "brokerAddrs": dict(sorted((self.broker_addrs if addrs is None else addrs).items())),
             "brokerName": self.broker_name,
             "cluster": self.cluster,
             "enableActingMaster": self.enable_acting_master,

@@ -13,16 +13,15 @@ as a string; ali-ons sends enum names and omits `expressionType`. Both are accep
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, Self
 
-import orjson
-
+from broker.protocol import fastjson
 from broker.protocol.codes import ResponseCode
 from broker.protocol.errors import ProtocolError
+from broker.protocol.fastjson import ObjectKey
 
 __all__ = [
     "BodyError",
@@ -55,227 +54,25 @@ class BodyError(ProtocolError):
 
 
 # =============================================================================================
-# fastjson dialect
+# fastjson dialect (broker.protocol.fastjson), with MessageQueue object keys and BodyError
 
 
-class _Parser:
-    """Recursive-descent JSON parser that also accepts unquoted numeric/identifier keys and object
-    or array keys (made hashable by `object_key`), single-quoted strings and trailing commas."""
-
-    __slots__ = ("object_key", "pos", "text")
-
-    def __init__(self, text: str, object_key: Callable[[Any], Hashable]) -> None:
-        self.text = text
-        self.pos = 0
-        self.object_key = object_key
-
-    def fail(self, what: str) -> BodyError:
-        return BodyError(f"bad JSON at offset {self.pos}: {what}")
-
-    def skip_ws(self) -> None:
-        text, pos = self.text, self.pos
-        while pos < len(text) and text[pos] in " \t\r\n":
-            pos += 1
-        self.pos = pos
-
-    def parse(self) -> Any:
-        value = self.value()
-        self.skip_ws()
-        if self.pos != len(self.text):
-            raise self.fail("trailing characters")
-        return value
-
-    def value(self) -> Any:
-        self.skip_ws()
-        if self.pos >= len(self.text):
-            raise self.fail("unexpected end")
-        ch = self.text[self.pos]
-        if ch == "{":
-            return self.obj()
-        if ch == "[":
-            return self.array()
-        if ch in "\"'":
-            return self.string()
-        return self.scalar()
-
-    def obj(self) -> dict[Any, Any]:
-        self.pos += 1
-        result: dict[Any, Any] = {}
-        while True:
-            self.skip_ws()
-            if self.pos >= len(self.text):
-                raise self.fail("unterminated object")
-            if self.text[self.pos] == "}":
-                self.pos += 1
-                return result
-            key = self.key()
-            self.skip_ws()
-            if self.text[self.pos : self.pos + 1] != ":":
-                raise self.fail("expected ':'")
-            self.pos += 1
-            result[key] = self.value()
-            self.skip_ws()
-            sep = self.text[self.pos : self.pos + 1]
-            if sep == ",":
-                self.pos += 1
-            elif sep != "}":
-                raise self.fail("expected ',' or '}'")
-
-    def key(self) -> Hashable:
-        ch = self.text[self.pos]
-        if ch in "\"'":
-            return self.string()
-        if ch in "{[":
-            return self.object_key(self.value())
-        token: Hashable = self.scalar()
-        return token
-
-    def array(self) -> list[Any]:
-        self.pos += 1
-        result: list[Any] = []
-        while True:
-            self.skip_ws()
-            if self.pos >= len(self.text):
-                raise self.fail("unterminated array")
-            if self.text[self.pos] == "]":
-                self.pos += 1
-                return result
-            result.append(self.value())
-            self.skip_ws()
-            sep = self.text[self.pos : self.pos + 1]
-            if sep == ",":
-                self.pos += 1
-            elif sep != "]":
-                raise self.fail("expected ',' or ']'")
-
-    def string(self) -> str:
-        quote = self.text[self.pos]
-        text = self.text
-        pos = self.pos + 1
-        out: list[str] = []
-        while True:
-            end = pos
-            while end < len(text) and text[end] != quote and text[end] != "\\":
-                end += 1
-            if end >= len(text):
-                raise self.fail("unterminated string")
-            out.append(text[pos:end])
-            if text[end] == quote:
-                self.pos = end + 1
-                return "".join(out)
-            esc = text[end + 1 : end + 2]
-            if esc == "u":
-                digits = text[end + 2 : end + 6]
-                try:
-                    out.append(chr(int(digits, 16)))
-                except ValueError:
-                    raise self.fail(f"bad \\u escape {digits!r}") from None
-                pos = end + 6
-            else:
-                mapped = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f"}.get(esc, esc)
-                if not mapped:
-                    raise self.fail("unterminated escape")
-                out.append(mapped)
-                pos = end + 2
-
-    def scalar(self) -> Any:
-        text = self.text
-        start = self.pos
-        end = start
-        while end < len(text) and text[end] not in ",:}] \t\r\n":
-            end += 1
-        token = text[start:end]
-        if not token:
-            raise self.fail("expected a value")
-        self.pos = end
-        if token == "true":
-            return True
-        if token == "false":
-            return False
-        if token == "null":
-            return None
-        try:
-            return int(token)
-        except ValueError:
-            pass
-        try:
-            number = float(token)
-        except ValueError:
-            # fastjson with unquoted field names: a bare identifier key.
-            if token.replace("_", "a").replace("$", "a").isalnum():
-                return token
-            raise self.fail(f"bad token {token!r}") from None
-        if math.isnan(number) or math.isinf(number):
-            raise self.fail(f"bad number {token!r}")
-        return number
+def _object_key(value: dict[str, Any]) -> Hashable:
+    """Object map keys that look like a MessageQueue become one; others an ObjectKey."""
+    if set(value) == {"brokerName", "queueId", "topic"}:
+        return MessageQueue.from_obj(value)
+    return ObjectKey.of(value)
 
 
-def _freeze(value: Any) -> Hashable:
-    """Default hashable form of an object/array used as a map key: MessageQueue when it looks like
-    one, otherwise nested tuples."""
-    if isinstance(value, dict):
-        if set(value) == {"brokerName", "queueId", "topic"}:
-            return MessageQueue.from_obj(value)
-        return tuple(sorted((str(k), _freeze(v)) for k, v in value.items()))
-    if isinstance(value, list):
-        return tuple(_freeze(v) for v in value)
-    if isinstance(value, Hashable):
-        return value
-    raise BodyError(f"unhashable JSON key {value!r}")
-
-
-def fastjson_loads(data: bytes | str, object_key: Callable[[Any], Hashable] = _freeze) -> Any:
-    """Parse standard JSON or fastjson's dialect (unquoted int keys, object keys)."""
+def fastjson_loads(data: bytes | str) -> Any:
+    """Parse standard JSON or fastjson's dialect (unquoted int keys, object keys); BodyError when neither."""
     try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError:
-        pass
-    try:
-        text = data.decode() if isinstance(data, bytes | bytearray | memoryview) else data
-    except UnicodeDecodeError as exc:
-        raise BodyError(f"body is not UTF-8: {exc.reason}") from None
-    return _Parser(text, object_key).parse()
+        return fastjson.loads(data, _object_key)
+    except fastjson.FastjsonError as exc:
+        raise BodyError(str(exc)) from None
 
 
-def _dump(value: Any, out: list[bytes]) -> None:
-    if isinstance(value, dict):
-        out.append(b"{")
-        first = True
-        for key, item in value.items():
-            if not first:
-                out.append(b",")
-            first = False
-            if isinstance(key, str):
-                out.append(orjson.dumps(key))
-            elif isinstance(key, int) and not isinstance(key, bool):
-                out.append(str(key).encode())  # fastjson: integer keys unquoted
-            else:
-                _dump(key, out)  # fastjson: objects (e.g. MessageQueue) as keys
-            out.append(b":")
-            _dump(item, out)
-        out.append(b"}")
-    elif isinstance(value, list | tuple):
-        out.append(b"[")
-        for i, item in enumerate(value):
-            if i:
-                out.append(b",")
-            _dump(item, out)
-        out.append(b"]")
-    elif hasattr(value, "to_obj"):
-        _dump(value.to_obj(), out)
-    else:
-        try:
-            out.append(orjson.dumps(value))
-        except TypeError as exc:
-            raise TypeError(f"cannot write {type(value).__name__} as JSON") from exc
-
-
-def fastjson_dumps(value: Any) -> bytes:
-    """Compact JSON as fastjson writes it: int keys unquoted, object keys written as objects.
-    Objects with `to_obj()` are written as what it returns. Plain dicts keep their key order."""
-    out: list[bytes] = []
-    _dump(value, out)
-    return b"".join(out)
+fastjson_dumps = fastjson.dumps
 
 
 # =============================================================================================

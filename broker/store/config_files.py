@@ -16,29 +16,23 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import threading
 import time
 from dataclasses import dataclass
-from json.decoder import scanstring  # type: ignore[attr-defined]
 from pathlib import Path
 from typing import Any
 
-import orjson
+from broker.protocol.fastjson import FastjsonError, dumps_pretty, loads
 
 __all__ = [
     "ConfigFile",
-    "ConfigParseError",
     "DataVersion",
-    "ObjectKey",
     "default_subscription_group",
     "default_topic_config",
-    "dumps_fastjson",
     "load_consumer_offsets",
     "load_delay_offsets",
     "load_subscription_groups",
     "load_topics",
-    "loads_fastjson",
     "save_consumer_offsets",
     "save_delay_offsets",
     "save_subscription_groups",
@@ -50,258 +44,6 @@ log = logging.getLogger(__name__)
 BAK_SUFFIX = ".bak"
 TMP_SUFFIX = ".tmp"
 
-_WS = re.compile(r"[ \t\n\r]*")
-_NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(\.\d+)?([eE][-+]?\d+)?")
-_INT_KEY = re.compile(r"-?\d+L?")  # fastjson may write a Long key with an L suffix (WriteClassName)
-
-
-class ConfigParseError(ValueError):
-    """The text is neither standard JSON nor fastjson's dialect of it."""
-
-
-class ObjectKey(tuple[tuple[str, Any], ...]):
-    """A map key that fastjson wrote as a JSON object (e.g. a MessageQueue), hashable and sorted by name."""
-
-    __slots__ = ()
-
-    @classmethod
-    def of(cls, mapping: dict[str, Any]) -> ObjectKey:
-        return cls(sorted((k, _freeze(v)) for k, v in mapping.items()))
-
-    def to_dict(self) -> dict[str, Any]:
-        return {k: _thaw(v) for k, v in self}
-
-
-def _freeze(value: Any) -> Any:
-    if isinstance(value, dict):
-        return ObjectKey.of(value)
-    if isinstance(value, list):
-        return tuple(_freeze(v) for v in value)
-    return value
-
-
-def _thaw(value: Any) -> Any:
-    if isinstance(value, ObjectKey):
-        return value.to_dict()
-    if isinstance(value, tuple):
-        return [_thaw(v) for v in value]
-    return value
-
-
-# -- reading ------------------------------------------------------------------------------------------
-
-
-def loads_fastjson(text: str | bytes) -> Any:
-    """Parse standard JSON or fastjson output. Unquoted integer keys become ints, object keys ObjectKeys."""
-    try:
-        return orjson.loads(text)  # the common case, in C
-    except orjson.JSONDecodeError:
-        pass
-    if isinstance(text, bytes):
-        try:
-            text = text.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise ConfigParseError(f"not UTF-8: {exc}") from exc
-    parser = _Parser(text)
-    value = parser.value()
-    parser.skip_ws()
-    if parser.pos != len(text):
-        raise ConfigParseError(f"trailing data at {parser.pos}")
-    return value
-
-
-class _Parser:
-    """A small recursive-descent parser for the fastjson dialect (only used when orjson refuses the text)."""
-
-    __slots__ = ("depth", "pos", "text")
-
-    MAX_DEPTH = 200
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-        self.pos = 0
-        self.depth = 0
-
-    def skip_ws(self) -> None:
-        m = _WS.match(self.text, self.pos)
-        self.pos = m.end() if m else self.pos
-
-    def fail(self, what: str) -> ConfigParseError:
-        return ConfigParseError(f"{what} at position {self.pos}")
-
-    def value(self) -> Any:
-        self.skip_ws()
-        text, pos = self.text, self.pos
-        if pos >= len(text):
-            raise self.fail("unexpected end")
-        ch = text[pos]
-        if ch == "{":
-            return self.obj()
-        if ch == "[":
-            return self.array()
-        if ch == '"':
-            return self.string()
-        for word, val in (("true", True), ("false", False), ("null", None)):
-            if text.startswith(word, pos):
-                self.pos = pos + len(word)
-                return val
-        m = _NUMBER.match(text, pos)
-        if not m:
-            raise self.fail(f"unexpected {ch!r}")
-        self.pos = m.end()
-        return float(m.group()) if m.group(1) or m.group(2) else int(m.group())
-
-    def string(self) -> str:
-        try:
-            s, end = scanstring(self.text, self.pos + 1, True)
-        except ValueError as exc:
-            raise self.fail(f"bad string ({exc})") from exc
-        self.pos = end
-        return str(s)
-
-    def key(self) -> Any:
-        ch = self.text[self.pos] if self.pos < len(self.text) else ""
-        if ch == '"':
-            return self.string()
-        if ch == "{":
-            obj = self.obj()
-            return ObjectKey.of(obj)
-        m = _INT_KEY.match(self.text, self.pos)
-        if m:
-            self.pos = m.end()
-            return int(m.group().rstrip("L"))
-        raise self.fail("expected a key")
-
-    def obj(self) -> dict[Any, Any]:
-        self.depth += 1
-        if self.depth > self.MAX_DEPTH:
-            raise self.fail("nesting too deep")
-        self.pos += 1
-        result: dict[Any, Any] = {}
-        self.skip_ws()
-        if self.text.startswith("}", self.pos):
-            self.pos += 1
-            self.depth -= 1
-            return result
-        while True:
-            self.skip_ws()
-            k = self.key()
-            self.skip_ws()
-            if not self.text.startswith(":", self.pos):
-                raise self.fail("expected ':'")
-            self.pos += 1
-            result[k] = self.value()
-            self.skip_ws()
-            if self.text.startswith(",", self.pos):
-                self.pos += 1
-                continue
-            if self.text.startswith("}", self.pos):
-                self.pos += 1
-                self.depth -= 1
-                return result
-            raise self.fail("expected ',' or '}'")
-
-    def array(self) -> list[Any]:
-        self.depth += 1
-        if self.depth > self.MAX_DEPTH:
-            raise self.fail("nesting too deep")
-        self.pos += 1
-        result: list[Any] = []
-        self.skip_ws()
-        if self.text.startswith("]", self.pos):
-            self.pos += 1
-            self.depth -= 1
-            return result
-        while True:
-            result.append(self.value())
-            self.skip_ws()
-            if self.text.startswith(",", self.pos):
-                self.pos += 1
-                continue
-            if self.text.startswith("]", self.pos):
-                self.pos += 1
-                self.depth -= 1
-                return result
-            raise self.fail("expected ',' or ']'")
-
-
-# -- writing ------------------------------------------------------------------------------------------
-
-
-def dumps_fastjson(data: Any) -> str:
-    """Serialise like fastjson's `toJSONString(obj, PrettyFormat)`.
-
-    String-keyed maps put each entry on its own line; maps with int or ObjectKey keys are written inline
-    with the closing brace on a new line, exactly as fastjson's MapSerializer does. None values in maps
-    are omitted (fastjson's default without WriteMapNullValue); keys are sorted (ints numerically).
-    """
-    out: list[str] = []
-    _write(out, data, 0)
-    return "".join(out)
-
-
-def _sort_key(k: Any) -> tuple[int, Any]:
-    if isinstance(k, str):
-        return (2, k)
-    if isinstance(k, bool) or not isinstance(k, int):
-        return (1, repr(k))
-    return (0, k)
-
-
-def _write(out: list[str], value: Any, indent: int) -> None:
-    if isinstance(value, dict):
-        _write_map(out, value, indent)
-    elif isinstance(value, list | tuple) and not isinstance(value, ObjectKey):
-        if not value:
-            out.append("[]")
-            return
-        out.append("[")
-        pad = "\n" + "\t" * (indent + 1)
-        for i, item in enumerate(value):
-            if i:
-                out.append(",")
-            out.append(pad)
-            _write(out, item, indent + 1)
-        out.append("\n" + "\t" * indent + "]")
-    elif isinstance(value, ObjectKey):
-        _write_map(out, value.to_dict(), indent)
-    elif isinstance(value, str):
-        out.append(orjson.dumps(value).decode())  # UTF-8 as is, control characters escaped, like fastjson
-    elif value is None or isinstance(value, bool):
-        out.append("null" if value is None else "true" if value else "false")
-    elif isinstance(value, int):
-        out.append(str(value))  # not orjson: Java longs fit, but nothing here should cap the range
-    elif isinstance(value, float):
-        if value != value or value in (float("inf"), float("-inf")):
-            raise ValueError(f"cannot write {value!r} as JSON")
-        out.append(repr(value))
-    else:
-        raise TypeError(f"cannot write {type(value).__name__} as JSON")
-
-
-def _write_map(out: list[str], mapping: dict[Any, Any], indent: int) -> None:
-    items = [(k, v) for k, v in mapping.items() if v is not None]
-    if not items:
-        out.append("{}")
-        return
-    items.sort(key=lambda kv: _sort_key(kv[0]))
-    out.append("{")
-    pad = "\n" + "\t" * (indent + 1)
-    for i, (k, v) in enumerate(items):
-        if i:
-            out.append(",")
-        if isinstance(k, str):
-            out.append(pad)
-            out.append(orjson.dumps(k).decode())
-        elif isinstance(k, ObjectKey):
-            _write_map(out, k.to_dict(), indent + 1)
-        elif isinstance(k, int) and not isinstance(k, bool):
-            out.append(str(k))
-        else:
-            raise TypeError(f"unsupported map key {k!r}")
-        out.append(":")
-        _write(out, v, indent + 1)
-    out.append("\n" + "\t" * indent + "}")
 
 
 # -- the file -----------------------------------------------------------------------------------------
@@ -344,8 +86,8 @@ class ConfigFile:
         if not raw.strip():
             return None  # Java's string2File leaves an empty file behind when it dies mid-write
         try:
-            data = loads_fastjson(raw)
-        except (ConfigParseError, RecursionError) as exc:
+            data = loads(raw)
+        except FastjsonError as exc:
             log.error("%s is corrupt: %s", path, exc)
             return None
         if not isinstance(data, dict):
@@ -355,7 +97,7 @@ class ConfigFile:
 
     def save(self, data: dict[Any, Any]) -> None:
         """Write atomically; afterwards the previous version is `.bak`. Blocking (two fsyncs)."""
-        payload = dumps_fastjson(data).encode()
+        payload = dumps_pretty(data).encode()
         with self._lock:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(self._tmp_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)

@@ -15,8 +15,8 @@ from broker.namesrv.body import (
     encode_register_body,
     parse_register_body,
 )
-from broker.namesrv.jsonfmt import IntKeyMap, dumps
 from broker.namesrv.route import RouteInfoManager
+from broker.protocol.fastjson import dumps
 
 
 def _body(*topics: str) -> RegisterBrokerBody:
@@ -59,7 +59,7 @@ def test_old_broker_body_and_bad_bodies() -> None:
 
 
 def test_fastjson_int_keys() -> None:
-    value = {"brokerAddrs": IntKeyMap({1: "b:1", 0: "a:1"}), "name": "x y"}
+    value = {"brokerAddrs": {0: "a:1", 1: "b:1"}, "name": "x y"}
     assert dumps(value, quote_int_keys=False) == b'{"brokerAddrs":{0:"a:1",1:"b:1"},"name":"x y"}'
     assert dumps(value, quote_int_keys=True) == b'{"brokerAddrs":{"0":"a:1","1":"b:1"},"name":"x y"}'
 

@@ -16,19 +16,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from broker.protocol.fastjson import FastjsonError, ObjectKey, dumps_pretty, loads
 from broker.store.config_files import (
     ConfigFile,
-    ConfigParseError,
     DataVersion,
-    ObjectKey,
     default_subscription_group,
     default_topic_config,
-    dumps_fastjson,
     load_consumer_offsets,
     load_delay_offsets,
     load_subscription_groups,
     load_topics,
-    loads_fastjson,
     save_consumer_offsets,
     save_delay_offsets,
     save_subscription_groups,
@@ -94,7 +91,7 @@ def test_reads_java_topics_and_delay_offsets(tmp_path: Path) -> None:
 
 
 def test_reads_object_keys() -> None:
-    data = loads_fastjson(JAVA_OBJECT_KEYS)
+    data = loads(JAVA_OBJECT_KEYS)
     ((key, value),) = data["offsetTable"].items()
     assert isinstance(key, ObjectKey)
     assert key.to_dict() == {"brokerName": "broker-a", "queueId": 1, "topic": "T"}
@@ -108,20 +105,20 @@ def test_reads_standard_json_and_quoted_int_keys(tmp_path: Path) -> None:
 
 
 def test_reader_accepts_long_suffix_and_negative_keys() -> None:
-    assert loads_fastjson('{"a":{1L:2,-3:4}}') == {"a": {1: 2, -3: 4}}
+    assert loads('{"a":{1L:2,-3:4}}') == {"a": {1: 2, -3: 4}}
 
 
 @pytest.mark.parametrize("text", ["{", '{"a":}', '{"a":1,}x', "{a:1}", '{"a":1} 2', "[1,2", '{"a":"\\x"}'])
 def test_reader_rejects_garbage(text: str) -> None:
-    with pytest.raises(ConfigParseError):
-        loads_fastjson(text)
+    with pytest.raises(FastjsonError):
+        loads(text)
 
 
 # -- writer ----------------------------------------------------------------------------------------------
 
 
 def test_writer_matches_fastjson_pretty_format() -> None:
-    text = dumps_fastjson(
+    text = dumps_pretty(
         {
             "offsetTable": {
                 "TopicTest@please_rename_unique_group_name_4": {3: 251, 0: 250, 1: 250, 2: 249},
@@ -133,7 +130,7 @@ def test_writer_matches_fastjson_pretty_format() -> None:
 
 
 def test_writer_topics_shape_matches_java() -> None:
-    text = dumps_fastjson(
+    text = dumps_pretty(
         {
             "topicConfigTable": {
                 "SELF_TEST_TOPIC": {
@@ -153,11 +150,11 @@ def test_writer_topics_shape_matches_java() -> None:
 
 
 def test_writer_edge_cases() -> None:
-    assert dumps_fastjson({}) == "{}"
-    assert dumps_fastjson({"a": [], "b": {}, "c": None}) == '{\n\t"a":[],\n\t"b":{}\n}'
-    assert dumps_fastjson({"s": 'q"\\\n中'}) == '{\n\t"s":"q\\"\\\\\\n中"\n}'
+    assert dumps_pretty({}) == "{}"
+    assert dumps_pretty({"a": [], "b": {}, "c": None}) == '{\n\t"a":[],\n\t"b":{}\n}'
+    assert dumps_pretty({"s": 'q"\\\n中'}) == '{\n\t"s":"q\\"\\\\\\n中"\n}'
     with pytest.raises(ValueError):
-        dumps_fastjson({"x": float("nan")})
+        dumps_pretty({"x": float("nan")})
 
 
 json_scalars = (
@@ -187,19 +184,19 @@ def _without_null_members(value: Any) -> Any:
 @given(st.dictionaries(json_keys, json_values, max_size=6))
 @settings(max_examples=300)
 def test_any_json_written_reads_back(data: dict[Any, Any]) -> None:
-    assert loads_fastjson(dumps_fastjson(data)) == _without_null_members(data)
+    assert loads(dumps_pretty(data)) == _without_null_members(data)
 
 
 @given(st.dictionaries(st.text(), json_values, max_size=6))
 def test_standard_json_reads_as_standard_json(data: dict[str, Any]) -> None:
     text = json.dumps(data, indent=1)
-    assert loads_fastjson(text) == json.loads(text)
+    assert loads(text) == json.loads(text)
 
 
 def test_object_keys_round_trip() -> None:
     mq = ObjectKey.of({"topic": "T", "brokerName": "b", "queueId": 3})
     data = {"offsetTable": {mq: 9}, "n": {1: {2: [1, 2]}}}
-    assert loads_fastjson(dumps_fastjson(data)) == data
+    assert loads(dumps_pretty(data)) == data
 
 
 # -- the file --------------------------------------------------------------------------------------------
@@ -212,7 +209,7 @@ def test_save_keeps_previous_version_as_bak(tmp_path: Path) -> None:
     assert not f.bak_path.exists()
     f.save({"v": 2})
     assert f.load() == {"v": 2}
-    assert loads_fastjson(f.bak_path.read_text()) == {"v": 1}
+    assert loads(f.bak_path.read_text()) == {"v": 1}
     assert sorted(p.name for p in f.path.parent.iterdir()) == ["topics.json", "topics.json.bak"]
 
 
@@ -259,7 +256,7 @@ def _check_loadable(f: ConfigFile) -> int:
     rounds = {v for table in data["offsetTable"].values() for v in table.values()}
     assert rounds == {data["round"]}  # never a mix of two versions
     if f.path.exists():  # the main file itself is always complete: only renames replace it
-        assert loads_fastjson(f.path.read_bytes())["round"] == data["round"]
+        assert loads(f.path.read_bytes())["round"] == data["round"]
     return int(data["round"])
 
 
@@ -293,7 +290,7 @@ def test_consumer_offsets_round_trip(tmp_path: Path) -> None:
     text = path.read_text()
     assert '"TopicTest@g1":{0:250,1:251\n\t\t}' in text
     assert load_consumer_offsets(path) == table
-    assert loads_fastjson(text)["groupTopicMap"] == {"g1": ["%RETRY%g1", "TopicTest"], "g2": ["Other"]}
+    assert loads(text)["groupTopicMap"] == {"g1": ["%RETRY%g1", "TopicTest"], "g2": ["Other"]}
 
 
 def test_topics_round_trip(tmp_path: Path) -> None:
