@@ -267,6 +267,42 @@ def run_queryMsgByUniqueKey(args: argparse.Namespace) -> int:
     return 0 if found else 1
 
 
+def parse_reset_timestamp(text: str, now_ms: int | None = None) -> int:
+    """resetOffsetByTime's -s: "now", milliseconds since the epoch, or yyyy-MM-dd#HH:mm:ss:SSS (local)."""
+    value = text.strip()
+    if value.lower() == "now":
+        return int(time.time() * 1000) if now_ms is None else now_ms
+    if value.isdigit():
+        return int(value)
+    try:
+        parsed = datetime.strptime(value, "%Y-%m-%d#%H:%M:%S:%f")
+    except ValueError:
+        raise ValueError(
+            f"timestamp {text!r} is not 'now', milliseconds, or yyyy-MM-dd#HH:mm:ss:SSS"
+        ) from None
+    return int(parsed.timestamp() * 1000)
+
+
+@command(
+    "resetOffsetByTime",
+    "Move a consumer group's offsets on a topic to a point in time; running consumers follow at once",
+    arg("-g", dest="group", required=True, help="consumer group"),
+    arg("-t", dest="topic", required=True, help="topic name"),
+    arg("-s", dest="timestamp", required=True, help="now, milliseconds, or yyyy-MM-dd#HH:mm:ss:SSS"),
+    arg("-f", dest="force", type=_bool, default=True, help="also move forward (true, the default)"),
+)
+def run_resetOffsetByTime(args: argparse.Namespace) -> int:
+    timestamp = parse_reset_timestamp(args.timestamp)
+    with BlockingAdmin(args.namesrvAddr) as admin:
+        moved = admin.reset_offset_by_time(args.group, args.topic, timestamp, force=args.force)
+    print(f"rollback consumer offset by specified group[{args.group}], topic[{args.topic}], "
+          f"force[{str(args.force).lower()}], timestamp(string)[{args.timestamp}], timestamp(long)[{timestamp}]")
+    print(f"{'#brokerName':<32}{'#queueId':>10}{'#offset':>12}")
+    for mq, offset in sorted(moved.items()):
+        print(f"{mq.broker_name:<32}{mq.queue_id:>10}{offset:>12}")
+    return 0
+
+
 @command(
     "sendMessage",
     "Send one message",

@@ -24,6 +24,8 @@ from broker.client.producer import Producer
 from broker.client.pull_consumer import PullConsumer
 from broker.client.push_consumer import PushConsumer
 from broker.client.selector import select_by_hash, select_by_random
+from broker.client.subscription import MessageSelector
+from broker.client.transaction import LocalTransactionState, TransactionProducer, TransactionSendResult
 
 __all__ = [
     "Admin",
@@ -37,10 +39,12 @@ __all__ = [
     "ConsumeFromWhere",
     "ConsumeStatus",
     "ConsumerConfig",
+    "LocalTransactionState",
     "Message",
     "MessageExt",
     "MessageModel",
     "MessageQueue",
+    "MessageSelector",
     "Producer",
     "ProducerConfig",
     "PullConsumer",
@@ -50,6 +54,8 @@ __all__ = [
     "RocketError",
     "SendResult",
     "SendStatus",
+    "TransactionProducer",
+    "TransactionSendResult",
     "allocate_averagely",
     "allocate_averagely_by_circle",
     "select_by_hash",

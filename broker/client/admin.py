@@ -4,7 +4,7 @@ broker.cli's mqadmin (and tests) create `Admin(namesrv_addr)`, `await start()`, 
 and `await shutdown()`. Every method is one or a few remoting requests: UPDATE_AND_CREATE_TOPIC to
 each master, GET_BROKER_CLUSTER_INFO / GET_ALL_TOPIC_LIST / GET_ROUTEINFO from the NameServer,
 GET_BROKER_RUNTIME_INFO, GET_MAX_OFFSET + QUERY_CONSUMER_OFFSET for progress, VIEW_MESSAGE_BY_ID and
-QUERY_MESSAGE for message lookups.
+QUERY_MESSAGE for message lookups, INVOKE_BROKER_TO_RESET_OFFSET for resetOffsetByTime.
 """
 
 from __future__ import annotations
@@ -168,6 +168,27 @@ class Admin:
                 consumer_offset = -1
             rows.append(QueueProgress(mq, broker_offset, consumer_offset))
         return rows
+
+    async def reset_offset_by_time(
+        self, group: str, topic: str, timestamp_ms: int, *, force: bool = True
+    ) -> dict[MessageQueue, int]:
+        """Move `group`'s offsets on `topic` to the first message stored at or after `timestamp_ms`
+        on every master (INVOKE_BROKER_TO_RESET_OFFSET); running consumers reposition at once.
+        A broker that only answers CONSUMER_NOT_ONLINE gets the offsets set one by one instead."""
+        route = await self.instance.fetch_route(topic)
+        await self.instance.update_route(topic)
+        result: dict[MessageQueue, int] = {}
+        for addr in sorted(route.master_addrs()):
+            moved = await self.instance.api.reset_offset(addr, topic, group, timestamp_ms, force)
+            if moved is None:
+                moved = {}
+                for mq in subscribe_queues(topic, route):
+                    if route.master_addr(mq.broker_name) != addr:
+                        continue
+                    moved[mq] = await self.instance.api.search_offset(addr, mq, timestamp_ms)
+                    await self.instance.api.update_consumer_offset(addr, group, mq, moved[mq])
+            result.update(moved)
+        return result
 
     # ------------------------------------------------------------------ messages
 

@@ -25,6 +25,7 @@ from broker.client.message import (
     SendStatus,
 )
 from broker.client.route import TopicRouteData, parse_route
+from broker.protocol.bodies import ResetOffsetBody
 from broker.protocol.bodies import fastjson_loads as loads
 from broker.protocol.codes import LanguageCode, RequestCode, ResponseCode
 from broker.protocol.command import RemotingCommand
@@ -40,6 +41,7 @@ from broker.protocol.headers import (
     PullMessageResponseHeader,
     QueryConsumerOffsetRequestHeader,
     QueryMessageRequestHeader,
+    ResetOffsetRequestHeader,
     SearchOffsetRequestHeader,
     SendMessageRequestHeader,
     SendMessageResponseHeader,
@@ -226,6 +228,10 @@ class ClientAPI:
     async def heartbeat(self, addr: str, body: bytes) -> RemotingCommand:
         return _check(await self.invoke(addr, _request(RequestCode.HEART_BEAT, body=body)), addr)
 
+    async def check_client_config(self, addr: str, client_id: str, group: str, subscription: dict[str, Any]) -> None:
+        body = orjson.dumps({"clientId": client_id, "group": group, "subscriptionData": subscription})
+        _check(await self.invoke(addr, _request(RequestCode.CHECK_CLIENT_CONFIG, body=body)), addr)
+
     async def unregister_client(
         self, addr: str, client_id: str, producer_group: str | None = None, consumer_group: str | None = None
     ) -> None:
@@ -325,6 +331,19 @@ class ClientAPI:
     async def create_topic(self, addr: str, header: CreateTopicRequestHeader) -> None:
         cmd = _request(RequestCode.UPDATE_AND_CREATE_TOPIC, header.to_ext_fields())
         _check(await self.invoke(addr, cmd, max(self.timeout, 5.0)), addr)
+
+    async def reset_offset(
+        self, addr: str, topic: str, group: str, timestamp_ms: int, force: bool = True
+    ) -> dict[MessageQueue, int] | None:
+        """INVOKE_BROKER_TO_RESET_OFFSET (222): the offsets the broker moved the group to, or None
+        when it answers CONSUMER_NOT_ONLINE without them (a Java broker; the caller moves them)."""
+        header = ResetOffsetRequestHeader(topic=topic, group=group, timestamp=timestamp_ms, is_force=force)
+        cmd = _request(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, header.to_ext_fields())
+        resp = _check(await self.invoke(addr, cmd), addr, (ResponseCode.SUCCESS, ResponseCode.CONSUMER_NOT_ONLINE))
+        if not resp.body:
+            return None
+        body = ResetOffsetBody.from_json(resp.body)
+        return {MessageQueue(mq.topic, mq.broker_name, mq.queue_id): off for mq, off in body.offset_table.items()}
 
     async def get_broker_runtime_info(self, addr: str) -> dict[str, str]:
         resp = _check(await self.invoke(addr, _request(RequestCode.GET_BROKER_RUNTIME_INFO)), addr)

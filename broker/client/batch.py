@@ -42,6 +42,8 @@ def check_batch(messages: Sequence[Message]) -> str:
             raise ClientError("retry topics cannot take batches")
         if msg.delay_time_level > 0:
             raise ClientError("delayed messages cannot be sent in a batch")
+        if msg.properties.get(Prop.TRAN_MSG) == "true":
+            raise ClientError("transactional messages cannot be sent in a batch")
         if msg.properties.get(Prop.WAIT, "true") != wait:
             raise ClientError("all messages of a batch need the same waitStoreMsgOK")
     return topic

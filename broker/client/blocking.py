@@ -21,6 +21,7 @@ from broker.client.message import Message, MessageExt, MessageQueue, SendResult
 from broker.client.producer import Producer, SendCallback
 from broker.client.pull_consumer import PullConsumer
 from broker.client.push_consumer import PushConsumer
+from broker.client.subscription import MessageSelector
 from broker.transport.loop import new_event_loop
 
 __all__ = ["BlockingAdmin", "BlockingProducer", "BlockingPullConsumer", "BlockingPushConsumer", "LoopThread"]
@@ -112,7 +113,7 @@ class BlockingPushConsumer:
         self._lt = LoopThread(f"push-{group}")
         self.consumer: PushConsumer = self._lt.run(_build(lambda: PushConsumer(group, namesrv_addr, **options)))
 
-    def subscribe(self, topic: str, expression: str | None = "*") -> None:
+    def subscribe(self, topic: str, expression: str | MessageSelector | None = "*") -> None:
         self._lt.loop.call_soon_threadsafe(self.consumer.subscribe, topic, expression)
 
     def register_listener(self, listener: Listener, *, orderly: bool = False) -> None:
@@ -145,7 +146,7 @@ class BlockingPullConsumer:
         self._lt = LoopThread(f"pull-{group}")
         self.consumer: PullConsumer = self._lt.run(_build(lambda: PullConsumer(group, namesrv_addr, **options)))
 
-    def subscribe(self, topic: str, expression: str | None = "*") -> None:
+    def subscribe(self, topic: str, expression: str | MessageSelector | None = "*") -> None:
         self._lt.run(_build(lambda: self.consumer.subscribe(topic, expression)))
 
     def assign(self, queues: Iterable[MessageQueue], expression: str | None = "*") -> None:

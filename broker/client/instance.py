@@ -4,7 +4,7 @@ Producer, PushConsumer, PullConsumer and Admin each create one and call `start()
 It keeps the NameServer list with failover, the route cache (refreshed every
 pollNameServerInterval for the topics its owner names), the broker address table, the periodic
 heartbeat, and answers the requests brokers send to clients (NOTIFY_CONSUMER_IDS_CHANGED triggers
-the owner's rebalance).
+the owner's rebalance; RESET_CONSUMER_CLIENT_OFFSET repositions the owner's queues).
 """
 
 from __future__ import annotations
@@ -18,10 +18,13 @@ from typing import Any
 from broker.client.api import ClientAPI, heartbeat_body
 from broker.client.config import ClientConfig
 from broker.client.errors import NoRouteError, TopicNotExist
+from broker.client.message import MessageQueue
 from broker.client.route import MASTER_ID, TopicRouteData
+from broker.client.subscription import SubscriptionData
+from broker.protocol.bodies import ResetOffsetBody
 from broker.protocol.codes import RequestCode, ResponseCode
 from broker.protocol.command import RemotingCommand
-from broker.protocol.headers import NotifyConsumerIdsChangedRequestHeader
+from broker.protocol.headers import NotifyConsumerIdsChangedRequestHeader, ResetOffsetRequestHeader
 from broker.transport.client import RemotingClient
 from broker.transport.connection import RemotingConnection
 from broker.transport.errors import RemotingError
@@ -32,6 +35,8 @@ log = logging.getLogger(__name__)
 
 # (producer groups, consumerData dicts) for the heartbeat body.
 HeartbeatProvider = Callable[[], tuple[list[str], list[dict[str, Any]]]]
+# (topic, group, new offset per queue): a broker asks the consumer to reposition (RESET_CONSUMER_CLIENT_OFFSET).
+ResetHandler = Callable[[str, str, dict[MessageQueue, int]], Awaitable[None]]
 
 
 class ClientInstance:
@@ -43,6 +48,7 @@ class ClientInstance:
         heartbeat: HeartbeatProvider | None = None,
         on_notify: Callable[[str], None] | None = None,
         on_route_change: Callable[[str, TopicRouteData], Awaitable[None] | None] | None = None,
+        on_reset_offset: ResetHandler | None = None,
     ) -> None:
         self.config = config
         self.client_id = config.client_id
@@ -57,11 +63,13 @@ class ClientInstance:
         self._heartbeat = heartbeat
         self._on_notify = on_notify
         self._on_route_change = on_route_change
+        self._on_reset_offset = on_reset_offset
+        self._reset_tasks: set[asyncio.Task[None]] = set()
         self._tasks: list[asyncio.Task[None]] = []
         self._started = False
         self.remoting.register(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, self._handle_notify)
         self.remoting.register(RequestCode.CHECK_TRANSACTION_STATE, self._handle_ignored)
-        self.remoting.register(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, self._handle_ignored)
+        self.remoting.register(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, self._handle_reset_offset)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -190,6 +198,17 @@ class ClientInstance:
             if isinstance(result, Exception):
                 log.info("heartbeat to %s failed: %s", addr, result)
 
+    async def check_client_config(self, group: str, subscriptions: Iterable[SubscriptionData]) -> None:
+        """Ask every broker of each SQL92-subscribed topic whether it accepts the expression
+        (CHECK_CLIENT_CONFIG, Java's checkClientInBroker): start() fails with the broker's reason
+        (enablePropertyFilter off, or SUBSCRIPTION_PARSE_FAILED) instead of pulling nothing later."""
+        for sub in subscriptions:
+            if sub.sql is None:
+                continue
+            route = await self.get_route(sub.topic)
+            for addr in sorted(route.all_addrs()) if route is not None else []:
+                await self.api.check_client_config(addr, self.client_id, group, sub.to_json())
+
     async def unregister(self, producer_group: str | None = None, consumer_group: str | None = None) -> None:
         targets = {a for addrs in self.broker_addrs.values() for a in addrs.values()}
         for addr in sorted(targets):
@@ -210,6 +229,21 @@ class ClientInstance:
         if self._on_notify is not None:
             self._on_notify(group)
         return None  # sent one-way by brokers
+
+    def _handle_reset_offset(self, conn: RemotingConnection, cmd: RemotingCommand) -> RemotingCommand | None:
+        """RESET_CONSUMER_CLIENT_OFFSET (220): the owner repositions its queues (in a task)."""
+        try:
+            header = ResetOffsetRequestHeader.from_ext_fields(cmd.ext_fields)
+            body = ResetOffsetBody.from_json(cmd.body)
+        except Exception as exc:
+            log.info("ignoring a malformed RESET_CONSUMER_CLIENT_OFFSET from %s: %s", conn.peer, exc)
+            return None
+        if self._on_reset_offset is not None:
+            table = {MessageQueue(mq.topic, mq.broker_name, mq.queue_id): off for mq, off in body.offset_table.items()}
+            task = asyncio.get_running_loop().create_task(self._on_reset_offset(header.topic, header.group, table))
+            self._reset_tasks.add(task)
+            task.add_done_callback(self._reset_tasks.discard)
+        return None if cmd.is_oneway else cmd.response(ResponseCode.SUCCESS)
 
     def _handle_ignored(self, conn: RemotingConnection, cmd: RemotingCommand) -> RemotingCommand | None:
         log.debug("ignoring broker request %d from %s", cmd.code, conn.peer)

@@ -25,7 +25,7 @@ from broker.client.offset_store import LocalFileOffsetStore, OffsetStore, ReadOf
 from broker.client.puller import PullSettings, QueuePuller
 from broker.client.rebalance import assign, diff, start_offset
 from broker.client.route import subscribe_queues
-from broker.client.subscription import SubscriptionData, parse_subscription
+from broker.client.subscription import MessageSelector, SubscriptionData, parse_subscription
 
 __all__ = ["PullConsumer"]
 
@@ -63,7 +63,11 @@ class PullConsumer:
         self.auto_commit = auto_commit
         self.allocate = allocate
         self.instance = ClientInstance(
-            cc, topics=self._topics, heartbeat=self._heartbeat_data, on_notify=self._notified
+            cc,
+            topics=self._topics,
+            heartbeat=self._heartbeat_data,
+            on_notify=self._notified,
+            on_reset_offset=self._reset_offsets,
         )
         self._subs: dict[str, SubscriptionData] = {}
         self._assigned: set[MessageQueue] | None = None
@@ -88,10 +92,12 @@ class PullConsumer:
 
     # ------------------------------------------------------------------ configuration
 
-    def subscribe(self, topic: str, expression: str | None = "*") -> None:
+    def subscribe(
+        self, topic: str, expression: str | MessageSelector | None = "*", *, expression_type: str = "TAG"
+    ) -> None:
         if self._assigned is not None:
             raise IllegalStateError("subscribe() and assign() cannot be mixed")
-        self._subs[topic] = parse_subscription(topic, expression)
+        self._subs[topic] = parse_subscription(topic, expression, expression_type)
         if self._rebalance_wanted is not None:
             self._rebalance_wanted.set()
 
@@ -152,6 +158,7 @@ class PullConsumer:
         await self.instance.start()
         for topic in self._subs:
             await self.instance.update_route(topic)
+        await self.instance.check_client_config(self.group, self._subs.values())
         self._started = True
         await self.instance.send_heartbeat()
         await self.rebalance()
@@ -323,6 +330,15 @@ class PullConsumer:
             raise IllegalStateError(f"{mq} is not assigned to this consumer")
         await self._stop_slot(slot)
         self._start_slot(mq, offset, slot.generation + 1)
+
+    async def _reset_offsets(self, topic: str, group: str, table: dict[MessageQueue, int]) -> None:
+        """A broker moved our offsets (mqadmin resetOffsetByTime): seek the queues we own there."""
+        if group != self.group or not self._started:
+            return
+        for mq, offset in sorted(table.items()):
+            if mq in self._slots:
+                await self.seek(mq, offset)
+                log.info("%s: %s reset to offset %d", self.group, mq, offset)
 
     async def seek_to_begin(self, mq: MessageQueue) -> None:
         addr = await self.instance.find_master(mq.broker_name, mq.topic)

@@ -2,7 +2,8 @@
 
 A consumer creates one `QueuePuller` per assigned queue and runs `run()` as a task. Each round
 asks the queue's broker for up to pullBatchSize messages from `next_offset` (PULL_MESSAGE with
-SUSPEND so the broker parks it up to 15 s when there is nothing new), applies the exact tag filter,
+SUSPEND so the broker parks it up to 15 s when there is nothing new), re-checks the exact tag or
+the SQL92 selector,
 and hands found messages to the owner's `deliver()` coroutine, which may wait (flow control).
 Errors back off 3 s, as Java does. `pull_sys_flag()` and `pull_header()` are pure.
 """
@@ -25,6 +26,9 @@ __all__ = ["PULL_DELAY_ON_ERROR", "PullSettings", "QueuePuller", "pull_header", 
 log = logging.getLogger(__name__)
 
 PULL_DELAY_ON_ERROR = 3.0
+# A pull that fails, or a suggested broker id we have no address for, refreshes the route at most this
+# often: a master that died is gone from the NameServer at once, and one that returned is back.
+ROUTE_RECHECK_INTERVAL = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +99,7 @@ class QueuePuller:
         self._on_offset = on_offset
         self._ready = ready
         self._broker_id = 0
+        self._route_checked = 0.0
 
     def stop(self) -> None:
         self.stopped = True
@@ -113,9 +118,21 @@ class QueuePuller:
         timeout = self.settings.timeout if suspend else self.instance.config.request_timeout * 3
         result = await self.instance.api.pull(addr, header, timeout)
         self._broker_id = result.suggest_which_broker_id
+        if self._broker_id not in self.instance.broker_addrs.get(self.mq.broker_name, {}):
+            await self._recheck_route()  # e.g. a slave sends us back to a master we dropped from the route
         if result.status is PullStatus.FOUND:
-            result.messages = [m for m in result.messages if sub.matches(m.tags)]
+            result.messages = [m for m in result.messages if sub.matches_message(m)]
         return result
+
+    async def _recheck_route(self) -> None:
+        now = asyncio.get_running_loop().time()
+        if now - self._route_checked < ROUTE_RECHECK_INTERVAL:
+            return
+        self._route_checked = now
+        try:
+            await self.instance.update_route(self.mq.topic)
+        except Exception as exc:  # the NameServer may be down too: pulling goes on with the cached route
+            log.debug("route refresh for %s failed: %s", self.mq.topic, exc)
 
     async def run(self) -> None:
         while not self.stopped:
@@ -131,6 +148,7 @@ class QueuePuller:
                 if self.stopped:
                     return
                 log.info("pull of %s at %d failed: %s", self.mq, self.next_offset, exc)
+                await self._recheck_route()  # the broker may be gone: pull from the rest of its group
                 await asyncio.sleep(PULL_DELAY_ON_ERROR)
                 continue
             if self.stopped:

@@ -36,7 +36,7 @@ from broker.client.producer import Producer
 from broker.client.puller import PullSettings, QueuePuller
 from broker.client.rebalance import assign, diff, retry_topic, start_offset
 from broker.client.route import subscribe_queues
-from broker.client.subscription import SubscriptionData, parse_subscription
+from broker.client.subscription import MessageSelector, SubscriptionData, parse_subscription
 from broker.protocol.properties import Prop
 
 __all__ = ["PushConsumer"]
@@ -78,7 +78,11 @@ class PushConsumer:
         self.client_config = cc
         self.allocate = allocate
         self.instance = ClientInstance(
-            cc, topics=lambda: list(self._subs), heartbeat=self._heartbeat_data, on_notify=self._notified
+            cc,
+            topics=lambda: list(self._subs),
+            heartbeat=self._heartbeat_data,
+            on_notify=self._notified,
+            on_reset_offset=self._reset_offsets,
         )
         self._subs: dict[str, SubscriptionData] = {}
         self._queues: dict[MessageQueue, _Queue] = {}
@@ -116,9 +120,14 @@ class PushConsumer:
     def clustering(self) -> bool:
         return self.config.message_model is MessageModel.CLUSTERING
 
-    def subscribe(self, topic: str, expression: str | None = "*") -> None:
-        """Subscribe to a topic: `"*"` for everything or `"tagA || tagB"`. Allowed before start()."""
-        self._subs[topic] = parse_subscription(topic, expression)
+    def subscribe(
+        self, topic: str, expression: str | MessageSelector | None = "*", *, expression_type: str = "TAG"
+    ) -> None:
+        """Subscribe to a topic: `"*"` for everything, `"tagA || tagB"`, or a SQL92 selector
+        (`MessageSelector.by_sql("a > 5")` or `expression_type="SQL92"`). Allowed before start();
+        an invalid SQL92 expression raises FilterSyntaxError here, and start() raises when a broker
+        refuses it (enablePropertyFilter off)."""
+        self._subs[topic] = parse_subscription(topic, expression, expression_type)
         if self._started and self._rebalance_wanted is not None:
             self._rebalance_wanted.set()
 
@@ -173,6 +182,7 @@ class PushConsumer:
                     topic,
                     self.client_config.poll_name_server_interval,
                 )
+        await self.instance.check_client_config(self.group, self._subs.values())
         self._started = True
         await self.instance.send_heartbeat()
         await self.rebalance()
@@ -345,6 +355,26 @@ class PushConsumer:
             return -1
         return self.offset_store.table.get(mq, -1)
 
+    async def _reset_offsets(self, topic: str, group: str, table: dict[MessageQueue, int]) -> None:
+        """A broker moved our offsets (mqadmin resetOffsetByTime): restart those queues there.
+        Cached and in-flight messages of the old position are dropped, not committed."""
+        if group != self.group or not self._started or self._rebalance_lock is None or self.offset_store is None:
+            return
+        async with self._rebalance_lock:
+            for mq, offset in sorted(table.items()):
+                q = self._queues.pop(mq, None)
+                if q is None:
+                    continue
+                q.pq.dropped = True
+                q.puller.stop()
+                if q.task is not None:
+                    q.task.cancel()
+                    await _quietly([q.task])
+                self.offset_store.remove(mq)
+                await self._commit_offset(mq, offset)
+                log.info("%s: %s reset to offset %d", self.group, mq, offset)
+                await self._start_queue(mq)
+
     # ------------------------------------------------------------------ orderly locks
 
     async def _lock(self, mqs: list[MessageQueue]) -> set[MessageQueue]:
@@ -501,12 +531,41 @@ class PushConsumer:
                 offset = pq.commit()
                 if offset >= 0:
                     self.offset_store.update(q.mq, offset)
+            elif self.clustering and await self._give_up_orderly(q, msgs):
+                # Retried maxReconsumeTimes in place: the batch went to the DLQ; move past it.
+                offset = pq.commit()
+                if offset >= 0:
+                    self.offset_store.update(q.mq, offset)
             else:
                 # Orderly: retry the same batch in place; later messages of the queue wait.
                 for m in msgs:
                     m.reconsume_times += 1
                 pq.rollback()
                 await asyncio.sleep(self.config.suspend_current_queue_time)
+
+    async def _give_up_orderly(self, q: _Queue, msgs: list[MessageExt]) -> bool:
+        """Java's checkReconsumeTimes: once a batch has been retried maxReconsumeTimes times, send it
+        to %RETRY%<group>; the broker sees a group holding queue locks and stores it in %DLQ%<group>.
+        False (keep retrying in place) until then, or when that send fails."""
+        max_times = self.config.max_reconsume_times
+        if max_times < 0 or any(m.reconsume_times < max_times for m in msgs):
+            return False
+        assert self._inner_producer is not None
+        for m in msgs:
+            props = dict(m.properties)
+            props.setdefault(Prop.RETRY_TOPIC, m.topic)
+            props.setdefault(Prop.ORIGIN_MESSAGE_ID, m.msg_id)
+            props[Prop.RECONSUME_TIME] = str(m.reconsume_times)
+            props[Prop.MAX_RECONSUME_TIMES] = str(max_times)
+            props.pop(Prop.DELAY, None)
+            retry = Message(retry_topic(self.group), m.body, properties=props, flag=m.flag)
+            try:
+                await self._inner_producer.send_to_retry_topic(retry, m.reconsume_times, max_times)
+            except Exception as exc:
+                log.warning("%s: moving %s to the DLQ failed (%s); retrying it in place", self.group, m.msg_id, exc)
+                return False
+            log.warning("%s: %s failed %d times in %s; sent to the DLQ", self.group, m.msg_id, m.reconsume_times, q.mq)
+        return True
 
 
 def _has_loop() -> bool:

@@ -1,8 +1,9 @@
-"""Subscriptions: parsing `"tagA || tagB"` and the client-side exact tag filter.
+"""Subscriptions: parsing `"tagA || tagB"` or a SQL92 selector, and the client-side re-check.
 
-The push and pull consumers build one `SubscriptionData` per subscribed topic; it goes into the
-heartbeat and the pull request as is, and `matches()` drops messages whose tag only collided on
-the 32-bit hash the broker filters with.
+The push and pull consumers build one `SubscriptionData` per subscribed topic (from a tag string or
+a `MessageSelector`); it goes into the heartbeat and the pull request as is, and
+`matches_message()` drops messages whose tag only collided on the 32-bit hash the broker filters
+with, or that a SQL92 selector does not select (the broker filters first; this is the re-check).
 """
 
 from __future__ import annotations
@@ -12,9 +13,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from broker.filter import EXPRESSION_TYPE_SQL92, EXPRESSION_TYPE_TAG, SqlFilter, compile_sql, is_sql92
 from broker.protocol.javahash import java_string_hash
+from broker.protocol.message import MessageExt
 
-__all__ = ["SUB_ALL", "SubscriptionData", "parse_subscription"]
+__all__ = ["SUB_ALL", "MessageSelector", "SubscriptionData", "parse_subscription"]
 
 log = logging.getLogger(__name__)
 
@@ -29,10 +32,18 @@ class SubscriptionData:
     code_set: tuple[int, ...] = ()
     sub_version: int = field(default_factory=lambda: time.time_ns() // 1_000_000)
     expression_type: str = "TAG"
+    #: The compiled SQL92 expression (expression_type SQL92 only).
+    sql: SqlFilter | None = field(default=None, compare=False)
 
     @property
     def sub_all(self) -> bool:
-        return not self.tags_set
+        return not self.tags_set and self.sql is None
+
+    def matches_message(self, msg: MessageExt) -> bool:
+        """The client-side filter: the SQL92 expression over user properties, else the exact tag."""
+        if self.sql is not None:
+            return self.sql.matches(msg.properties)
+        return self.matches(msg.tags)
 
     def matches(self, tags: str | None) -> bool:
         """Exact tag filter: everything for `*`, otherwise the message's tag must be listed."""
@@ -52,8 +63,35 @@ class SubscriptionData:
         }
 
 
-def parse_subscription(topic: str, expression: str | None) -> SubscriptionData:
-    """`None`, `""` or `"*"` subscribe to everything; otherwise tags separated by `||`."""
+@dataclass(frozen=True, slots=True)
+class MessageSelector:
+    """How a consumer selects messages: `MessageSelector.by_sql("a > 5")` or `by_tag("a || b")`."""
+
+    expression_type: str
+    expression: str
+
+    @classmethod
+    def by_sql(cls, expression: str) -> MessageSelector:
+        """Select by a SQL92 expression over user properties (needs enablePropertyFilter on brokers).
+        An invalid expression raises FilterSyntaxError (a ValueError) here, naming the position."""
+        compile_sql(expression)
+        return cls(EXPRESSION_TYPE_SQL92, expression)
+
+    @classmethod
+    def by_tag(cls, expression: str | None) -> MessageSelector:
+        return cls(EXPRESSION_TYPE_TAG, expression or SUB_ALL)
+
+
+def parse_subscription(
+    topic: str, expression: str | MessageSelector | None, expression_type: str = EXPRESSION_TYPE_TAG
+) -> SubscriptionData:
+    """`None`, `""` or `"*"` subscribe to everything; otherwise tags separated by `||`, or a SQL92
+    expression when `expression_type` is SQL92 (or `expression` is a MessageSelector saying so)."""
+    if isinstance(expression, MessageSelector):
+        expression_type, expression = expression.expression_type, expression.expression
+    if is_sql92(expression_type):
+        sql = compile_sql((expression or "").strip())
+        return SubscriptionData(topic, sql.expression, expression_type=EXPRESSION_TYPE_SQL92, sql=sql)
     expr = (expression or "").strip()
     if not expr or expr == SUB_ALL:
         return SubscriptionData(topic, SUB_ALL)

@@ -2,7 +2,8 @@
 
 `mqbroker` (broker/cli/mqbroker.py) and the tests create it from a `LoadedConfig`, `await start()`
 and `await shutdown()`. It owns the store, the remoting server and its processors, the topic /
-group / offset managers, long polling, the schedule service and the NameServer registration.
+group / offset managers, long polling, the schedule service, the transaction service and the
+NameServer registration.
 
 Start order: load managers -> bind the server (answering "starting" until ready) -> start the store
 (storeHost needs the bound port) -> register processors -> background services -> register with the
@@ -17,6 +18,7 @@ import logging
 import time
 from pathlib import Path
 
+from broker.ha.controller import HAController
 from broker.protocol.codes import RequestCode, ResponseCode
 from broker.protocol.command import RemotingCommand
 from broker.server.clients import ConsumerManager, ProducerManager
@@ -35,6 +37,8 @@ from broker.server.registration import Registrar
 from broker.server.schedule import ScheduleService
 from broker.server.stats import BrokerStats
 from broker.server.topics import TopicConfig, TopicConfigManager
+from broker.server.transaction.processor import EndTransactionProcessor
+from broker.server.transaction.service import TransactionService
 from broker.store import MessageStore
 from broker.transport.client import RemotingClient
 from broker.transport.connection import RemotingConnection
@@ -73,6 +77,8 @@ class BrokerController:
         self._store: MessageStore | None = None
         self._schedule: ScheduleService | None = None
         self._hold: PullHoldService | None = None
+        self._transactions: TransactionService | None = None
+        self.ha: HAController | None = None
         self.send: SendProcessor
         self.pull: PullProcessor
         self._tasks: list[asyncio.Task[None]] = []
@@ -96,6 +102,11 @@ class BrokerController:
     def schedule(self) -> ScheduleService:
         assert self._schedule is not None
         return self._schedule
+
+    @property
+    def transactions(self) -> TransactionService:
+        assert self._transactions is not None
+        return self._transactions
 
     @property
     def port(self) -> int:
@@ -122,7 +133,7 @@ class BrokerController:
         await server.start()
         if c.listen_port == 0:
             c.listen_port = server.port  # ephemeral port (tests): storeHost and registration need the real one
-            c.ha_listen_port = server.port + 1
+            # haListenPort defaults to 0 then too: the HA service binds a free port and records it
 
         self._store = MessageStore(self.store_config, store_host=(c.broker_ip1, c.listen_port))
         try:
@@ -132,12 +143,17 @@ class BrokerController:
             raise
         self._schedule = ScheduleService(self._store, c.delay_levels_ms, Path(c.store_path_root_dir) / "config")
         self._schedule.load()
+        self._transactions = TransactionService(self)
+        self._transactions.load()
         self._register_processors(server)
         self._hold = PullHoldService(self.pull.rerun, self._store.get_max_offset_in_queue)
         self._hold.start()
         self._store.add_arrival_listener(self._hold.notify)
         server.register_default(None)  # from now on unknown codes get REQUEST_CODE_NOT_SUPPORTED
         self.topics.on_change = self._topic_changed
+        # HA before registering: the registration carries haServerAddr (the bound HA port)
+        self.ha = HAController(self)
+        await self.ha.start()
 
         loop = asyncio.get_running_loop()
         self._tasks = [
@@ -148,6 +164,7 @@ class BrokerController:
         ]
         if c.is_master:
             self._schedule.start()
+            self._transactions.start()
         await self.registrar.register_all()
         self._started = True
         log.info(
@@ -167,6 +184,7 @@ class BrokerController:
         clients = ClientManageProcessor(self)
         admin = AdminProcessor(self)
         send_back = SendBackProcessor(self)
+        end_transaction = EndTransactionProcessor(self)
         rc = RequestCode
         routes = {
             rc.SEND_MESSAGE: self.send.handle,
@@ -187,13 +205,16 @@ class BrokerController:
             rc.GET_CONSUMER_LIST_BY_GROUP: clients.consumer_list,
             rc.LOCK_BATCH_MQ: clients.lock_batch,
             rc.UNLOCK_BATCH_MQ: clients.unlock_batch,
+            rc.CHECK_CLIENT_CONFIG: clients.check_client_config,
             rc.CONSUMER_SEND_MSG_BACK: send_back.handle,
+            rc.END_TRANSACTION: end_transaction.handle,
             rc.UPDATE_AND_CREATE_TOPIC: admin.update_and_create_topic,
             rc.DELETE_TOPIC_IN_BROKER: admin.delete_topic,
             rc.GET_ALL_TOPIC_CONFIG: admin.get_all_topic_config,
             rc.GET_BROKER_RUNTIME_INFO: admin.runtime_info,
             rc.VIEW_MESSAGE_BY_ID: admin.view_message_by_id,
             rc.QUERY_MESSAGE: admin.query_message,
+            rc.INVOKE_BROKER_TO_RESET_OFFSET: admin.reset_offset,
             rc.GET_ALL_CONSUMER_OFFSET: admin.get_all_consumer_offset,
             rc.GET_ALL_DELAY_OFFSET: admin.get_all_delay_offset,
             rc.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: admin.get_all_subscription_groups,
@@ -228,9 +249,13 @@ class BrokerController:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if self._schedule is not None:
             await self._schedule.close()
+        if self._transactions is not None:
+            await self._transactions.close()  # records its progress in the offset table persisted next
         self.offsets.persist()
         self.groups.persist()
         self.topics.persist()
+        if self.ha is not None:
+            await self.ha.close()  # no replication into a store that is closing
         if self._store is not None:
             await self._store.shutdown()
         await self.client.close()

@@ -105,6 +105,15 @@ class BrokerConfig(BaseModel):
     flush_consumer_offset_interval: int = Field(5000, alias="flushConsumerOffsetInterval", gt=0)
     flush_delay_offset_interval: int = Field(10_000, alias="flushDelayOffsetInterval", gt=0)
     slave_read_enable: bool = Field(False, alias="slaveReadEnable")
+    # HA replication (broker.ha); the SYNC_MASTER wait uses the store's syncFlushTimeout (4.x semantics)
+    ha_master_address: str | None = Field(None, alias="haMasterAddress")
+    ha_send_heartbeat_interval: int = Field(5_000, alias="haSendHeartbeatInterval", gt=0)
+    ha_housekeeping_interval: int = Field(20_000, alias="haHousekeepingInterval", gt=0)
+    ha_transfer_batch_size: int = Field(32 * 1024, alias="haTransferBatchSize", gt=0)
+    ha_slave_fallbehind_max: int = Field(256 * 1024 * 1024, alias="haSlaveFallbehindMax", gt=0)
+    ha_full_transfer_from_empty: bool = Field(False, alias="haFullTransferFromEmpty")  # ours, not RocketMQ's
+    slave_sync_interval: int = Field(3_000, alias="slaveSyncInterval", gt=0)  # ours: SlaveSynchronize period
+    access_message_in_memory_max_ratio: int = Field(40, alias="accessMessageInMemoryMaxRatio", ge=0, le=100)
     message_delay_level: str = Field(DEFAULT_DELAY_LEVELS, alias="messageDelayLevel")
     cluster_topic_enable: bool = Field(True, alias="clusterTopicEnable")
     broker_topic_enable: bool = Field(True, alias="brokerTopicEnable")

@@ -1,7 +1,7 @@
 """Admin requests (mqadmin and slave sync): UPDATE_AND_CREATE_TOPIC (17), GET_ALL_TOPIC_CONFIG (21),
 GET_BROKER_RUNTIME_INFO (28), VIEW_MESSAGE_BY_ID (33), QUERY_MESSAGE (12), DELETE_TOPIC_IN_BROKER
 (215), GET_ALL_CONSUMER_OFFSET (43), GET_ALL_DELAY_OFFSET (45), GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201),
-UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200), GET_BROKER_CONFIG (26).
+UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200), GET_BROKER_CONFIG (26), INVOKE_BROKER_TO_RESET_OFFSET (222).
 
 Registered by `BrokerController`; all synchronous except topic creation side effects (the
 re-registration with the NameServers runs in the background).
@@ -9,21 +9,25 @@ re-registration with the NameServers runs in the background).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from typing import TYPE_CHECKING
 
 import orjson
 
-from broker.protocol.bodies import fastjson_dumps
-from broker.protocol.codes import CURRENT_VERSION, ResponseCode
+from broker.protocol.bodies import MessageQueue, ResetOffsetBody, fastjson_dumps
+from broker.protocol.codes import CURRENT_VERSION, RequestCode, ResponseCode
 from broker.protocol.command import RemotingCommand
 from broker.protocol.headers import (
     CreateTopicRequestHeader,
     DeleteTopicRequestHeader,
     QueryMessageRequestHeader,
+    ResetOffsetRequestHeader,
     ViewMessageRequestHeader,
 )
+from broker.protocol.message import decode_record
+from broker.protocol.properties import Prop
 from broker.server.config import effective_properties
 from broker.server.errors import RequestError
 from broker.server.groups import SubscriptionGroupConfig
@@ -38,6 +42,7 @@ __all__ = ["AdminProcessor"]
 log = logging.getLogger(__name__)
 
 BROKER_VERSION_DESC = "V5_3_3"
+UNIQUE_QUERY_MAX_NUM = 32  # messageStoreConfig.defaultQueryMaxNum
 
 
 def _parse_attributes(text: str | None) -> dict[str, str]:
@@ -59,6 +64,7 @@ class AdminProcessor:
     def __init__(self, broker: BrokerController) -> None:
         self.broker = broker
         self.store = broker.store
+        self._tasks: set[asyncio.Task[None]] = set()
 
     def update_and_create_topic(self, conn: RemotingConnection, cmd: RemotingCommand) -> RemotingCommand:
         h = CreateTopicRequestHeader.from_ext_fields(cmd.ext_fields)
@@ -157,6 +163,8 @@ class AdminProcessor:
         except Exception:  # runtime figures from the store are best-effort
             log.debug("store runtime_info failed", exc_info=True)
         table.setdefault("commitLogDiskRatio", "0.0")
+        if b.ha is not None:
+            table.update(b.ha.runtime_info())  # replication status (broker/ha/status.py)
         return cmd.response(ResponseCode.SUCCESS, None, body=orjson.dumps({"table": table}))
 
     def _earliest_message_time(self) -> int:
@@ -174,14 +182,89 @@ class AdminProcessor:
 
     def query_message(self, conn: RemotingConnection, cmd: RemotingCommand) -> RemotingCommand:
         h = QueryMessageRequestHeader.from_ext_fields(cmd.ext_fields)
-        result = self.store.query_message(h.topic, h.key, h.max_num, h.begin_timestamp, h.end_timestamp)
+        # A uniq-key lookup asks for every copy (retries keep the key); Java uses defaultQueryMaxNum.
+        max_num = max(h.max_num, UNIQUE_QUERY_MAX_NUM) if h.unique_key_query else h.max_num
+        result = self.store.query_message(h.topic, h.key, max_num, h.begin_timestamp, h.end_timestamp)
         ext = {
             "indexLastUpdateTimestamp": str(result.index_last_update_timestamp),
             "indexLastUpdatePhyoffset": str(result.index_last_update_phy_offset),
         }
-        if not result.buffers:
-            result.release()
-            return cmd.response(ResponseCode.QUERY_NOT_FOUND, "can not find message, maybe time range not correct", ext)
-        body = b"".join(result.buffers)
+        # The index matches 32-bit hashes of "topic#key" only, and keeps times in whole seconds: keep
+        # the records that really carry the key and were stored within the range.
+        span = (h.begin_timestamp, h.end_timestamp)
+        kept = [v for v in result.buffers if record_matches_key(v, h.topic, h.key, h.unique_key_query, span)]
+        body = b"".join(kept)
         result.release()
+        if not kept:
+            return cmd.response(ResponseCode.QUERY_NOT_FOUND, "can not find message, maybe time range not correct", ext)
         return cmd.response(ResponseCode.SUCCESS, None, ext, body)
+
+    def reset_offset(self, conn: RemotingConnection, cmd: RemotingCommand) -> RemotingCommand:
+        """INVOKE_BROKER_TO_RESET_OFFSET (222): move a group's offsets on a topic to a timestamp."""
+        h = ResetOffsetRequestHeader.from_ext_fields(cmd.ext_fields)
+        b = self.broker
+        tc = b.topics.get(h.topic)
+        if tc is None:
+            raise RequestError(ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist")
+        if b.groups.find(h.group) is None:
+            raise RequestError(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group [{h.group}] not exist")
+        queues = [h.queue_id] if h.queue_id >= 0 else list(range(tc.read_queue_nums))
+        table: dict[MessageQueue, int] = {}
+        for queue_id in queues:
+            if h.offset is not None and h.offset >= 0 and h.queue_id >= 0:
+                target = h.offset
+            else:
+                target = self._offset_for_time(h.topic, queue_id, h.timestamp)
+            committed = b.offsets.query(h.group, h.topic, queue_id)
+            # Without isForce a reset only moves a group back (Java: only when timestamp offset < consumed).
+            if h.is_force or committed < 0 or target < committed:
+                b.offsets.commit(h.group, h.topic, queue_id, target)
+            else:
+                target = committed
+            table[MessageQueue(h.topic, b.config.broker_name, queue_id)] = target
+        body = ResetOffsetBody(table)
+        group = b.consumers.get(h.group)
+        if group is None or not group.channels:
+            # Offsets are moved anyway: consumers that start later read them (mqadmin falls back on 206).
+            log.info("reset offsets of %s on %s to %d with no consumer online", h.group, h.topic, h.timestamp)
+            remark = f"Consumer not online, so can not reset offset, Group: {h.group} Topic: {h.topic}"
+            return cmd.response(ResponseCode.CONSUMER_NOT_ONLINE, remark, body=body.to_json())
+        for channel in list(group.channels):
+            notify = RemotingCommand(
+                code=RequestCode.RESET_CONSUMER_CLIENT_OFFSET, ext_fields=dict(cmd.ext_fields), body=body.to_json()
+            )
+            task = asyncio.get_running_loop().create_task(_tell_consumer(channel, notify))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        log.info("reset offsets of %s on %s to %s; told %d consumer(s)", h.group, h.topic, table, len(group.channels))
+        return cmd.response(ResponseCode.SUCCESS, None, body=body.to_json())
+
+    def _offset_for_time(self, topic: str, queue_id: int, timestamp: int) -> int:
+        """The first offset stored at or after `timestamp`; the end when every message is older."""
+        max_offset = self.store.get_max_offset_in_queue(topic, queue_id)
+        if max_offset <= 0:
+            return 0
+        last_phy = self.store.get_commit_log_offset_in_queue(topic, queue_id, max_offset - 1)
+        last = self.store.look_message_by_offset(last_phy) if last_phy >= 0 else None
+        if last is not None and last.store_timestamp < timestamp:
+            return max_offset
+        return self.store.get_offset_in_queue_by_time(topic, queue_id, timestamp)
+
+
+async def _tell_consumer(conn: RemotingConnection, cmd: RemotingCommand) -> None:
+    """RESET_CONSUMER_CLIENT_OFFSET (220), one-way as Java sends it; a closing channel is skipped."""
+    try:
+        await conn.invoke_oneway(cmd)
+    except Exception as exc:
+        log.info("telling %s to reset its offsets failed: %s", conn.peer, exc)
+
+
+def record_matches_key(record: memoryview, topic: str, key: str, unique: bool, span: tuple[int, int]) -> bool:
+    """Whether a stored record is in `topic`, was stored within `span` (ms, inclusive) and carries
+    `key` (its UNIQ_KEY, or one of its KEYS)."""
+    msg = decode_record(record)
+    if msg.topic != topic or not span[0] <= msg.store_timestamp <= span[1]:
+        return False
+    if unique:
+        return msg.properties.get(Prop.UNIQ_KEY) == key
+    return key in msg.keys

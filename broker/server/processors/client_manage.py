@@ -1,15 +1,19 @@
 """Client management: HEART_BEAT (34), UNREGISTER_CLIENT (35), GET_CONSUMER_LIST_BY_GROUP (38),
-LOCK_BATCH_MQ (41) and UNLOCK_BATCH_MQ (42).
+LOCK_BATCH_MQ (41), UNLOCK_BATCH_MQ (42) and CHECK_CLIENT_CONFIG (46).
 
 Registered by `BrokerController`. A consumer heartbeat finds (or auto-creates) the subscription group,
 creates `%RETRY%<group>` (which makes the broker re-register so the retry topic has a route), and
 records the channel and subscriptions in the ConsumerManager, which notifies the group on change.
+SQL92 subscriptions are compiled first: an invalid one fails the heartbeat with
+SUBSCRIPTION_PARSE_FAILED (and CHECK_CLIENT_CONFIG answers the same), nothing recorded.
 """
 
 from __future__ import annotations
 
 import logging
 from typing import TYPE_CHECKING
+
+import orjson
 
 from broker.protocol.bodies import (
     ConsumerIdList,
@@ -23,6 +27,7 @@ from broker.protocol.command import RemotingCommand
 from broker.protocol.headers import GetConsumerListByGroupRequestHeader, UnregisterClientRequestHeader
 from broker.server.clients import ClientChannelInfo, SubscriptionData, parse_sub_string
 from broker.server.errors import RequestError
+from broker.server.property_filter import compile_subscription
 from broker.server.topics import PERM_READ, PERM_WRITE, RETRY_GROUP_TOPIC_PREFIX
 
 if TYPE_CHECKING:
@@ -44,6 +49,10 @@ class ClientManageProcessor:
             data = HeartbeatData.from_json(cmd.body)
         except Exception as exc:
             raise RequestError(ResponseCode.SYSTEM_ERROR, f"malformed heartbeat body: {exc}") from None
+        # Refuse a bad SQL92 subscription before recording anything (the consumer subscribed with it).
+        for consumer in data.consumers:
+            for s in consumer.subscriptions:
+                compile_subscription(s.expression_type, s.sub_string, b.config.enable_property_filter)
         for consumer in data.consumers:
             group_cfg = b.groups.find(consumer.group_name)
             if group_cfg is None:
@@ -81,6 +90,17 @@ class ClientManageProcessor:
                 producer.group_name, ClientChannelInfo(conn, data.client_id, cmd.language, cmd.version)
             )
         return cmd.response(ResponseCode.SUCCESS, None, {"IS_SUPPORT_HEART_BEAT_V2": "false", "IS_SUB_CHANGE": "false"})
+
+    def check_client_config(self, conn: RemotingConnection, cmd: RemotingCommand) -> RemotingCommand:
+        """CHECK_CLIENT_CONFIG (46): Java and our client ask it at start for every SQL92 subscription."""
+        try:
+            body = orjson.loads(cmd.body) if cmd.body else {}
+            sub = body.get("subscriptionData") or {}
+            expression_type, expression = sub.get("expressionType"), sub.get("subString")
+        except (orjson.JSONDecodeError, AttributeError) as exc:
+            raise RequestError(ResponseCode.SYSTEM_ERROR, f"malformed CheckClientRequestBody: {exc}") from None
+        compile_subscription(expression_type, expression, self.broker.config.enable_property_filter)
+        return cmd.response(ResponseCode.SUCCESS)
 
     def unregister_client(self, conn: RemotingConnection, cmd: RemotingCommand) -> RemotingCommand:
         h = UnregisterClientRequestHeader.from_ext_fields(cmd.ext_fields)

@@ -1,11 +1,12 @@
 """PULL_MESSAGE (11) and LITE_PULL_MESSAGE (361): the consumer path.
 
 Registered by `BrokerController`. Synchronous: the store lookup is an in-memory ConsumeQueue read,
-and the body is the stored records joined as they are. A pull that finds nothing and carries the
-SUSPEND flag is parked in the `PullHoldService` with no response; the hold service calls
-`process(..., allow_suspend=False)` again when a message arrives or the suspend time ends. Every
-reply carries suggestWhichBrokerId, nextBeginOffset, minOffset and maxOffset (Java clients fail
-without them, even on PULL_NOT_FOUND).
+and the body is the stored records joined as they are. SQL92 subscriptions (enablePropertyFilter)
+are filtered here on each record's properties (property_filter.py); tags by hash in the store.
+A pull that finds nothing and carries the SUSPEND flag is parked in the `PullHoldService` with no
+response; the hold service calls `process(..., allow_suspend=False)` again when a message arrives
+or the suspend time ends. Every reply carries suggestWhichBrokerId, nextBeginOffset, minOffset and
+maxOffset (Java clients fail without them, even on PULL_NOT_FOUND).
 """
 
 from __future__ import annotations
@@ -14,12 +15,14 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
+from broker.filter import SqlFilter
 from broker.protocol.codes import ResponseCode
 from broker.protocol.command import RemotingCommand
 from broker.protocol.headers import PullMessageRequestHeader
 from broker.server.clients import parse_sub_string
 from broker.server.errors import RequestError
 from broker.server.hold import HeldPull
+from broker.server.property_filter import compile_subscription, get_filtered
 from broker.server.topics import PERM_READ
 from broker.store.results import GetStatus
 
@@ -90,19 +93,35 @@ class PullProcessor:
                 f"queueId[{h.queue_id}] is illegal, topic:[{h.topic}] topicConfig.readQueueNums:[{tc.read_queue_nums}] "
                 f"consumer:[{conn.peer}]",
             )
-        code_set = self._code_set(h)
-        got = self.store.get_message(
-            h.consumer_group,
-            h.topic,
-            h.queue_id,
-            h.queue_offset,
-            h.max_msg_nums,
-            max_total_bytes=h.max_msg_bytes or self.config.max_transfer_bytes_on_message_in_memory,
-            tags_filter=set(code_set) if code_set else None,
-        )
+        code_set, sql = self._subscription_filter(h)
+        max_bytes = h.max_msg_bytes or self.config.max_transfer_bytes_on_message_in_memory
+        if sql is not None:
+            got = get_filtered(
+                self.store, h.consumer_group, h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, max_bytes, sql
+            )
+        else:
+            got = self.store.get_message(
+                h.consumer_group,
+                h.topic,
+                h.queue_id,
+                h.queue_offset,
+                h.max_msg_nums,
+                max_total_bytes=max_bytes,
+                tags_filter=set(code_set) if code_set else None,
+            )
         code = pull_response_code(got.status, h.queue_offset)
+        suggest = 0
+        if b.ha is not None:  # slave reads and suggestWhichBrokerId (broker/ha/reads.py)
+            suggest, code = b.ha.pull_suggestion.decide(
+                code,
+                found=got.buffers,
+                commit_log_max_offset=self.store.max_phy_offset,
+                group_broker_id=group_cfg.broker_id,
+                group_slow_broker_id=group_cfg.which_broker_when_consume_slowly,
+                master_alive=b.ha.master_alive,
+            )
         ext = {
-            "suggestWhichBrokerId": "0",
+            "suggestWhichBrokerId": str(suggest),
             "nextBeginOffset": str(got.next_begin_offset),
             "minOffset": str(got.min_offset),
             "maxOffset": str(got.max_offset),
@@ -125,7 +144,8 @@ class PullProcessor:
                     cmd=cmd,
                     topic=h.topic,
                     queue_id=h.queue_id,
-                    offset=h.queue_offset,
+                    # a SQL92 scan may have read past non-matching messages: wait for what comes next
+                    offset=got.next_begin_offset if sql is not None else h.queue_offset,
                     deadline=self._loop.time() + max(0.0, wait),
                     code_set=frozenset(code_set),
                 )
@@ -134,18 +154,14 @@ class PullProcessor:
         remark = None if code == ResponseCode.SUCCESS else got.status.name
         return cmd.response(code, remark, ext, body)
 
-    def _code_set(self, h: PullMessageRequestHeader) -> set[int]:
-        """Tag hash codes to filter on; empty = everything."""
+    def _subscription_filter(self, h: PullMessageRequestHeader) -> tuple[set[int], SqlFilter | None]:
+        """Tag hash codes to filter on (empty = everything) and the SQL92 filter, if any."""
+        enabled = self.config.enable_property_filter
         if h.sys_flag & FLAG_SUBSCRIPTION:
-            expression_type = (h.expression_type or "TAG").upper()
-            if expression_type != "TAG":
-                if not self.config.enable_property_filter:
-                    raise RequestError(
-                        ResponseCode.SYSTEM_ERROR,
-                        "The broker does not support consumer to filter message by SQL92 (enablePropertyFilter=false)",
-                    )
-                return set()  # SQL92 is evaluated by the client for now
-            return parse_sub_string(h.subscription)[1]
+            sql = compile_subscription(h.expression_type, h.subscription, enabled)
+            if sql is not None:
+                return set(), sql
+            return parse_sub_string(h.subscription)[1], None
         sub = self.broker.consumers.find_subscription(h.consumer_group, h.topic)
         if sub is None:
             group = self.broker.consumers.get(h.consumer_group)
@@ -163,6 +179,7 @@ class PullProcessor:
                 f"the consumer's subscription not latest, group: {h.consumer_group} "
                 f"{sub.sub_version} < {h.sub_version}",
             )
-        if sub.expression_type.upper() != "TAG":
-            return set()
-        return set(sub.code_set)
+        sql = compile_subscription(sub.expression_type, sub.sub_string, enabled)
+        if sql is not None:
+            return set(), sql
+        return set(sub.code_set), None

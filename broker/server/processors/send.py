@@ -1,8 +1,10 @@
 """SEND_MESSAGE (10), SEND_MESSAGE_V2 (310) and SEND_BATCH_MESSAGE (320): the producer path.
 
-Registered by `BrokerController` on the remoting server. The entry point is synchronous so that the
-moment a request was read is known exactly; the store call runs in a task, and a request that waited
-longer than `waitTimeMillsInSendQueue` before its turn gets SYSTEM_BUSY (producer flow control). Every
+Registered by `BrokerController` on the remoting server. The entry point is synchronous: a send whose
+put needs no wait (ASYNC_FLUSH) is answered inline, in the same socket write as the other replies of
+that read, with no task or coroutine per message; only a put that must wait (group commit, replica,
+a new CommitLog file) continues in a task. A request the connection held back (flow control) for
+longer than `waitTimeMillsInSendQueue` gets SYSTEM_BUSY (producer flow control). Every
 check happens before anything is stored: invalid topic, oversized body, malformed properties or batch
 are answered with a remark saying why. Delay messages are rewritten to SCHEDULE_TOPIC_XXXX here, the
 single path the architecture asks for.
@@ -13,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
 from broker.protocol.batch import MAX_PROPERTIES_LENGTH, BatchFormatError, decode_batch, merge_batch_properties
@@ -32,13 +35,14 @@ from broker.server.topics import (
     TopicConfig,
     validate_topic,
 )
+from broker.server.transaction.messages import is_half, rewrite_to_half
 from broker.store.results import MessageToStore, PutResult, PutStatus
 
 if TYPE_CHECKING:
     from broker.server.broker import BrokerController
     from broker.transport.connection import RemotingConnection
 
-__all__ = ["PUT_STATUS_CODES", "SendProcessor", "check_properties", "rewrite_for_delay"]
+__all__ = ["PUT_STATUS_CODES", "SendProcessor", "batch_message_problem", "check_properties", "rewrite_for_delay"]
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +91,18 @@ def check_properties(text: str) -> str | None:
             return f"message properties segment {segment[:40]!r} has no name/value separator \\x01"
         if sep == 0:
             return f"message properties segment {segment[:40]!r} has an empty name"
+    return None
+
+
+def batch_message_problem(properties_text: str) -> str | None:
+    """Why a message cannot be part of a batch (the seed's limits: no delay, no transaction), or None."""
+    if Prop.DELAY not in properties_text and Prop.TRAN_MSG not in properties_text:
+        return None  # fast path: most batch messages have neither property
+    props = decode_properties(properties_text)
+    if props.get(Prop.DELAY, "0") not in ("", "0"):
+        return "delayed messages cannot be sent in a batch"
+    if props.get(Prop.TRAN_MSG) == "true":
+        return "transactional messages cannot be sent in a batch"
     return None
 
 
@@ -143,38 +159,54 @@ class SendProcessor:
 
     # ------------------------------------------------------------------ entry
 
-    def handle(self, conn: RemotingConnection, cmd: RemotingCommand) -> None:
-        """Synchronous entry: stamp the arrival, run the send as a task, answer from the task."""
-        task = self._loop.create_task(self._run(conn, cmd, self._loop.time()))
+    def handle(self, conn: RemotingConnection, cmd: RemotingCommand) -> RemotingCommand | None:
+        """Synchronous entry: the response now, or None when the send continues in a task (which answers)."""
+        received = cmd.received_at  # set only when the connection held the request back
+        if received:
+            waited = self._loop.time() - received
+            if waited > self.wait_limit:
+                return cmd.response(
+                    ResponseCode.SYSTEM_BUSY,
+                    f"[TIMEOUT_CLEAN_QUEUE]broker busy, start flow control for a while, period in queue: "
+                    f"{int(waited * 1000)}ms, size of queue: {len(self.in_flight)}",
+                )
+        try:
+            outcome = self.process(conn, cmd)
+        except Exception as exc:
+            return self._error_response(conn, cmd, exc)
+        if isinstance(outcome, RemotingCommand):
+            return outcome
+        task = self._loop.create_task(self._answer_later(conn, cmd, outcome))
         self.in_flight.add(task)
         task.add_done_callback(self.in_flight.discard)
+        return None
 
-    async def _run(self, conn: RemotingConnection, cmd: RemotingCommand, received: float) -> None:
-        waited = self._loop.time() - received
-        if waited > self.wait_limit:
-            response = cmd.response(
-                ResponseCode.SYSTEM_BUSY,
-                f"[TIMEOUT_CLEAN_QUEUE]broker busy, start flow control for a while, period in queue: "
-                f"{int(waited * 1000)}ms, size of queue: {len(self.in_flight)}",
-            )
-        else:
-            try:
-                response = await self.process(conn, cmd)
-            except RequestError as exc:
-                response = cmd.response(exc.code, exc.remark)
-            except Exception as exc:
-                code = getattr(exc, "response_code", None)
-                if isinstance(code, int):
-                    response = cmd.response(code, str(exc))
-                else:
-                    log.exception("send from %s failed", conn.peer)
-                    response = cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+    async def _answer_later(
+        self, conn: RemotingConnection, cmd: RemotingCommand, pending: Awaitable[RemotingCommand]
+    ) -> None:
+        try:
+            response = await pending
+        except Exception as exc:
+            response = self._error_response(conn, cmd, exc)
         if not cmd.is_oneway:
             conn.send_response(response)
 
+    @staticmethod
+    def _error_response(conn: RemotingConnection, cmd: RemotingCommand, exc: Exception) -> RemotingCommand:
+        if isinstance(exc, RequestError):
+            return cmd.response(exc.code, exc.remark)
+        code = getattr(exc, "response_code", None)
+        if isinstance(code, int):
+            return cmd.response(code, str(exc))
+        log.exception("send from %s failed", conn.peer)
+        return cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+
     # ------------------------------------------------------------------ the send
 
-    async def process(self, conn: RemotingConnection, cmd: RemotingCommand) -> RemotingCommand:
+    def process(
+        self, conn: RemotingConnection, cmd: RemotingCommand
+    ) -> RemotingCommand | Awaitable[RemotingCommand]:
+        """The response, or an awaitable of it when the store must wait (see `_reply_to_put`)."""
         header = parse_send_request_header(cmd.code, cmd.ext_fields)
         tc = self._check(header, cmd)
         batch = cmd.code == RequestCode.SEND_BATCH_MESSAGE or header.batch
@@ -183,7 +215,7 @@ class SendProcessor:
             queue_id = random.randrange(tc.write_queue_nums)
         born_host = _host_of(conn)
         if batch:
-            return await self._send_batch(cmd, header, tc, queue_id, born_host)
+            return self._send_batch(cmd, header, tc, queue_id, born_host)
 
         props_text = header.properties or ""
         if len(cmd.body) > self.config.max_message_size:
@@ -229,25 +261,35 @@ class SendProcessor:
                 ResponseCode.NO_PERMISSION,
                 f"the broker[{self.config.broker_ip1}] sending transaction message is forbidden",
             )
-        if Prop.DELAY in props and not to_dlq:
+        if not to_dlq and is_half(props, msg.sys_flag):
+            # A transaction's half message waits in RMQ_SYS_TRANS_HALF_TOPIC (a delay applies at commit).
+            rewrite_to_half(msg, decode_properties(props_text + extra), uniq)
+        elif Prop.DELAY in props and not to_dlq:
             full = decode_properties(props_text + extra)
             rewrite_for_delay(msg, full, self.max_delay_level)
-        result = await self.store.put_message(msg)
         # Like Java, the reply names the queue the producer chose, even when a delay rewrote the target.
-        return self._response(cmd, result, queue_id, uniq)
+        return self._reply_to_put(cmd, self.store.append_message(msg), queue_id, uniq)
 
-    async def _send_batch(
+    def _send_batch(
         self,
         cmd: RemotingCommand,
         header: SendMessageRequestHeader,
         tc: TopicConfig,
         queue_id: int,
         born_host: tuple[str, int],
-    ) -> RemotingCommand:
+    ) -> RemotingCommand | Awaitable[RemotingCommand]:
         if header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
             raise RequestError(
                 ResponseCode.MESSAGE_ILLEGAL, "batch request does not support retry group " + header.topic
             )
+        if len(cmd.body) > self.config.max_message_size:
+            raise RequestError(
+                ResponseCode.MESSAGE_ILLEGAL,
+                f"the batch body size {len(cmd.body)} exceeds the maximum {self.config.max_message_size}; "
+                "split the batch",
+            )
+        if header.sys_flag & SysFlag.TRANSACTION_MASK == SysFlag.TRANSACTION_PREPARED_TYPE:
+            raise RequestError(ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot be transactional")
         try:
             inner = decode_batch(cmd.body)
         except BatchFormatError as exc:
@@ -266,7 +308,7 @@ class SendProcessor:
                     f"batch message {index}: body size {len(m.body)} exceeds the maximum "
                     f"{self.config.max_message_size}",
                 )
-            problem = check_properties(m.properties)
+            problem = check_properties(m.properties) or batch_message_problem(m.properties)
             if problem is not None:
                 raise RequestError(ResponseCode.MESSAGE_ILLEGAL, f"batch message {index}: {problem}")
             text = m.properties
@@ -293,8 +335,19 @@ class SendProcessor:
                     properties_bytes=merged.encode(),
                 )
             )
-        result = await self.store.put_messages(messages)
-        return self._response(cmd, result, queue_id, ",".join(uniq_ids))
+        return self._reply_to_put(cmd, self.store.append_messages(messages), queue_id, ",".join(uniq_ids))
+
+    def _reply_to_put(
+        self, cmd: RemotingCommand, put: PutResult | Awaitable[PutResult], queue_id: int, uniq: str
+    ) -> RemotingCommand | Awaitable[RemotingCommand]:
+        if isinstance(put, PutResult):
+            return self._response(cmd, put, queue_id, uniq)
+        return self._response_after(cmd, put, queue_id, uniq)
+
+    async def _response_after(
+        self, cmd: RemotingCommand, put: Awaitable[PutResult], queue_id: int, uniq: str
+    ) -> RemotingCommand:
+        return self._response(cmd, await put, queue_id, uniq)
 
     def _response(self, cmd: RemotingCommand, result: PutResult, queue_id: int, uniq: str) -> RemotingCommand:
         code = PUT_STATUS_CODES.get(result.status, ResponseCode.SYSTEM_ERROR)
@@ -358,14 +411,21 @@ class SendProcessor:
         max_times = cfg.retry_max_times
         if version >= 121 and header.max_reconsume_times is not None:
             max_times = header.max_reconsume_times
-        if (header.reconsume_times or 0) < max_times:
+        # A group still holding queue locks consumes orderly: its retries go straight to the DLQ (8.4).
+        orderly = self.broker.locks.group_holds_locks(group)
+        if (header.reconsume_times or 0) < max_times and not orderly:
             return False
         dlq = DLQ_GROUP_TOPIC_PREFIX + group
         tc = self.topics.create_in_send_back(dlq, 1, PERM_WRITE)
         if not tc.writable:
             log.warning("DLQ topic %s is not writable; dropping the message", dlq)
             return None
-        log.info("message to %s exceeded %d retries; moved to %s", header.topic, max_times, dlq)
+        log.info(
+            "message to %s %s; moved to %s",
+            header.topic,
+            "from an orderly group" if orderly else f"exceeded {max_times} retries",
+            dlq,
+        )
         msg.topic = dlq
         msg.queue_id = 0
         return True

@@ -89,7 +89,9 @@ class SendBackProcessor:
         )
         perm = PERM_READ | PERM_WRITE
         if to_dlq:
-            b.topics.create_in_send_back(msg.topic, 1, perm)
+            # Write-only for consumers (perm 2), as RocketMQ creates it: dead letters are not consumed
+            # by accident; an operator grants read with updateTopic to replay them.
+            b.topics.create_in_send_back(msg.topic, 1, PERM_WRITE)
             log.info(
                 "message %s of group %s moved to %s after %d retries",
                 original.msg_id,
