@@ -43,6 +43,9 @@ class Registrar:
         self.topic_wrapper = topic_wrapper
         self.timeout = config.register_broker_timeout_mills / 1000
         self._pending: asyncio.Task[None] | None = None
+        # Set by trigger() while a registration is queued or in flight: that request's body may
+        # predate the change, so _soon() registers once more after it.
+        self._dirty = False
         self.last_results: dict[str, int | str] = {}
         # The master's addresses as the NameServer reported them (a slave uses them for HA).
         self.master_addr: str | None = None
@@ -89,14 +92,27 @@ class Registrar:
         return True
 
     def trigger(self) -> None:
-        """Re-register soon (after a topic change); several changes in one loop turn make one request."""
-        if not self.config.name_servers or (self._pending is not None and not self._pending.done()):
+        """Re-register soon (after a topic change); several changes in one loop turn make one request.
+
+        A change that arrives while a registration is already in flight must not be dropped: that
+        request carries the topic table as it was when it was built, and without another one the
+        new topic would reach the NameServers only with the next periodic registration (30 s), so
+        clients (ali-ons, which never falls back to TBW102) could not route to it meanwhile.
+        """
+        if not self.config.name_servers:
+            return
+        if self._pending is not None and not self._pending.done():
+            self._dirty = True
             return
         self._pending = asyncio.get_running_loop().create_task(self._soon())
 
     async def _soon(self) -> None:
         await asyncio.sleep(0)
-        await self.register_all()
+        while True:
+            self._dirty = False  # cleared before the body is built: later changes set it again
+            await self.register_all()
+            if not self._dirty:
+                return
 
     async def run_periodically(self) -> None:
         period = min(max(self.config.register_name_server_period, 10_000), 60_000) / 1000
