@@ -29,13 +29,15 @@ DISK_WARNING_RATIO = 0.90  # diskSpaceWarningLevelRatio: above it puts are refus
 
 
 def disk_usage_ratio(path: Path) -> float:
-    """Used fraction of the filesystem holding `path` (as `df` counts it)."""
+    """Used fraction of the filesystem holding `path`, as `df` counts it: used / (used + available).
+
+    Blocks reserved for root are neither: counting them as used (1 - avail/total) reads 80% on a disk
+    that `df` shows 45% full, and would refuse puts long before the disk is really full.
+    """
     st = os.statvfs(path)
-    total = st.f_blocks * st.f_frsize
-    if total == 0:
-        return 0.0
-    free = st.f_bavail * st.f_frsize
-    return 1.0 - free / total
+    used = (st.f_blocks - st.f_bfree) * st.f_frsize
+    usable = used + st.f_bavail * st.f_frsize
+    return used / usable if usable else 0.0
 
 
 class CleanService:
