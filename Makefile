@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 DATA   := .data
 
-.PHONY: run test lint fmt peers bench clean
+.PHONY: run test lint fmt peers netns-deps bench clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -19,10 +19,14 @@ venv: $(STAMP)
 peers:
 	bash scripts/peers.sh
 
+# iproute2 and iptables for the HA fault tests (network namespaces); a no-op when present.
+netns-deps:
+	bash scripts/ha-netns-deps.sh
+
 run: $(STAMP)
 	bash scripts/run-local.sh
 
-test: $(STAMP) peers
+test: $(STAMP) peers netns-deps
 	$(BIN)/ruff check .
 	$(BIN)/pytest
 

@@ -110,19 +110,21 @@ class PullProcessor:
                 tags_filter=set(code_set) if code_set else None,
             )
         code = pull_response_code(got.status, h.queue_offset)
-        suggest = 0
+        suggest, next_begin = 0, got.next_begin_offset
         if b.ha is not None:  # slave reads and suggestWhichBrokerId (broker/ha/reads.py)
-            suggest, code = b.ha.pull_suggestion.decide(
+            suggest, code, next_begin = b.ha.pull_suggestion.decide(
                 code,
                 found=got.buffers,
                 commit_log_max_offset=self.store.max_phy_offset,
                 group_broker_id=group_cfg.broker_id,
                 group_slow_broker_id=group_cfg.which_broker_when_consume_slowly,
                 master_alive=b.ha.master_alive,
+                request_offset=h.queue_offset,
+                next_begin_offset=next_begin,
             )
         ext = {
             "suggestWhichBrokerId": str(suggest),
-            "nextBeginOffset": str(got.next_begin_offset),
+            "nextBeginOffset": str(next_begin),
             "minOffset": str(got.min_offset),
             "maxOffset": str(got.max_offset),
         }

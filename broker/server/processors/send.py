@@ -13,10 +13,10 @@ single path the architecture asks for.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import random
-from collections.abc import Awaitable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from broker.protocol.batch import MAX_PROPERTIES_LENGTH, BatchFormatError, decode_batch, merge_batch_properties
 from broker.protocol.codes import RequestCode, ResponseCode
@@ -129,6 +129,14 @@ def rewrite_for_delay(msg: MessageToStore, props: dict[str, str], max_level: int
     return True
 
 
+class _PendingPut(NamedTuple):
+    """A put the store answers later, and what its response needs."""
+
+    future: asyncio.Future[PutResult]
+    queue_id: int
+    uniq: str
+
+
 def _host_of(conn: RemotingConnection) -> tuple[str, int]:
     cached = conn.attributes.get("born_host")
     if cached is None:
@@ -151,7 +159,7 @@ class SendProcessor:
         self.uniq = UniqKeyGenerator(broker.config.broker_ip1 if _is_ipv4(broker.config.broker_ip1) else "127.0.0.1")
         self.wait_limit = broker.config.wait_time_mills_in_send_queue / 1000
         self.max_delay_level = len(broker.config.delay_levels_ms)
-        self.in_flight: set[asyncio.Task[None]] = set()
+        self.in_flight: set[asyncio.Future[PutResult]] = set()  # puts waiting for the store
         self._loop = asyncio.get_running_loop()
         self._cluster_prop = (
             f"{Prop.CLUSTER}{NAME_VALUE_SEPARATOR}{broker.config.broker_cluster_name}{PROPERTY_SEPARATOR}"
@@ -160,7 +168,7 @@ class SendProcessor:
     # ------------------------------------------------------------------ entry
 
     def handle(self, conn: RemotingConnection, cmd: RemotingCommand) -> RemotingCommand | None:
-        """Synchronous entry: the response now, or None when the send continues in a task (which answers)."""
+        """Synchronous entry: the response now, or None when the put must wait (a callback answers)."""
         received = cmd.received_at  # set only when the connection held the request back
         if received:
             waited = self._loop.time() - received
@@ -176,16 +184,20 @@ class SendProcessor:
             return self._error_response(conn, cmd, exc)
         if isinstance(outcome, RemotingCommand):
             return outcome
-        task = self._loop.create_task(self._answer_later(conn, cmd, outcome))
-        self.in_flight.add(task)
-        task.add_done_callback(self.in_flight.discard)
+        # the store answers later (group commit, replica, new file): a callback on its future, no task
+        future = outcome.future
+        self.in_flight.add(future)
+        future.add_done_callback(functools.partial(self._answer_later, conn, cmd, outcome))
         return None
 
-    async def _answer_later(
-        self, conn: RemotingConnection, cmd: RemotingCommand, pending: Awaitable[RemotingCommand]
+    def _answer_later(
+        self, conn: RemotingConnection, cmd: RemotingCommand, pending: _PendingPut, future: asyncio.Future[PutResult]
     ) -> None:
+        self.in_flight.discard(future)
+        if future.cancelled():  # shutdown gave up on it: the connection is going away
+            return
         try:
-            response = await pending
+            response = self._response(cmd, future.result(), pending.queue_id, pending.uniq)
         except Exception as exc:
             response = self._error_response(conn, cmd, exc)
         if not cmd.is_oneway:
@@ -205,8 +217,8 @@ class SendProcessor:
 
     def process(
         self, conn: RemotingConnection, cmd: RemotingCommand
-    ) -> RemotingCommand | Awaitable[RemotingCommand]:
-        """The response, or an awaitable of it when the store must wait (see `_reply_to_put`)."""
+    ) -> RemotingCommand | _PendingPut:
+        """The response, or the pending put when the store must wait (see `_reply_to_put`)."""
         header = parse_send_request_header(cmd.code, cmd.ext_fields)
         tc = self._check(header, cmd)
         batch = cmd.code == RequestCode.SEND_BATCH_MESSAGE or header.batch
@@ -277,7 +289,7 @@ class SendProcessor:
         tc: TopicConfig,
         queue_id: int,
         born_host: tuple[str, int],
-    ) -> RemotingCommand | Awaitable[RemotingCommand]:
+    ) -> RemotingCommand | _PendingPut:
         if header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
             raise RequestError(
                 ResponseCode.MESSAGE_ILLEGAL, "batch request does not support retry group " + header.topic
@@ -338,16 +350,11 @@ class SendProcessor:
         return self._reply_to_put(cmd, self.store.append_messages(messages), queue_id, ",".join(uniq_ids))
 
     def _reply_to_put(
-        self, cmd: RemotingCommand, put: PutResult | Awaitable[PutResult], queue_id: int, uniq: str
-    ) -> RemotingCommand | Awaitable[RemotingCommand]:
+        self, cmd: RemotingCommand, put: PutResult | asyncio.Future[PutResult], queue_id: int, uniq: str
+    ) -> RemotingCommand | _PendingPut:
         if isinstance(put, PutResult):
             return self._response(cmd, put, queue_id, uniq)
-        return self._response_after(cmd, put, queue_id, uniq)
-
-    async def _response_after(
-        self, cmd: RemotingCommand, put: Awaitable[PutResult], queue_id: int, uniq: str
-    ) -> RemotingCommand:
-        return self._response(cmd, await put, queue_id, uniq)
+        return _PendingPut(put, queue_id, uniq)
 
     def _response(self, cmd: RemotingCommand, result: PutResult, queue_id: int, uniq: str) -> RemotingCommand:
         code = PUT_STATUS_CODES.get(result.status, ResponseCode.SYSTEM_ERROR)

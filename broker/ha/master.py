@@ -1,0 +1,318 @@
+"""Master side of HA replication: the HA server on haListenPort and one HAConnection per slave.
+
+Started by the HA controller (broker.ha.controller) on ASYNC_MASTER and SYNC_MASTER brokers, whose
+store calls `HAMaster.wait_replica(end_offset)` after every put (installed with
+`store.set_replica_waiter`). Each connection runs a reader (8-byte slave reports, last complete frame
+wins) and a writer (12-byte header + raw CommitLog bytes in chunks of at most haTransferBatchSize that
+never cross a file, a zero-size heartbeat when idle). Reports feed the ack bookkeeping
+(push2SlaveMaxOffset), which wakes SYNC_MASTER puts waiting in `GroupTransfer`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from broker.ha.protocol import ReportReader, encode_header, transfer_start
+from broker.ha.settings import HASettings
+from broker.ha.status import ReplicationStatus
+from broker.ha.transfer import GroupTransfer
+from broker.store.results import PutStatus
+
+if TYPE_CHECKING:
+    from broker.store import MessageStore
+
+__all__ = ["HAConnection", "HAMaster"]
+
+log = logging.getLogger(__name__)
+
+STATUS_LOG_INTERVAL = 60.0
+READ_SIZE = 64 * 1024
+WRITE_GATHER = 256 * 1024  # bytes of blocks joined into one write
+
+
+class HAConnection:
+    """One slave: a reader task for its reports and a writer task streaming the CommitLog to it."""
+
+    def __init__(self, master: HAMaster, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.master = master
+        self.reader = reader
+        self.writer = writer
+        peer = writer.get_extra_info("peername")
+        self.addr = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.slave_ack_offset = -1
+        self.next_transfer_offset = -1
+        self.last_read = time.monotonic()
+        self.connected_at = time.time()
+        self._first_report: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._tasks: list[asyncio.Task[None]] = []
+        self.closed = asyncio.Event()
+
+    @property
+    def ready(self) -> bool:
+        """The slave told us where it stands (it counts as connected for SYNC_MASTER from then on)."""
+        return self.slave_ack_offset >= 0
+
+    def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._tasks = [
+            loop.create_task(self._read_loop(), name=f"ha-read-{self.addr}"),
+            loop.create_task(self._write_loop(), name=f"ha-write-{self.addr}"),
+            loop.create_task(self._housekeeping(), name=f"ha-housekeeping-{self.addr}"),
+        ]
+        for task in self._tasks:
+            task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        # either side ending (EOF, error, divergence, housekeeping) ends the whole connection
+        if not task.cancelled() and task.exception() is not None:
+            exc = task.exception()
+            log.warning("HA connection %s: %s: %s", self.addr, type(exc).__name__, exc)
+        self.close()
+
+    def close(self) -> None:
+        if self.closed.is_set():
+            return
+        self.closed.set()
+        for task in self._tasks:
+            task.cancel()
+        if not self._first_report.done():
+            self._first_report.cancel()
+        self.writer.close()
+        self.master.connection_closed(self)
+
+    async def _read_loop(self) -> None:
+        reports = ReportReader()
+        while True:
+            data = await self.reader.read(READ_SIZE)
+            if not data:
+                log.info("HA connection %s: the slave closed the connection", self.addr)
+                return
+            self.last_read = time.monotonic()
+            offset = reports.feed(data)
+            if offset is None:
+                continue
+            self.slave_ack_offset = offset
+            if not self._first_report.done():
+                self._first_report.set_result(offset)
+            self.master.slave_acked(self, offset)
+
+    async def _housekeeping(self) -> None:
+        """Close a slave silent for haHousekeepingInterval: a cut link delivers no FIN, only silence.
+
+        A timer per connection rather than a timeout around every read (wait_for costs a task each).
+        """
+        housekeeping = self.master.settings.housekeeping_interval
+        while True:
+            silent = time.monotonic() - self.last_read
+            if silent >= housekeeping:
+                log.warning("HA connection %s: nothing read for %.1f s, closing it", self.addr, silent)
+                return
+            await asyncio.sleep(housekeeping - silent + 0.05)
+
+    def _blocks(self, offset: int, batch: int) -> list[bytes | memoryview]:
+        """Headers and bodies of the blocks from `offset`, up to WRITE_GATHER bytes; advances the offset.
+
+        The bodies are views of the mapped files, joined (copied) by the caller right away, so no view
+        outlives the call and pins a file the store may want to delete.
+        """
+        store = self.master.store
+        parts: list[bytes | memoryview] = []
+        gathered = 0
+        while gathered < WRITE_GATHER:
+            view = store.get_commit_log_data(offset, batch)
+            if view is None:
+                break
+            n = len(view)
+            if n == 0:
+                view.release()
+                break
+            parts.append(encode_header(offset, n))
+            parts.append(view)
+            offset += n
+            gathered += n
+        self.next_transfer_offset = offset
+        return parts
+
+    async def _write_loop(self) -> None:
+        master = self.master
+        store = master.store
+        settings = master.settings
+        report = await self._first_report
+        master_max = store.max_phy_offset
+        if report > master_max:
+            # The slave holds data this master never had (e.g. the master was restored from an older
+            # copy). Tell it where we really are: the mismatching header makes it stop and say so.
+            log.error(
+                "HA connection %s: the slave is AHEAD of this master (slave %d > master %d): their data "
+                "diverged; not replicating (rebuild the slave's store or restore the master)",
+                self.addr,
+                report,
+                master_max,
+            )
+            self.writer.write(encode_header(master_max, 0))
+            await self.writer.drain()
+            return
+        if report == 0 and settings.full_transfer_from_empty:
+            start = store.min_phy_offset
+        else:
+            start = transfer_start(report, master_max, settings.file_size)
+        min_phy = store.min_phy_offset
+        if start < min_phy:
+            log.error(
+                "HA connection %s: the slave needs offset %d but the master's CommitLog starts at %d "
+                "(older files were deleted); the slave must be rebuilt from an empty store",
+                self.addr,
+                start,
+                min_phy,
+            )
+            return
+        log.info("HA connection %s: slave reported %d, transfer starts at %d", self.addr, report, start)
+        self.next_transfer_offset = start
+        batch = settings.transfer_batch_size
+        heartbeat = settings.heartbeat_interval
+        writer = self.writer
+        last_write = time.monotonic()
+        while True:
+            offset = self.next_transfer_offset
+            data_event = master.data_event
+            parts = self._blocks(offset, batch)
+            if parts:
+                # several blocks per write call: each still a header + at most haTransferBatchSize bytes
+                # of one file, but one syscall and one drain for up to WRITE_GATHER bytes
+                writer.write(b"".join(parts))
+                await writer.drain()
+                last_write = time.monotonic()
+                continue
+            idle = time.monotonic() - last_write
+            if idle >= heartbeat:
+                writer.write(encode_header(offset, 0))
+                await writer.drain()
+                last_write = time.monotonic()
+                idle = 0.0
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(data_event.wait(), heartbeat - idle)
+
+
+class HAMaster:
+    """The HA server, its connections, the ack bookkeeping and the SYNC_MASTER waiter."""
+
+    def __init__(self, store: MessageStore, settings: HASettings) -> None:
+        self.store = store
+        self.settings = settings
+        self.connections: set[HAConnection] = set()
+        self.push2slave_max_offset = 0
+        self.status = ReplicationStatus()
+        self.transfer = GroupTransfer()
+        self.data_event = asyncio.Event()
+        self.port = 0
+        self._server: asyncio.Server | None = None
+        self._status_task: asyncio.Task[None] | None = None
+
+    async def start(self) -> int:
+        """Listen on haListenPort (0 = any free port); returns the bound port."""
+        s = self.settings
+        self._server = await asyncio.start_server(
+            self._accepted, s.listen_host, s.listen_port, reuse_address=True, limit=READ_SIZE
+        )
+        self.port = int(self._server.sockets[0].getsockname()[1])
+        self._status_task = asyncio.get_running_loop().create_task(self._log_status(), name="ha-status")
+        log.info("HA service listening on %s:%d (%s)", s.listen_host, self.port, s.role)
+        return self.port
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for conn in list(self.connections):
+            conn.close()
+        if self._status_task is not None:
+            self._status_task.cancel()
+            await asyncio.gather(self._status_task, return_exceptions=True)
+        self.transfer.fail_all(PutStatus.FLUSH_SLAVE_TIMEOUT)
+        if self._server is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._server.wait_closed(), 1.0)
+
+    async def _accepted(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        conn = HAConnection(self, reader, writer)
+        self.connections.add(conn)
+        log.info("HA: slave connected from %s (%d connection(s))", conn.addr, len(self.connections))
+        conn.start()
+
+    def connection_closed(self, conn: HAConnection) -> None:
+        if conn in self.connections:
+            self.connections.discard(conn)
+            log.info(
+                "HA: slave %s disconnected (acked %d, master at %d); %d connection(s) left",
+                conn.addr,
+                conn.slave_ack_offset,
+                self.store.max_phy_offset,
+                len(self.connections),
+            )
+
+    # -- acks and waiting ------------------------------------------------------------------------------
+
+    def slave_acked(self, conn: HAConnection, offset: int) -> None:
+        if offset > self.push2slave_max_offset:
+            self.push2slave_max_offset = offset
+            self.status.record_ack(offset)
+            self.transfer.acked_to(offset)
+
+    def _wake_writers(self) -> None:
+        # one Event per generation: every writer waiting on the old one wakes, new waiters get a new one
+        event, self.data_event = self.data_event, asyncio.Event()
+        event.set()
+
+    @property
+    def slave_count(self) -> int:
+        return sum(1 for c in self.connections if c.ready)
+
+    async def wait_replica(self, end_offset: int) -> PutStatus:
+        """The store's replica waiter: every put passes here after its flush (both master roles)."""
+        self.status.record_put(end_offset)
+        self._wake_writers()
+        if not self.settings.sync:
+            return PutStatus.PUT_OK
+        if self.slave_count == 0 or end_offset - self.push2slave_max_offset >= self.settings.slave_fallbehind_max:
+            return PutStatus.SLAVE_NOT_AVAILABLE
+        return await self.transfer.wait(end_offset, self.settings.sync_timeout)
+
+    # -- status ----------------------------------------------------------------------------------------
+
+    def runtime_info(self) -> dict[str, str]:
+        snap = self.status.snapshot(self.store.max_phy_offset)
+        slaves = sorted(self.connections, key=lambda c: c.addr)
+        return {
+            "haRole": self.settings.role,
+            "haListenPort": str(self.port),
+            "haConnectedSlaves": str(self.slave_count),
+            "haPush2SlaveMaxOffset": str(self.push2slave_max_offset),
+            "haSlaveAckOffsets": ",".join(f"{c.addr}={c.slave_ack_offset}" for c in slaves),
+            "haLagBytes": str(snap.lag_bytes if slaves else snap.master_max_offset - self.push2slave_max_offset),
+            "haLagMs": f"{snap.lag_ms:.1f}",
+            "haLagP50Ms": f"{snap.p50_ms:.2f}",
+            "haLagP99Ms": f"{snap.p99_ms:.2f}",
+            "haLagSamples": str(snap.samples),
+            "haSyncWaiting": str(self.transfer.waiting),
+        }
+
+    async def _log_status(self) -> None:
+        while True:
+            await asyncio.sleep(STATUS_LOG_INTERVAL)
+            if not self.connections:
+                if self.settings.sync:
+                    log.warning("HA status: SYNC_MASTER with no slave connected (sends get SLAVE_NOT_AVAILABLE)")
+                continue
+            info = self.runtime_info()
+            log.info(
+                "HA status: %s slave(s) [%s], lag %s bytes / %s ms (p50 %s ms, p99 %s ms)",
+                info["haConnectedSlaves"],
+                info["haSlaveAckOffsets"],
+                info["haLagBytes"],
+                info["haLagMs"],
+                info["haLagP50Ms"],
+                info["haLagP99Ms"],
+            )

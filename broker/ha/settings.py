@@ -1,0 +1,36 @@
+"""HASettings: the replication knobs, gathered once from the broker's and the store's configuration.
+
+Built by the HA controller (broker.ha.controller) from `BrokerConfig` (broker.conf keys such as
+haListenPort, haMasterAddress, haSendHeartbeatInterval...) and `StoreConfig` (syncFlushTimeout,
+mappedFileSizeCommitLog); the master and slave services read it and never the raw configs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["HASettings"]
+
+
+@dataclass(frozen=True, slots=True)
+class HASettings:
+    role: str  # ASYNC_MASTER | SYNC_MASTER | SLAVE
+    listen_host: str = "0.0.0.0"
+    listen_port: int = 10912  # haListenPort
+    master_address: str | None = None  # haMasterAddress: overrides the NameServer's haServerAddr
+    heartbeat_interval: float = 5.0  # haSendHeartbeatInterval (s)
+    housekeeping_interval: float = 20.0  # haHousekeepingInterval (s): close a silent connection
+    transfer_batch_size: int = 32 * 1024  # haTransferBatchSize
+    slave_fallbehind_max: int = 256 * 1024 * 1024  # haSlaveFallbehindMax
+    sync_timeout: float = 5.0  # syncFlushTimeout (s): the SYNC_MASTER wait (4.x semantics)
+    file_size: int = 1 << 30  # mappedFileSizeCommitLog: where an empty slave's transfer starts
+    full_transfer_from_empty: bool = False  # haFullTransferFromEmpty (ours): empty slave gets everything
+    metadata_sync_interval: float = 3.0  # SlaveSynchronize period (s)
+
+    @property
+    def sync(self) -> bool:
+        return self.role == "SYNC_MASTER"
+
+    @property
+    def is_slave(self) -> bool:
+        return self.role == "SLAVE"

@@ -1,0 +1,131 @@
+"""SlaveSynchronize: copies the master's metadata to a slave every few seconds.
+
+Started by the HA controller (broker.ha.controller) on SLAVE brokers. Over the remoting protocol it
+asks the master (its address from the REGISTER_BROKER response) for GET_ALL_TOPIC_CONFIG (21),
+GET_ALL_CONSUMER_OFFSET (43), GET_ALL_DELAY_OFFSET (45) and GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201), and
+installs them as RocketMQ's SlaveSynchronize does: topics and groups replaced when the master's
+dataVersion differs, consumer and delay offsets merged key by key, each persisted when it changed. A
+consumer that moves from the master to this slave therefore resumes at the master's committed offsets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from broker.protocol.bodies import fastjson_loads
+from broker.protocol.codes import RequestCode, ResponseCode
+from broker.protocol.command import RemotingCommand
+from broker.server.groups import SubscriptionGroupConfig
+from broker.server.topics import DataVersion, TopicConfig
+from broker.transport.errors import RemotingError
+
+if TYPE_CHECKING:
+    from broker.server.broker import BrokerController
+
+__all__ = ["SlaveSynchronize"]
+
+log = logging.getLogger(__name__)
+
+REQUEST_TIMEOUT = 3.0
+
+
+class SlaveSynchronize:
+    def __init__(self, broker: BrokerController, master_addr: Callable[[], str | None], interval: float) -> None:
+        self.broker = broker
+        self.master_addr = master_addr
+        self.interval = interval
+        self.last_sync_ok = 0.0
+        self._task: asyncio.Task[None] | None = None
+        self._failing = False
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="ha-metadata-sync")
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval)
+            addr = self.master_addr()
+            if not addr or addr == self.broker.addr:
+                continue
+            try:
+                await self.sync_all(addr)
+            except (RemotingError, OSError, ValueError, KeyError, TypeError) as exc:
+                if not self._failing:
+                    log.warning("slave metadata sync from %s failed: %s", addr, exc)
+                self._failing = True
+                continue
+            if self._failing:
+                log.info("slave metadata sync from %s works again", addr)
+            self._failing = False
+
+    async def _fetch(self, addr: str, code: int) -> Any:
+        resp = await self.broker.client.invoke(addr, RemotingCommand(code=code), REQUEST_TIMEOUT)
+        if resp.code != ResponseCode.SUCCESS:
+            raise ValueError(f"request {code} answered {resp.code} {resp.remark}")
+        return fastjson_loads(resp.body) if resp.body else {}
+
+    async def sync_all(self, addr: str) -> None:
+        self.apply_topics(await self._fetch(addr, RequestCode.GET_ALL_TOPIC_CONFIG))
+        self.apply_consumer_offsets(await self._fetch(addr, RequestCode.GET_ALL_CONSUMER_OFFSET))
+        self.apply_delay_offsets(await self._fetch(addr, RequestCode.GET_ALL_DELAY_OFFSET))
+        self.apply_subscription_groups(await self._fetch(addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG))
+        self.last_sync_ok = asyncio.get_running_loop().time()
+
+    def apply_topics(self, data: dict[str, Any]) -> bool:
+        topics = self.broker.topics
+        version = DataVersion.from_json(data.get("dataVersion"))
+        if version == topics.data_version:
+            return False
+        table = {name: TopicConfig.from_json(raw) for name, raw in (data.get("topicConfigTable") or {}).items()}
+        topics.table.clear()
+        topics.table.update(table)
+        topics.data_version = version
+        topics.persist()
+        log.info("synchronized %d topic configs from the master (version %s)", len(table), version.counter)
+        return True
+
+    def apply_consumer_offsets(self, data: dict[str, Any]) -> bool:
+        offsets = self.broker.offsets
+        changed = False
+        for key, queues in (data.get("offsetTable") or {}).items():
+            new = {int(q): int(o) for q, o in queues.items()}
+            if offsets.table.get(str(key)) != new:
+                offsets.table[str(key)] = new
+                changed = True
+        if changed:
+            offsets.persist()
+        return changed
+
+    def apply_delay_offsets(self, data: dict[str, Any]) -> bool:
+        schedule = self.broker.schedule
+        new = {int(level): int(off) for level, off in (data.get("offsetTable") or {}).items()}
+        if all(schedule.offsets.get(level) == off for level, off in new.items()):
+            return False
+        schedule.offsets.update(new)
+        schedule.persist()
+        return True
+
+    def apply_subscription_groups(self, data: dict[str, Any]) -> bool:
+        groups = self.broker.groups
+        version = DataVersion.from_json(data.get("dataVersion"))
+        if version == groups.data_version:
+            return False
+        table = {
+            name: SubscriptionGroupConfig.from_json(raw)
+            for name, raw in (data.get("subscriptionGroupTable") or {}).items()
+        }
+        groups.table.clear()
+        groups.table.update(table)
+        groups.data_version = version
+        groups.persist()
+        log.info("synchronized %d subscription groups from the master", len(table))
+        return True
