@@ -31,6 +31,7 @@ def settings_for(broker: BrokerController) -> HASettings:
     sc = broker.store_config
     return HASettings(
         role=c.broker_role,
+        listen_host=c.bind_address,
         listen_port=c.ha_listen_port or 0,
         master_address=c.ha_master_address or None,
         heartbeat_interval=c.ha_send_heartbeat_interval / 1000,

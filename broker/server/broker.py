@@ -49,7 +49,6 @@ __all__ = ["BrokerController"]
 
 log = logging.getLogger(__name__)
 
-LISTEN_HOST = "0.0.0.0"
 CHANNEL_SCAN_INTERVAL = 10.0
 SHUTDOWN_GRACE = 5.0
 
@@ -126,7 +125,7 @@ class BrokerController:
         self.groups.load()
 
         server = self.server = RemotingServer(
-            LISTEN_HOST, c.listen_port, idle_timeout=c.server_channel_max_idle_time_seconds
+            c.bind_address, c.listen_port, idle_timeout=c.server_channel_max_idle_time_seconds
         )
         server.register_default(self._starting)
         server.add_close_listener(self._connection_closed)

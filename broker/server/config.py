@@ -82,6 +82,8 @@ class BrokerConfig(BaseModel):
     broker_name: str = Field(default_factory=lambda: socket.gethostname() or "broker-a", alias="brokerName")
     broker_id: int = Field(0, alias="brokerId", ge=0)
     listen_port: int = Field(10911, alias="listenPort", ge=0, le=65535)
+    # NettyServerConfig.bindAddress: where the remoting and HA servers listen (0.0.0.0 = every interface).
+    bind_address: str = Field("0.0.0.0", alias="bindAddress")
     namesrv_addr: str | None = Field(None, alias="namesrvAddr")
     broker_ip1: str = Field(default_factory=default_broker_ip, alias="brokerIP1")
     broker_ip2: str | None = Field(None, alias="brokerIP2")
