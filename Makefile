@@ -3,9 +3,10 @@ PYTHON ?= python3.11
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+SPARK_STAMP := $(VENV)/.installed-spark
 DATA   := .data
 
-.PHONY: run test lint fmt peers netns-deps bench clean
+.PHONY: run test lint fmt peers system-deps bench clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -13,20 +14,25 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	@touch $(STAMP)
 
+# The Spark data source's tests need pyspark and pyarrow (the `spark` extra); `make run` does not.
+$(SPARK_STAMP): $(STAMP)
+	$(BIN)/pip install --quiet -e '.[dev,spark]'
+	@touch $(SPARK_STAMP)
+
 venv: $(STAMP)
 
 # Real third-party RocketMQ clients (test peers), each in its own prefix under ~/.cache/rocketcluster.
 peers:
 	bash scripts/peers.sh
 
-# iproute2 and iptables for the HA fault tests (network namespaces); a no-op when present.
-netns-deps:
-	bash scripts/ha-netns-deps.sh
+# Debian packages the tests use (iproute2, iptables, a Java runtime for Spark); a no-op when present.
+system-deps:
+	bash scripts/system-deps.sh
 
 run: $(STAMP)
 	bash scripts/run-local.sh
 
-test: $(STAMP) peers netns-deps
+test: $(SPARK_STAMP) peers system-deps
 	$(BIN)/ruff check .
 	$(BIN)/pytest
 

@@ -4,7 +4,7 @@ its own network namespace, so that a link can be cut with iptables inside a name
 Topology (created by `NetLab.setup()`, removed by `teardown()`): a hub namespace holds a bridge; the
 test process's (root) namespace and one namespace per broker host hang off it with veth pairs, all in
 one /24 (root .1, hosts .2, .3 ...). The NameServer and the SDK clients run in the root namespace.
-Needs root with `ip` and `iptables` (scripts/ha-netns-deps.sh installs them). Without them
+Needs root with `ip` and `iptables` (scripts/system-deps.sh installs them). Without them
 `NetLab.loopback()` runs every host on 127.0.0.1 with distinct ports instead: the kill and fail-over
 scenario still runs, the link-cut one skips (it needs a namespace to cut in). Test modules import this
 file by name.
@@ -70,7 +70,7 @@ class NetLab:
             return "network namespaces need root"
         for tool in ("ip", "iptables"):
             if _sh("sh", "-c", f"command -v {tool}", check=False).returncode != 0:
-                return f"{tool} is missing (run scripts/ha-netns-deps.sh)"
+                return f"{tool} is missing (run scripts/system-deps.sh)"
         probe = f"hap{os.getpid() % 100000}"
         made = _sh("ip", "netns", "add", probe, check=False)
         if made.returncode != 0:
