@@ -1,114 +1,24 @@
-"""Harness of the messaging-feature tests (issue 5): a real NameServer and broker on loopback TCP,
-in-process, with the store under the test's tmp dir, driven by our client SDK.
+"""Harness of the messaging-feature tests (issue 5): the shared in-process NameServer and broker
+(tests/local_cluster.py), driven by our client SDK.
 
-pytest-asyncio is not installed: tests run their scenario with `run(main())` and open the cluster
-with `async with features_cluster(tmp_path, **broker_conf) as cluster:` (broker.conf keys, e.g.
-`messageDelayLevel="1s 1s"`). `restart_broker()` stops the broker and starts it again on the same
-port and store. Test modules import this file by name; conftest.py holds only fixtures.
+Tests open it with `async with features_cluster(tmp_path, **broker_conf) as cluster:`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from broker.client import Admin, ClientConfig
-from broker.namesrv.config import NamesrvConfig
-from broker.namesrv.controller import NamesrvController
-from broker.server.broker import BrokerController
-from broker.server.config import load_broker_config
+from local_cluster import LocalCluster, local_cluster, wait_for
 
 __all__ = ["FeaturesCluster", "features_cluster", "wait_for"]
 
-
-async def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(0.05)
-
-
-class FeaturesCluster:
-    def __init__(self, root: Path, broker_extra: dict[str, Any]) -> None:
-        self.root = root
-        self.broker_extra = broker_extra
-        self.namesrv: NamesrvController | None = None
-        self.broker: BrokerController | None = None
-
-    @property
-    def namesrv_addr(self) -> str:
-        assert self.namesrv is not None
-        return f"127.0.0.1:{self.namesrv.port}"
-
-    @property
-    def running_broker(self) -> BrokerController:
-        assert self.broker is not None
-        return self.broker
-
-    def client_config(self, **options: Any) -> ClientConfig:
-        """Fast route polling so consumers notice topics and restarts quickly in tests."""
-        options.setdefault("poll_name_server_interval", 0.5)
-        options.setdefault("heartbeat_broker_interval", 1.0)
-        return ClientConfig(namesrv_addr=self.namesrv_addr, **options)
-
-    async def start(self) -> None:
-        self.namesrv = NamesrvController(
-            NamesrvConfig.model_validate({"listenPort": 0, "kvConfigPath": str(self.root / "kv.json")})
-        )
-        await self.namesrv.start()
-        await self.start_broker()
-
-    async def start_broker(self, port: int = 0) -> BrokerController:
-        props = {
-            "brokerClusterName": "FeatureCluster",
-            "brokerName": "broker-f",
-            "listenPort": str(port),
-            "brokerIP1": "127.0.0.1",
-            "storePathRootDir": str(self.root / "store"),
-            "mappedFileSizeCommitLog": str(16 << 20),
-            "namesrvAddr": self.namesrv_addr,
-            "flushConsumerOffsetInterval": "200",
-        }
-        props.update({k: str(v) for k, v in self.broker_extra.items()})
-        self.broker = BrokerController(load_broker_config(props))
-        await self.broker.start()
-        return self.broker
-
-    async def restart_broker(self, downtime: float = 0.0) -> BrokerController:
-        assert self.broker is not None
-        port = self.broker.port
-        await self.broker.shutdown()
-        if downtime:
-            await asyncio.sleep(downtime)
-        return await self.start_broker(port)
-
-    async def create_topic(self, topic: str, queues: int = 4, **options: Any) -> None:
-        """Create on the broker and wait until the NameServer serves its route (registration is async)."""
-        async with Admin(self.namesrv_addr) as admin:
-            await admin.create_topic(topic, read_queue_nums=queues, write_queue_nums=queues, **options)
-            for _ in range(200):
-                if topic in await admin.topic_list():
-                    return
-                await asyncio.sleep(0.05)
-        raise AssertionError(f"topic {topic} never reached the NameServer")
-
-    async def stop(self) -> None:
-        if self.broker is not None:
-            await self.broker.shutdown()
-        if self.namesrv is not None:
-            await self.namesrv.shutdown()
+FeaturesCluster = LocalCluster
 
 
 @contextlib.asynccontextmanager
-async def features_cluster(root: Path, **broker_extra: Any) -> AsyncIterator[FeaturesCluster]:
-    cluster = FeaturesCluster(root, broker_extra)
-    await cluster.start()
-    try:
+async def features_cluster(root: Path, **broker_extra: Any) -> AsyncIterator[LocalCluster]:
+    async with local_cluster(root, cluster_name="FeatureCluster", broker_name="broker-f", **broker_extra) as cluster:
         yield cluster
-    finally:
-        await cluster.stop()

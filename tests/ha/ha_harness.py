@@ -13,6 +13,8 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+from local_cluster import SMALL_INDEX
+
 from broker.namesrv.config import NamesrvConfig
 from broker.namesrv.controller import NamesrvController
 from broker.server.broker import BrokerController
@@ -31,6 +33,7 @@ def ha_properties(root: Path, namesrv_port: int, broker_id: int, role: str, **ex
         "brokerIP1": "127.0.0.1",
         "storePathRootDir": str(root),
         "mappedFileSizeCommitLog": str(FILE_SIZE),
+        **SMALL_INDEX,
         "namesrvAddr": f"127.0.0.1:{namesrv_port}",
         "haSendHeartbeatInterval": "500",
         "haHousekeepingInterval": "3000",

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from local_cluster import SMALL_INDEX
 
 from broker.protocol.codes import RequestCode
 from broker.protocol.command import RemotingCommand
@@ -219,6 +220,7 @@ class Brokers:
             "namesrvAddr": self.namesrv_addr,
             "storePathRootDir": store,
             "mappedFileSizeCommitLog": FILE_SIZE,
+            **SMALL_INDEX,
             "haSendHeartbeatInterval": 500,
             "haHousekeepingInterval": 2000,
             "syncFlushTimeout": 1000,

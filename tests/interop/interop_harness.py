@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from local_cluster import SMALL_INDEX
 from peers import PEERS, REPO
 
 from broker.client import BlockingAdmin, BlockingProducer, BlockingPushConsumer, ConsumeStatus, Message, MessageExt
@@ -124,6 +125,7 @@ class ServerPair:
                 "namesrvAddr": self.namesrv_addr,
                 "storePathRootDir": str(self.root / "store"),
                 "mappedFileSizeCommitLog": str(16 << 20),
+                **SMALL_INDEX,
                 "mappedFileSizeConsumeQueue": str(300_000 * 20 // 100),
                 "defaultTopicQueueNums": "4",
                 # Retries go through delay level 3 + reconsumeTimes: keep every level at 1 s so a

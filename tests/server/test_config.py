@@ -77,7 +77,7 @@ def test_mqbroker_process_boots_and_stops_gracefully_on_sigterm(tmp_path: Path) 
         port = s.getsockname()[1]
     conf = tmp_path / "broker.conf"
     conf.write_text(f"brokerName=proc\nlistenPort={port}\nbrokerIP1=127.0.0.1\nstorePathRootDir={tmp_path / 'store'}\n"
-                    f"mappedFileSizeCommitLog={4 << 20}\n")
+                    f"mappedFileSizeCommitLog={4 << 20}\nmaxHashSlotNum=20000\nmaxIndexNum=80000\n")
     proc = subprocess.Popen([*MQBROKER, "-c", str(conf)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "NAMESRV_ADDR": ""})
     try:

@@ -17,6 +17,8 @@ from collections.abc import Coroutine, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from local_cluster import SMALL_INDEX
+
 from broker.client import (
     Admin,
     ClientConfig,
@@ -77,6 +79,7 @@ class ThreadedCluster:
             "brokerIP1": "127.0.0.1",
             "storePathRootDir": str(self.root / "store"),
             "mappedFileSizeCommitLog": str(64 << 20),
+            **SMALL_INDEX,
             "namesrvAddr": self.namesrv_addr,
         }
         props.update({k: str(v) for k, v in self.broker_extra.items()})
@@ -193,6 +196,9 @@ def spark_conf(tmp: Path) -> dict[str, str]:
     """local[2] with little memory, no UI, scratch space under `tmp` (hermetic and quick to start)."""
     return {
         "spark.master": "local[2]",
+        # Loopback only: without these the driver binds to the host's first interface address.
+        "spark.driver.host": "127.0.0.1",
+        "spark.driver.bindAddress": "127.0.0.1",
         "spark.driver.memory": "1g",
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",

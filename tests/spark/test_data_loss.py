@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from local_cluster import SMALL_INDEX
 from spark_harness import ThreadedCluster
 
 from broker.client import Message
@@ -32,6 +33,7 @@ def small_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Threaded
         tmp_path_factory.mktemp("loss-cluster"),
         broker_name="broker-l",
         mappedFileSizeCommitLog=64 * 1024,
+        **SMALL_INDEX,
         fileReservedTime=0,
         deleteWhen=f"{(datetime.datetime.now().hour + 12) % 24:02d}",
     ).start()

@@ -41,7 +41,12 @@ def start_job(cluster: ThreadedCluster, tmp: Path, available_now: bool, log: Pat
     ]
     if available_now:
         cmd.append("--available-now")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(JOB.parent), os.environ.get("PYTHONPATH")) if p)}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(
+            p for p in (str(JOB.parent), str(JOB.parent.parent), os.environ.get("PYTHONPATH")) if p
+        ),
+    }
     with log.open("ab") as out:
         return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
 
