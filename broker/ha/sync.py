@@ -15,11 +15,11 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from broker.protocol.bodies import fastjson_loads
+from broker.protocol.bodies import DataVersion, fastjson_loads
 from broker.protocol.codes import RequestCode, ResponseCode
 from broker.protocol.command import RemotingCommand
 from broker.server.groups import SubscriptionGroupConfig
-from broker.server.topics import DataVersion, TopicConfig
+from broker.server.topics import TopicConfig
 from broker.transport.errors import RemotingError
 
 if TYPE_CHECKING:

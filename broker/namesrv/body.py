@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from broker.protocol.bodies import BodyError
+from broker.protocol.bodies import BodyError, DataVersion
 from broker.protocol.fastjson import dumps
 
 __all__ = [
@@ -41,26 +41,6 @@ _V5_0_0 = 413
 PERM_WRITE = 2
 
 
-@dataclass(slots=True)
-class DataVersion:
-    """A broker's config version; equal versions mean its topic configs did not change."""
-
-    counter: int = 0
-    state_version: int = 0
-    timestamp: int = 0
-
-    @classmethod
-    def from_json(cls, value: Any) -> DataVersion:
-        if not isinstance(value, dict):
-            return cls()
-        return cls(
-            counter=_int(value.get("counter", 0)),
-            state_version=_int(value.get("stateVersion", 0)),
-            timestamp=_int(value.get("timestamp", 0)),
-        )
-
-    def to_json(self) -> dict[str, int]:
-        return {"counter": self.counter, "stateVersion": self.state_version, "timestamp": self.timestamp}
 
 
 @dataclass(slots=True)

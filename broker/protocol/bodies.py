@@ -13,6 +13,7 @@ as a string; ali-ons sends enum names and omits `expressionType`. Both are accep
 
 from __future__ import annotations
 
+import time
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
 from enum import IntEnum
@@ -30,6 +31,7 @@ __all__ = [
     "ConsumeType",
     "ConsumerData",
     "ConsumerIdList",
+    "DataVersion",
     "HeartbeatData",
     "LockBatchRequestBody",
     "LockBatchResponseBody",
@@ -73,6 +75,41 @@ def fastjson_loads(data: bytes | str) -> Any:
 
 
 fastjson_dumps = fastjson.dumps
+
+
+# =============================================================================================
+# DataVersion
+
+
+@dataclass(slots=True)
+class DataVersion:
+    """RocketMQ's DataVersion: bumped on every change of a broker's topics or groups, so the NameServer
+    (REGISTER_BROKER, QUERY_DATA_VERSION) and slaves can skip what did not change. Also stored in the
+    config files (topics.json, subscriptionGroup.json...)."""
+
+    counter: int = 0
+    state_version: int = 0
+    timestamp: int = field(default_factory=lambda: int(time.time() * 1000))
+
+    def next_version(self, state_version: int | None = None) -> None:
+        """Java's nextVersion: a new timestamp, counter + 1."""
+        self.timestamp = int(time.time() * 1000)
+        self.counter += 1
+        if state_version is not None:
+            self.state_version = state_version
+
+    def to_json(self) -> dict[str, int]:
+        return {"counter": self.counter, "stateVersion": self.state_version, "timestamp": self.timestamp}
+
+    @classmethod
+    def from_json(cls, data: Any) -> DataVersion:
+        """Tolerant: a missing or malformed version reads as a fresh one, never as an error."""
+        if not isinstance(data, dict):
+            return cls()
+        try:
+            return cls(int(data.get("counter", 0)), int(data.get("stateVersion", 0)), int(data.get("timestamp", 0)))
+        except (TypeError, ValueError):
+            return cls()
 
 
 # =============================================================================================

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from broker.protocol.bodies import DataVersion
 from broker.server.persist import JsonFile
-from broker.server.topics import DataVersion
 
 __all__ = ["SubscriptionGroupConfig", "SubscriptionGroupManager"]
 
@@ -101,13 +101,13 @@ class SubscriptionGroupManager:
         if cfg is None and self.auto_create:
             cfg = self.table[group] = SubscriptionGroupConfig(group)
             log.info("auto-created subscription group %s", group)
-            self.data_version.next()
+            self.data_version.next_version()
             self.persist()
         return cfg
 
     def update(self, cfg: SubscriptionGroupConfig) -> None:
         self.table[cfg.group_name] = cfg
-        self.data_version.next()
+        self.data_version.next_version()
         self.persist()
 
     def snapshot(self) -> dict[str, Any]:

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import logging
 import re
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from broker.protocol.bodies import DataVersion
 from broker.server.config import BrokerConfig
 from broker.server.persist import JsonFile
 
@@ -29,7 +29,6 @@ __all__ = [
     "SCHEDULE_TOPIC",
     "TRANS_HALF_TOPIC",
     "TRANS_OP_HALF_TOPIC",
-    "DataVersion",
     "TopicConfig",
     "TopicConfigManager",
     "validate_topic",
@@ -69,30 +68,6 @@ def validate_topic(topic: str) -> str | None:
     return None
 
 
-@dataclass(slots=True)
-class DataVersion:
-    """RocketMQ's DataVersion: the NameServer compares it to skip unchanged registrations."""
-
-    timestamp: int = field(default_factory=lambda: int(time.time() * 1000))
-    counter: int = 0
-    state_version: int = 0
-
-    def next(self) -> None:
-        self.timestamp = int(time.time() * 1000)
-        self.counter += 1
-
-    def to_json(self) -> dict[str, Any]:
-        return {"counter": self.counter, "stateVersion": self.state_version, "timestamp": self.timestamp}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any] | None) -> DataVersion:
-        if not data:
-            return cls()
-        return cls(
-            timestamp=int(data.get("timestamp", 0)),
-            counter=int(data.get("counter", 0)),
-            state_version=int(data.get("stateVersion", 0)),
-        )
 
 
 @dataclass(slots=True)
@@ -166,7 +141,7 @@ class TopicConfigManager:
                     log.warning("skipping unreadable topic %r in %s: %s", name, self._file.path, exc)
             self.data_version = DataVersion.from_json(data.get("dataVersion"))
         self._add_system_topics()
-        self.data_version.next()
+        self.data_version.next_version()
         self.persist()
         log.info("loaded %d topics (%d system)", len(self.table), len(self.system_topics))
 
@@ -225,7 +200,7 @@ class TopicConfigManager:
         if self.table.pop(topic, None) is None:
             return False
         log.info("topic %s deleted", topic)
-        self.data_version.next()
+        self.data_version.next_version()
         self.persist()
         return True
 
@@ -263,7 +238,7 @@ class TopicConfigManager:
         return tc
 
     def _changed(self, tc: TopicConfig) -> None:
-        self.data_version.next()
+        self.data_version.next_version()
         self.persist()
         if self.on_change is not None:
             self.on_change(tc)

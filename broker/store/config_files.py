@@ -17,11 +17,10 @@ from __future__ import annotations
 import logging
 import os
 import threading
-import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from broker.protocol.bodies import DataVersion
 from broker.protocol.fastjson import FastjsonError, dumps_pretty, loads
 
 __all__ = [
@@ -143,33 +142,6 @@ def _fsync_dir(directory: Path) -> None:
 # -- shapes of the four files -------------------------------------------------------------------------
 
 
-@dataclass(slots=True)
-class DataVersion:
-    """RocketMQ's DataVersion: bumped on every change so the NameServer and slaves notice it."""
-
-    counter: int = 0
-    state_version: int = 0
-    timestamp: int = 0
-
-    @classmethod
-    def from_json(cls, data: Any) -> DataVersion:
-        if not isinstance(data, dict):
-            return cls(timestamp=int(time.time() * 1000))
-        return cls(
-            counter=int(data.get("counter", 0)),
-            state_version=int(data.get("stateVersion", 0)),
-            timestamp=int(data.get("timestamp", 0)),
-        )
-
-    def to_json(self) -> dict[str, int]:
-        return {"counter": self.counter, "stateVersion": self.state_version, "timestamp": self.timestamp}
-
-    def next_version(self, state_version: int | None = None) -> None:
-        """Java's nextVersion: new timestamp, counter + 1."""
-        self.timestamp = int(time.time() * 1000)
-        self.counter += 1
-        if state_version is not None:
-            self.state_version = state_version
 
 
 def _int_map(raw: Any, where: str) -> dict[int, int]:

@@ -124,7 +124,9 @@ def test_sync_master_streams_across_files_and_slave_serves_the_same_bytes(tmp_pa
             # a slave refuses sends, as the Java store does (SERVICE_NOT_AVAILABLE, with a remark)
             refused = await raw_send(p.slave.addr, "HaTopic", b"nope")
             assert refused.code == ResponseCode.SERVICE_NOT_AVAILABLE and "slave" in (refused.remark or "")
-            # while its master lives, the slave delivers what it has but sends consumers back to the master
+            # while its master lives, the slave delivers what it has but sends consumers back to the master;
+            # it serves a topic once its periodic metadata sync brought the topic's config over
+            await eventually(lambda: p.slave.topics.get("HaTopic") is not None, what="topic sync")
             got = await raw_pull(p.slave.addr, "HaTopic", 0)
             assert got.code == ResponseCode.SUCCESS and got.ext_fields["suggestWhichBrokerId"] == "0"
             assert len(list(decode_records(got.body))) > 0
