@@ -14,17 +14,22 @@ NICE="nice -n 19"
 
 log() { printf '[build %s] %s\n' "$(date +%T)" "$*" >&2; }
 
-# done_or_build NAME DIR FUNC: run FUNC into a temp dir, then move it to DIR atomically.
+# cached NAME DIR FUNC: unless DIR is complete, run FUNC into a temp dir, then move it to DIR.
 cached() {
-  local name=$1 dir=$2 fn=$3
+  local name=$1 dir=$2 fn=$3 lock
   if [[ -f $dir/.complete ]]; then log "$name: cached in $dir"; return 0; fi
+  mkdir -p "$(dirname "$dir")"
+  exec {lock}>"$dir.lock"
+  flock "$lock"   # one build per component at a time; a second caller waits, then reuses it
+  if [[ -f $dir/.complete ]]; then log "$name: cached in $dir"; exec {lock}>&-; return 0; fi
   local tmp="$dir.tmp.$$"
-  rm -rf "$tmp"; mkdir -p "$tmp/bin"
+  rm -rf "$dir".tmp.*; mkdir -p "$tmp/bin"
   local t0=$SECONDS
   log "$name: building into $dir"
   "$fn" "$tmp/bin"
   echo "built $(date -u +%FT%TZ) in $((SECONDS - t0))s" > "$tmp/.complete"
   rm -rf "$dir"; mv "$tmp" "$dir"
+  exec {lock}>&-
   log "$name: done in $((SECONDS - t0))s"
 }
 

@@ -9,10 +9,11 @@
 # Tiers: control-plane = etcd + kube-apiserver + kube-controller-manager (for operator integration tests);
 #        node = control-plane + scheduler + containerd (own instance) + kubelet + kube-proxy + CNI bridge
 #               + CoreDNS + local-path-provisioner (for end-to-end tests).
-# Admin kubeconfig: .data/k8s/kubeconfig. Logs: .data/k8s/logs/. Runtime state: /var/lib/rocketcluster/k8s.
-# All addresses are on this machine: loopback, a dummy interface (NODE_IP) and the pod bridge.
+# Admin kubeconfig: .data/k8s/kubeconfig. Logs: /var/lib/rocketcluster/k8s/logs/. State: /var/lib/rocketcluster/k8s.
+# All addresses are on this machine: loopback, NODE_IP on a port-less bridge made here, and the pod bridge.
+#   e2e/cluster.sh tier | kubeconfig | dns NAME   (helpers for the pytest fixtures)
 set -euo pipefail
-HERE=$(cd "$(dirname "$0")" && pwd)
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$HERE/.." && pwd)
 # shellcheck source=/dev/null
 . "$HERE/versions.env"
@@ -23,16 +24,19 @@ COREDNS_BIN=$CACHE/coredns-$COREDNS_VERSION/bin/coredns
 LPP_BIN=$CACHE/local-path-provisioner-$LOCAL_PATH_VERSION/bin/local-path-provisioner
 PAUSE_BIN=$CACHE/pause-$PAUSE_VERSION/bin/pause
 
-DATA=${K8S_DATA:-$REPO/.data/k8s}
+# Everything the running cluster needs lives outside the work tree (other test suites wipe .data/);
+# only a copy of the admin kubeconfig goes to .data/k8s/kubeconfig (rewritten by `up` and `kubeconfig`).
 STATE=${K8S_STATE:-/var/lib/rocketcluster/k8s}
+DATA=$STATE/conf
 RUN=/run/rocketcluster-k8s
-PKI=$DATA/pki
-LOGS=$DATA/logs
-PIDS=$DATA/pids
-KUBECONFIG_ADMIN=$DATA/kubeconfig
+PKI=$STATE/pki
+LOGS=$STATE/logs
+PIDS=$STATE/pids
+KUBECONFIG_ADMIN=$PKI/admin.kubeconfig
+KUBECONFIG_OUT=${K8S_KUBECONFIG:-$REPO/.data/k8s/kubeconfig}
 
 NODE_NAME=rc-node
-NODE_IF=rck8s0                 # dummy interface created here, holds NODE_IP
+NODE_IF=rck8s0                 # interface created here (a port-less bridge), holds NODE_IP
 NODE_IP=${K8S_NODE_IP:-10.250.0.1}
 SERVICE_CIDR=10.96.0.0/16
 SERVICE_API_IP=10.96.0.1
@@ -59,22 +63,29 @@ start_proc() { # NAME CMD...: start in its own session, pid in $PIDS/NAME.pid, l
   echo $! >"$PIDS/$name.pid"
 }
 is_running() { [[ -f $PIDS/$1.pid ]] && kill -0 "$(cat "$PIDS/$1.pid")" 2>/dev/null; }
-stop_proc() { # NAME [TIMEOUT]
-  local name=$1 t=${2:-15} pid
-  [[ -f $PIDS/$name.pid ]] || return 0
-  pid=$(cat "$PIDS/$name.pid")
-  if kill -0 "$pid" 2>/dev/null; then
-    kill -TERM "$pid" 2>/dev/null || true
-    for ((i = 0; i < t * 10; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -0 "$pid" 2>/dev/null && { log "$name did not stop, SIGKILL"; kill -KILL "$pid" 2>/dev/null || true; }
-  fi
-  rm -f "$PIDS/$name.pid"
+stop_procs() { # NAME...: SIGTERM them together, wait up to 15 s, then SIGKILL what is left
+  local name pid t0=$SECONDS pids=()
+  for name in "$@"; do
+    [[ -f $PIDS/$name.pid ]] || continue
+    pid=$(cat "$PIDS/$name.pid")
+    kill -TERM "$pid" 2>/dev/null && pids+=("$pid")
+    rm -f "$PIDS/$name.pid"
+  done
+  for ((i = 0; i < 150; i++)); do
+    local alive=()
+    for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && alive+=("$pid"); done
+    ((${#alive[@]})) || return 0
+    pids=("${alive[@]}")
+    sleep 0.1
+  done
+  log "still running after $((SECONDS - t0))s, SIGKILL: ${pids[*]} ($*)"
+  kill -KILL "${pids[@]}" 2>/dev/null || true
 }
 # PIDs whose command line names our containerd socket (its shims): our own children, found by id.
 our_shim_pids() {
   local p
   for p in /proc/[0-9]*; do
-    tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -q -- "$RUN/containerd" && echo "${p#/proc/}"
+    { tr '\0' ' ' <"$p/cmdline"; } 2>/dev/null | grep -q -- "$RUN/containerd" && echo "${p#/proc/}"
   done
   return 0
 }
@@ -155,12 +166,17 @@ pki() {
   for c in admin controller-manager scheduler kube-proxy kubelet; do
     [[ -f $PKI/$c.kubeconfig ]] || kubeconfig "$PKI/$c.kubeconfig" "$c"
   done
-  cp "$PKI/admin.kubeconfig" "$KUBECONFIG_ADMIN"
+  publish_kubeconfig
+}
+publish_kubeconfig() {
+  mkdir -p "$(dirname "$KUBECONFIG_OUT")"
+  install -m 600 "$PKI/admin.kubeconfig" "$KUBECONFIG_OUT"
 }
 
 # ---------------------------------------------------------------- network
 node_if_up() {
-  ip link show "$NODE_IF" >/dev/null 2>&1 || ip link add "$NODE_IF" type dummy
+  # A port-less bridge (the dummy module may not exist on this kernel): only holds NODE_IP.
+  ip link show "$NODE_IF" >/dev/null 2>&1 || ip link add "$NODE_IF" type bridge
   ip addr show dev "$NODE_IF" | grep -q " $NODE_IP/" || ip addr add "$NODE_IP/32" dev "$NODE_IF"
   ip link set "$NODE_IF" up
 }
@@ -237,6 +253,9 @@ state = "$RUN/containerd/state"
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = "$PAUSE_IMAGE"
   enable_selinux = false
+  # Some sandboxes (this VM among them) drop CAP_SYS_RESOURCE even for root, so the negative
+  # oom_score_adj the CRI asks for (-998 for sandboxes) would fail in runc: clamp to containerd's own.
+  restrict_oom_score_adj = true
   stream_server_address = "127.0.0.1"
   [plugins."io.containerd.grpc.v1.cri".containerd]
     snapshotter = "overlayfs"
@@ -245,6 +264,7 @@ state = "$RUN/containerd/state"
       runtime_type = "io.containerd.runc.v2"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         SystemdCgroup = false
+        Root = "$RUN/runc"
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = "$d/cni"
@@ -455,27 +475,30 @@ down() {
     kc delete pods --all -A --force --grace-period=0 --wait=false >/dev/null 2>&1 || true
     local end=$((SECONDS + 30))
     while ((SECONDS < end)); do
-      [[ -z $(ctr_k8s tasks ls -q 2>/dev/null) ]] && break
+      ctr_k8s tasks ls 2>/dev/null | grep -q RUNNING || break
       sleep 0.5
     done
   fi
   local p
-  for p in local-path-provisioner kube-proxy kubelet coredns kube-scheduler; do stop_proc "$p"; done
+  stop_procs local-path-provisioner kube-proxy kubelet coredns kube-scheduler
   if is_running containerd; then
     local c
     for c in $(ctr_k8s tasks ls -q 2>/dev/null); do ctr_k8s tasks kill -s KILL "$c" >/dev/null 2>&1 || true; done
     sleep 0.5
     for c in $(ctr_k8s tasks ls -q 2>/dev/null); do ctr_k8s tasks delete -f "$c" >/dev/null 2>&1 || true; done
   fi
-  stop_proc containerd
+  stop_procs containerd
   for p in $(our_shim_pids); do kill -KILL "$p" 2>/dev/null || true; done
-  for p in kube-controller-manager kube-apiserver etcd; do stop_proc "$p"; done
+  stop_procs kube-controller-manager kube-apiserver
+  stop_procs etcd
   # Pod network namespaces whose sandboxes did not get a CNI DEL.
   local ns
   for ns in /run/netns/cni-*; do
     [[ -e $ns ]] || continue
     umount "$ns" 2>/dev/null || true; rm -f "$ns"
   done
+  # containerd (like `ip netns`) bind-mounts /run/netns on itself; undo that once no namespace is left.
+  if mountpoint -q /run/netns && [[ -z $(ls -A /run/netns 2>/dev/null) ]]; then umount /run/netns 2>/dev/null || true; fi
   unmount_under "$STATE/"
   unmount_under "$RUN/"
   ip link show "$POD_BRIDGE" >/dev/null 2>&1 && ip link delete "$POD_BRIDGE"
@@ -484,6 +507,7 @@ down() {
   clean_iptables
   # Fresh cluster next time: drop etcd, kubelet and volume state (images stay in containerd's store).
   rm -rf "${STATE:?}/etcd" "$STATE/kubelet" "$STATE/local-path" "$STATE/cni-ipam" "$STATE/kubelet-plugins" "$RUN"
+  rm -f "$KUBECONFIG_OUT"
   # Empty cgroups the kubelet made.
   local cg
   for cg in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/*/kubepods.slice; do
@@ -500,7 +524,7 @@ status() {
     else printf '  %-24s stopped\n' "$p"; fi
   done
   if is_running kube-apiserver; then
-    echo "kubeconfig: $KUBECONFIG_ADMIN"
+    echo "kubeconfig: $KUBECONFIG_OUT   logs: $LOGS"
     kc get nodes -o wide 2>/dev/null || true
   else rc=3; fi
   return $rc
@@ -513,7 +537,7 @@ load_images() { # archives (.tar) or names of images in the local docker engine
   local a
   for a in "$@"; do
     if [[ -f $a ]]; then ctr_k8s images import "$a"
-    else bash "$REPO/images/build.sh" --docker /usr/bin/docker save "$a" | ctr_k8s images import -; fi
+    else bash "$REPO/images/build.sh" save "$a" | ctr_k8s images import -; fi
   done
 }
 
@@ -531,5 +555,6 @@ case $cmd in
   tier) tier ;;
   load-images) load_images "$@" ;;
   dns) dns_query "$@" ;;
+  kubeconfig) [[ -f $PKI/admin.kubeconfig ]] || die "no cluster PKI yet (make k8s-up)"; publish_kubeconfig; echo "$KUBECONFIG_OUT" ;;
   *) die "usage: $0 up [control-plane|node] | down | status | load-images IMAGE..." ;;
 esac

@@ -18,7 +18,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/.." && pwd)
 CACHE=${ROCKETCLUSTER_CACHE:-$HOME/.cache/rocketcluster}
 DOCKER=/usr/bin/docker           # Debian's client, matching Debian's engine
-DATA=$REPO/.data/images
+DATA=${IMAGES_STATE:-/var/lib/rocketcluster/images}   # logs, build contexts, built.txt (not in .data/: other suites wipe it)
 PY=${PYTHON_FOR_WHEELS:-$REPO/.venv/bin/python}
 NICE="nice -n 19"
 log() { printf '[images %s] %s\n' "$(date +%T)" "$*" >&2; }
@@ -44,8 +44,8 @@ docker_stop() {
 
 debian_mirror() { # the Debian mirror apt on this machine already uses
   local m
-  m=$(grep -rhoE '^(URIs:|deb) +[a-z]+://[^ ]+' /etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null |
-    awk '{print $2}' | grep -v security | head -1)
+  m=$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources 2>/dev/null |
+    grep -oE '^(URIs:|deb) +[a-z]+://[^ ]+/debian/?( |$)' | awk '{print $2}' | head -1)
   [[ -n $m ]] || die "no Debian mirror configured in /etc/apt"
   echo "$m"
 }
@@ -97,16 +97,18 @@ build_one() {
   DOCKER_BUILDKIT=0 $NICE $DOCKER build --network=none --build-arg "BASE=$base" -t "$IMAGE:$TAG" "$ctx" \
     >"$DATA/build-$1.log" 2>&1 || die "docker build failed, see $DATA/build-$1.log"
   rm -rf "$ctx"
+  $DOCKER image prune -f >/dev/null 2>&1 || true   # the dangling build stage
   local size; size=$($DOCKER image inspect -f '{{.Size}}' "$IMAGE:$TAG")
   log "$1: $IMAGE:$TAG built in $((SECONDS - t0))s, $((size / 1000000)) MB"
-  echo "$IMAGE:$TAG" >>"$DATA/built.txt"
+  { cat "$DATA/built.txt" 2>/dev/null || true; echo "$IMAGE:$TAG"; } | sort -u >"$DATA/built.txt.new"
+  mv "$DATA/built.txt.new" "$DATA/built.txt"
 }
 
 case ${1:-} in
   save) docker_up; $DOCKER save "$2" ;;
   docker-stop) docker_stop ;;
   *)
-    mkdir -p "$DATA"; : >"$DATA/built.txt"
+    mkdir -p "$DATA"
     docker_up
     if [[ $# -eq 0 ]]; then
       for d in "$HERE"/*/; do [[ -f $d/Dockerfile ]] && set -- "$@" "$(basename "$d")"; done

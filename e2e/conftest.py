@@ -1,0 +1,175 @@
+"""Fixtures for end-to-end tests on a real local Kubernetes (the harness in e2e/cluster.sh).
+
+- ``k8s_control_plane``: etcd + kube-apiserver + kube-controller-manager.
+- ``k8s_node``: the control plane plus scheduler, containerd, kubelet, kube-proxy, CNI, CoreDNS and
+  the local-path volume provisioner; the node is Ready and CoreDNS answers.
+
+Each tier is started at most once per test run, and stopped at the end of the run if this run started
+it (set ``E2E_KEEP_CLUSTER=1`` to leave it up). Both give a :class:`Kube` whose kubeconfig is
+``.data/k8s/kubeconfig``. A test is skipped, with the reason, only when this machine cannot run the
+tier at all (not root, no cgroup controllers, ...); a tier that fails to start fails the test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+CLUSTER = REPO / "e2e" / "cluster.sh"
+KUBECONFIG = REPO / ".data" / "k8s" / "kubeconfig"
+CACHE = Path(os.environ.get("ROCKETCLUSTER_CACHE", Path.home() / ".cache" / "rocketcluster"))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "node: needs the node tier of the Kubernetes harness (pods run)")
+
+
+def _versions() -> dict[str, str]:
+    out = {}
+    for line in (REPO / "e2e" / "versions.env").read_text().splitlines():
+        if "=" in line and not line.startswith("#"):
+            k, v = line.split("=", 1)
+            out[k.strip()] = v.strip()
+    return out
+
+
+def _kubectl_path() -> Path:
+    return CACHE / f"kubernetes-{_versions()['K8S_VERSION']}" / "bin" / "kubectl"
+
+
+@dataclass
+class Kube:
+    """kubectl against the harness cluster, with small helpers for tests."""
+
+    kubeconfig: Path
+    kubectl_bin: Path
+    tier: str
+    started_in: float = field(default=0.0)
+
+    def run(self, *args: str, input: str | None = None, check: bool = True, timeout: float = 60) -> str:
+        if not self.kubeconfig.exists():  # .data/ is shared with other suites, which may wipe it
+            subprocess.run(["bash", str(CLUSTER), "kubeconfig"], capture_output=True, check=True)
+        cmd = [str(self.kubectl_bin), "--kubeconfig", str(self.kubeconfig), *args]
+        p = subprocess.run(cmd, input=input, capture_output=True, text=True, timeout=timeout)
+        if check and p.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed ({p.returncode}): {p.stderr.strip()}")
+        return p.stdout
+
+    def apply(self, manifest: str, namespace: str | None = None) -> None:
+        ns = ["-n", namespace] if namespace else []
+        self.run("apply", *ns, "-f", "-", input=manifest)
+
+    def get(self, *args: str) -> dict:
+        return json.loads(self.run("get", *args, "-o", "json"))
+
+    def wait_for(self, what: str, predicate, timeout: float = 60, interval: float = 0.5):
+        """Poll ``predicate()`` until it returns something truthy; fail with ``what`` on timeout."""
+        deadline = time.monotonic() + timeout
+        last: object = None
+        while time.monotonic() < deadline:
+            try:
+                last = predicate()
+            except AssertionError as e:  # kubectl errors while the object is not there yet
+                last = e
+            if last and not isinstance(last, Exception):
+                return last
+            time.sleep(interval)
+        raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last!r}")
+
+
+def _cannot_run(tier: str) -> str | None:
+    """Why this machine cannot run the tier at all, or None."""
+    if os.uname().sysname != "Linux":
+        return "the Kubernetes harness needs Linux"
+    if os.geteuid() != 0:
+        return "the Kubernetes harness needs root (dummy interface, mounts, cgroups)"
+    if not shutil.which("ip"):
+        return "iproute2 ('ip') is missing"
+    if not _kubectl_path().exists() and not (shutil.which("go") or Path("/usr/local/go/bin/go").exists()):
+        return "no cached Kubernetes binaries and no Go toolchain to build them"
+    if tier == "node":
+        cg = Path("/sys/fs/cgroup")
+        v2 = (cg / "cgroup.controllers").exists()
+        if not v2:
+            missing = [c for c in ("cpu", "cpuacct", "cpuset", "memory", "pids") if not (cg / c).exists()]
+            if missing:
+                return f"cgroup v1 controllers missing: {', '.join(missing)} (the kubelet needs them)"
+        if not Path("/proc/sys/net/ipv4/ip_forward").exists():
+            return "no /proc/sys/net (network namespace support needed for pods)"
+    return None
+
+
+def _tier_running() -> str:
+    p = subprocess.run(["bash", str(CLUSTER), "tier"], capture_output=True, text=True)
+    return p.stdout.strip() or "none"
+
+
+class _Harness:
+    """Starts tiers on demand (control-plane < node) and remembers whether to stop them."""
+
+    def __init__(self) -> None:
+        self.started = False
+        self.timings: dict[str, float] = {}
+
+    def ensure(self, tier: str) -> Kube:
+        reason = _cannot_run(tier)
+        if reason:
+            pytest.skip(f"Kubernetes {tier} tier cannot run on this machine: {reason}")
+        running = _tier_running()
+        if running == "node" or running == tier:
+            subprocess.run(["bash", str(CLUSTER), "kubeconfig"], capture_output=True, check=True)
+            return Kube(KUBECONFIG, _kubectl_path(), running)
+        t0 = time.monotonic()
+        self.started = True  # even a failed start leaves processes for `down` to clean up
+        p = subprocess.run(["bash", str(CLUSTER), "up", tier], capture_output=True, text=True, timeout=3600)
+        if p.returncode != 0:
+            raise RuntimeError(f"`e2e/cluster.sh up {tier}` failed:\n{p.stderr[-4000:]}")
+        self.timings[tier] = time.monotonic() - t0
+        return Kube(KUBECONFIG, _kubectl_path(), tier, self.timings[tier])
+
+    def stop(self) -> None:
+        if self.started and os.environ.get("E2E_KEEP_CLUSTER") != "1":
+            subprocess.run(["bash", str(CLUSTER), "down"], capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="session")
+def _harness() -> Iterator[_Harness]:
+    h = _Harness()
+    yield h
+    h.stop()
+
+
+@pytest.fixture(scope="session")
+def k8s_control_plane(_harness: _Harness) -> Kube:
+    return _harness.ensure("control-plane")
+
+
+@pytest.fixture(scope="session")
+def k8s_node(_harness: _Harness) -> Kube:
+    return _harness.ensure("node")
+
+
+@pytest.fixture(scope="session")
+def broker_image(k8s_node: Kube) -> str:
+    """The broker image of the code in this tree: built with images/build.sh (docker layer and wheel
+    caches keep a rebuild near 30 s) and imported into the node's containerd. ``E2E_REUSE_IMAGES=1``
+    skips the rebuild when the node already has the image."""
+    image = "rocketcluster.local/broker:0.1.0"
+    ctr = ["ctr", "--address", "/run/rocketcluster-k8s/containerd/containerd.sock", "-n", "k8s.io"]
+    have = subprocess.run([*ctr, "images", "ls", "-q"], capture_output=True, text=True).stdout.split()
+    if os.environ.get("E2E_REUSE_IMAGES") == "1" and image in have:
+        return image
+    b = subprocess.run(["bash", str(REPO / "images" / "build.sh"), "broker"], capture_output=True, text=True)
+    assert b.returncode == 0, f"images/build.sh broker failed:\n{b.stderr[-4000:]}"
+    p = subprocess.run(["bash", str(CLUSTER), "load-images", image], capture_output=True, text=True)
+    assert p.returncode == 0, f"loading {image} failed:\n{p.stderr[-4000:]}"
+    return image
