@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from broker.protocol.bodies import BodyError, DataVersion
+from broker.protocol.bodies import BodyError, DataVersion, TopicConfig
 from broker.protocol.fastjson import dumps
 
 __all__ = [
@@ -39,79 +39,6 @@ _INT = struct.Struct(">i")
 _V3_0_11 = 37
 _V5_0_0 = 413
 PERM_WRITE = 2
-
-
-
-
-@dataclass(slots=True)
-class TopicConfig:
-    topic_name: str
-    read_queue_nums: int = 16
-    write_queue_nums: int = 16
-    perm: int = 6
-    topic_filter_type: str = "SINGLE_TAG"
-    topic_sys_flag: int = 0
-    order: bool = False
-    attributes: dict[str, str] = field(default_factory=dict)
-
-    @classmethod
-    def from_json(cls, name: str, value: Any) -> TopicConfig:
-        if not isinstance(value, dict):
-            raise BodyError(f"topic config of {name!r} is not an object")
-        attributes = value.get("attributes") or {}
-        return cls(
-            topic_name=str(value.get("topicName") or name),
-            read_queue_nums=_int(value.get("readQueueNums", 16)),
-            write_queue_nums=_int(value.get("writeQueueNums", 16)),
-            perm=_int(value.get("perm", 6)),
-            topic_filter_type=str(value.get("topicFilterType") or "SINGLE_TAG"),
-            topic_sys_flag=_int(value.get("topicSysFlag", 0)),
-            order=bool(value.get("order", False)),
-            attributes={str(k): str(v) for k, v in attributes.items()} if isinstance(attributes, dict) else {},
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "attributes": self.attributes,
-            "order": self.order,
-            "perm": self.perm,
-            "readQueueNums": self.read_queue_nums,
-            "topicFilterType": self.topic_filter_type,
-            "topicName": self.topic_name,
-            "topicSysFlag": self.topic_sys_flag,
-            "writeQueueNums": self.write_queue_nums,
-        }
-
-    def encode_line(self) -> str:
-        """TopicConfig.encode: the six space-separated fields of the compressed register body."""
-        return " ".join(
-            (
-                self.topic_name,
-                str(self.read_queue_nums),
-                str(self.write_queue_nums),
-                str(self.perm),
-                self.topic_filter_type,
-                orjson.dumps(self.attributes).decode(),
-            )
-        )
-
-    @classmethod
-    def decode_line(cls, line: str) -> TopicConfig:
-        parts = line.split(" ", 5)
-        if len(parts) < 5:
-            raise BodyError(f"compressed topic config {line[:80]!r} has {len(parts)} fields, expected 5 or 6")
-        attributes: dict[str, str] = {}
-        if len(parts) == 6 and parts[5]:
-            try:
-                parsed = orjson.loads(parts[5])
-            except orjson.JSONDecodeError:
-                raise BodyError(f"attributes of topic {parts[0]!r} are not JSON") from None
-            if isinstance(parsed, dict):
-                attributes = {str(k): str(v) for k, v in parsed.items()}
-        try:
-            return cls(parts[0], int(parts[1]), int(parts[2]), int(parts[3]), parts[4], attributes=attributes)
-        except ValueError:
-            raise BodyError(f"compressed topic config {line[:80]!r} has a non-integer field") from None
 
 
 @dataclass(slots=True)
@@ -142,7 +69,7 @@ def parse_register_body(body: bytes, *, compressed: bool, version: int) -> Regis
         raise BodyError("topicConfigTable is not an object")
     filters = data.get("filterServerList") or []
     return RegisterBrokerBody(
-        topic_configs={str(name): TopicConfig.from_json(str(name), value) for name, value in table.items()},
+        topic_configs={str(name): TopicConfig.from_json(value, str(name)) for name, value in table.items()},
         data_version=DataVersion.from_json(wrapper.get("dataVersion")),
         filter_server_list=[str(f) for f in filters] if isinstance(filters, list) else [],
     )
@@ -294,14 +221,3 @@ def encode_cluster_info(broker_addr_table: dict[str, BrokerData], cluster_addr_t
         "clusterAddrTable": {cluster: sorted(names) for cluster, names in cluster_addr_table.items()},
     }
     return dumps(info, quote_int_keys=False)
-
-
-def _int(value: Any) -> int:
-    if isinstance(value, bool):
-        return int(value)
-    if isinstance(value, int):
-        return value
-    try:
-        return int(str(value))
-    except ValueError:
-        raise BodyError(f"expected an integer, got {value!r}") from None

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, Self
 
+import orjson
+
 from broker.protocol import fastjson
 from broker.protocol.codes import ResponseCode
 from broker.protocol.errors import ProtocolError
@@ -42,6 +44,7 @@ __all__ = [
     "ResetOffsetBody",
     "ResetOffsetBodyForC",
     "SubscriptionData",
+    "TopicConfig",
     "TopicList",
     "UnlockBatchRequestBody",
     "fastjson_dumps",
@@ -110,6 +113,106 @@ class DataVersion:
             return cls(int(data.get("counter", 0)), int(data.get("stateVersion", 0)), int(data.get("timestamp", 0)))
         except (TypeError, ValueError):
             return cls()
+
+
+# =============================================================================================
+# TopicConfig
+
+PERM_READ = 4
+PERM_WRITE = 2
+
+
+def _to_int(value: Any) -> int:
+    if isinstance(value, bool | int):
+        return int(value)
+    try:
+        return int(str(value))
+    except ValueError:
+        raise BodyError(f"expected an integer, got {value!r}") from None
+
+
+@dataclass(slots=True)
+class TopicConfig:
+    """One topic's queues and permissions: a topics.json entry, a REGISTER_BROKER body entry."""
+
+    topic_name: str
+    read_queue_nums: int = 16
+    write_queue_nums: int = 16
+    perm: int = 6
+    topic_filter_type: str = "SINGLE_TAG"
+    topic_sys_flag: int = 0
+    order: bool = False
+    attributes: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, value: Any, name: str | None = None) -> TopicConfig:
+        """A topics.json / register-body entry; `name` is the table key, used when topicName is absent."""
+        if not isinstance(value, dict):
+            raise BodyError(f"topic config of {name!r} is not an object")
+        if not (value.get("topicName") or name):
+            raise BodyError("topic config has no topicName")
+        attributes = value.get("attributes") or {}
+        return cls(
+            topic_name=str(value.get("topicName") or name),
+            read_queue_nums=_to_int(value.get("readQueueNums", 16)),
+            write_queue_nums=_to_int(value.get("writeQueueNums", 16)),
+            perm=_to_int(value.get("perm", 6)),
+            topic_filter_type=str(value.get("topicFilterType") or "SINGLE_TAG"),
+            topic_sys_flag=_to_int(value.get("topicSysFlag", 0)),
+            order=bool(value.get("order", False)),
+            attributes={str(k): str(v) for k, v in attributes.items()} if isinstance(attributes, dict) else {},
+        )
+
+    @property
+    def readable(self) -> bool:
+        return bool(self.perm & PERM_READ)
+
+    @property
+    def writable(self) -> bool:
+        return bool(self.perm & PERM_WRITE)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "attributes": self.attributes,
+            "order": self.order,
+            "perm": self.perm,
+            "readQueueNums": self.read_queue_nums,
+            "topicFilterType": self.topic_filter_type,
+            "topicName": self.topic_name,
+            "topicSysFlag": self.topic_sys_flag,
+            "writeQueueNums": self.write_queue_nums,
+        }
+
+    def encode_line(self) -> str:
+        """TopicConfig.encode: the six space-separated fields of the compressed register body."""
+        return " ".join(
+            (
+                self.topic_name,
+                str(self.read_queue_nums),
+                str(self.write_queue_nums),
+                str(self.perm),
+                self.topic_filter_type,
+                orjson.dumps(self.attributes).decode(),
+            )
+        )
+
+    @classmethod
+    def decode_line(cls, line: str) -> TopicConfig:
+        parts = line.split(" ", 5)
+        if len(parts) < 5:
+            raise BodyError(f"compressed topic config {line[:80]!r} has {len(parts)} fields, expected 5 or 6")
+        attributes: dict[str, str] = {}
+        if len(parts) == 6 and parts[5]:
+            try:
+                parsed = orjson.loads(parts[5])
+            except orjson.JSONDecodeError:
+                raise BodyError(f"attributes of topic {parts[0]!r} are not JSON") from None
+            if isinstance(parsed, dict):
+                attributes = {str(k): str(v) for k, v in parsed.items()}
+        try:
+            return cls(parts[0], int(parts[1]), int(parts[2]), int(parts[3]), parts[4], attributes=attributes)
+        except ValueError:
+            raise BodyError(f"compressed topic config {line[:80]!r} has a non-integer field") from None
 
 
 # =============================================================================================

@@ -11,11 +11,10 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from broker.protocol.bodies import DataVersion
+from broker.protocol.bodies import DataVersion, TopicConfig
 from broker.server.config import BrokerConfig
 from broker.server.persist import JsonFile
 
@@ -66,55 +65,6 @@ def validate_topic(topic: str) -> str | None:
     if not _TOPIC_PATTERN.match(topic):
         return f"the specified topic[{topic}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
     return None
-
-
-
-
-@dataclass(slots=True)
-class TopicConfig:
-    """One topic's queues and permissions, with topics.json's key names in `to_json`."""
-
-    topic_name: str
-    read_queue_nums: int = 16
-    write_queue_nums: int = 16
-    perm: int = PERM_READ | PERM_WRITE
-    topic_filter_type: str = "SINGLE_TAG"
-    topic_sys_flag: int = 0
-    order: bool = False
-    attributes: dict[str, str] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "attributes": self.attributes,
-            "order": self.order,
-            "perm": self.perm,
-            "readQueueNums": self.read_queue_nums,
-            "topicFilterType": self.topic_filter_type,
-            "topicName": self.topic_name,
-            "topicSysFlag": self.topic_sys_flag,
-            "writeQueueNums": self.write_queue_nums,
-        }
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> TopicConfig:
-        return cls(
-            topic_name=str(data["topicName"]),
-            read_queue_nums=int(data.get("readQueueNums", 16)),
-            write_queue_nums=int(data.get("writeQueueNums", 16)),
-            perm=int(data.get("perm", 6)),
-            topic_filter_type=str(data.get("topicFilterType", "SINGLE_TAG")),
-            topic_sys_flag=int(data.get("topicSysFlag", 0)),
-            order=bool(data.get("order", False)),
-            attributes=dict(data.get("attributes") or {}),
-        )
-
-    @property
-    def readable(self) -> bool:
-        return bool(self.perm & PERM_READ)
-
-    @property
-    def writable(self) -> bool:
-        return bool(self.perm & PERM_WRITE)
 
 
 class TopicConfigManager:
