@@ -27,6 +27,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -55,10 +56,28 @@ class PhaseResult:
     p50_ms: float
     p99_ms: float
     errors: int
+    broker_cpu_s: float = 0.0  # CPU time (user + system) the broker process used during the phase
 
     @property
     def rate(self) -> float:
         return self.messages / self.seconds if self.seconds else 0.0
+
+    @property
+    def cpu_us_per_msg(self) -> float:
+        """Broker CPU per message: what the broker costs, whatever share of a core the machine gave it."""
+        return self.broker_cpu_s / self.messages * 1e6 if self.messages else 0.0
+
+
+def _process_cpu_s(pid: int | None) -> float:
+    """utime + stime of a process in seconds (0 when unknown, e.g. a broker given by --broker-port)."""
+    if pid is None:
+        return 0.0
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class BenchConnection(asyncio.Protocol):
@@ -227,17 +246,25 @@ async def _run_flush_type(flush: str, args: argparse.Namespace, progress: Progre
         body = os.urandom(args.size)
         props = encode_properties({"TAGS": "bench", "KEYS": "k"})
         templates = [_send_template(q, body, props=props) for q in range(QUEUES)]
-        results = []
+        results: list[PhaseResult] = []
+        pid = proc.pid if proc is not None else None
+
+        async def phase(run: Any) -> None:
+            cpu = _process_cpu_s(pid)
+            result = await run
+            result.broker_cpu_s = _process_cpu_s(pid) - cpu
+            results.append(result)
+
         # create the topic with 8 queues first (auto-creation from TBW102 on the first send)
-        results.append(await _pipelined(conn, templates, args.sync_num, 1, 1, progress, f"{flush} sync x1"))
-        results.append(await _pipelined(conn, templates, args.num, 64, 1, progress, f"{flush} pipelined x64"))
+        await phase(_pipelined(conn, templates, args.sync_num, 1, 1, progress, f"{flush} sync x1"))
+        await phase(_pipelined(conn, templates, args.num, 64, 1, progress, f"{flush} pipelined x64"))
         batch_body = encode_batch([BatchMessage(body, props)] * 32)
         batch_templates = [_send_template(q, batch_body, code=320) for q in range(QUEUES)]
         batches = max(1, args.num // 32)
-        results.append(await _pipelined(conn, batch_templates, batches, 8, 32, progress, f"{flush} batch 32 x8"))
+        await phase(_pipelined(conn, batch_templates, batches, 8, 32, progress, f"{flush} batch 32 x8"))
         total = args.sync_num + args.num + batches * 32
         per_queue = {q: total // QUEUES + (1 if q < total % QUEUES else 0) for q in range(QUEUES)}
-        results.append(await _consume(conn, per_queue, 64, progress))
+        await phase(_consume(conn, per_queue, 64, progress))
         results[-1].name = f"{flush} consume (pull 32) x64"
         conn.transport.close()  # type: ignore[union-attr]
         return results
@@ -261,11 +288,14 @@ def _markdown(results: list[PhaseResult], args: argparse.Namespace, command: str
         f"- load average before/after (1/5/15 min): {args.load_before} / {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}",
         f"- {args.size} B bodies, 1 connection, broker in its own process (mqbroker), CommitLog files of "
         f"{args.file_size >> 20} MiB, loopback TCP\n",
-        "| phase | messages | msgs/s | p50 ms | p99 ms | errors |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| phase | messages | msgs/s | p50 ms | p99 ms | errors | broker CPU µs/msg |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for r in results:
-        lines.append(f"| {r.name} | {r.messages} | {r.rate:,.0f} | {r.p50_ms:.2f} | {r.p99_ms:.2f} | {r.errors} |")
+        lines.append(
+            f"| {r.name} | {r.messages} | {r.rate:,.0f} | {r.p50_ms:.2f} | {r.p99_ms:.2f} | {r.errors} | "
+            f"{r.cpu_us_per_msg:.1f} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -294,10 +324,11 @@ def main(argv: list[str] | None = None) -> None:
 
     results = run(go())
     table = Table(title="broker benchmark")
-    for col in ("phase", "messages", "msgs/s", "p50 ms", "p99 ms", "errors"):
+    for col in ("phase", "messages", "msgs/s", "p50 ms", "p99 ms", "errors", "broker CPU µs/msg"):
         table.add_column(col, justify="left" if col == "phase" else "right")
     for r in results:
-        table.add_row(r.name, str(r.messages), f"{r.rate:,.0f}", f"{r.p50_ms:.2f}", f"{r.p99_ms:.2f}", str(r.errors))
+        table.add_row(r.name, str(r.messages), f"{r.rate:,.0f}", f"{r.p50_ms:.2f}", f"{r.p99_ms:.2f}", str(r.errors),
+                      f"{r.cpu_us_per_msg:.1f}")
     console.print(table)
     if args.markdown:
         command = "python -m bench.broker " + " ".join(argv if argv is not None else sys.argv[1:])

@@ -53,7 +53,7 @@ class BinaryExtCache:
             return None
         # latin-1 maps byte i to character i, so byte offsets index the text directly.
         text = raw.decode("latin-1")
-        return dict(zip(layout.keys, layout.values(text), strict=True))
+        return dict(zip(layout.keys, layout.values(text), strict=False))  # equal lengths by construction
 
     def learn(self, code: int, raw: bytes, start: int, end: int, ext: dict[str, str]) -> None:
         """Remember the layout of a section the slow path has just decoded (ASCII keys and values only)."""

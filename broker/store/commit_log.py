@@ -1,31 +1,38 @@
 """The CommitLog: every message of every topic, appended as exact RocketMQ v1 records into mapped files.
 
-Used by MessageStore (broker.store.message_store), which awaits `put_message`/`put_messages`, and by
-recovery, reput and HA through `queue`. The event loop is the single writer: an append runs without an
-await between reading the write position and advancing it, so no lock is needed; only a roll to a new
-file awaits (the allocator's thread), and `_roll_lock` keeps concurrent rollers from racing. Queue
+Used by MessageStore (broker.store.message_store), which calls the synchronous `append_message` /
+`append_messages` and awaits `roll_and_retry` only when a file is full, and by recovery, reput and HA
+through `queue`. The event loop is the single writer: an append runs without an await between reading
+the write position and advancing it, so no lock is needed; only a roll to a new file awaits (the
+allocator's thread, which prepares the next file ahead of need), and `_roll_lock` keeps concurrent
+rollers from racing. Queue
 offsets are assigned here, in the same step as the write, from `topic_queue_table`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import struct
 import time
 import zlib
+from collections.abc import Callable
 
 from broker.protocol.message import (
     BLANK_MAGIC_CODE,
+    MESSAGE_MAGIC_CODE,
+    RECORD_FIXED_SIZE_V4,
+    RECORD_FIXED_V4,
     MessageExt,
     SysFlag,
     encode_record,
     host_bytes,
-    pack_record_into,
 )
-from broker.protocol.properties import encode_properties
+from broker.protocol.properties import decode_properties, encode_properties
 from broker.store.allocate import AllocateService, is_disk_full
 from broker.store.config import StoreConfig
+from broker.store.dispatch import DispatchRequest, make_request
 from broker.store.mapped_file import MappedFile
 from broker.store.mapped_file_queue import MappedFileQueue
 from broker.store.results import MessageToStore, PutResult, PutStatus
@@ -37,9 +44,8 @@ log = logging.getLogger(__name__)
 END_FILE_MIN_BLANK_LENGTH = 8  # int32 remaining + int32 BLANK_MAGIC_CODE
 MAX_TOPIC_LENGTH = 127  # v1 records have a 1-byte topic length
 MAX_PROPERTIES_LENGTH = 0x7FFF  # int16 length field
+MAX_DISPATCH_HINTS = 65_536  # a few MB at most, even when dispatch lags
 _BLANK = struct.Struct(">ii")
-_NOT_QUEUED = (SysFlag.TRANSACTION_PREPARED_TYPE, SysFlag.TRANSACTION_ROLLBACK_TYPE)
-_NEED_FILE = object()  # internal: the current file is full (blank written); roll and retry
 
 
 class CommitLog:
@@ -54,11 +60,16 @@ class CommitLog:
         if len(self.store_ip) != 4:
             raise ValueError("the store host must be an IPv4 address (v1 records, readable by every client)")
         self.store_port = store_host[1]
-        self.store_host_prefix = self.store_ip + store_host[1].to_bytes(4, "big", signed=True)
+        # offsetMsgId = hex(store ip + int32 port + int64 offset): the constant part, formatted once
+        self.store_host_prefix = (self.store_ip + store_host[1].to_bytes(4, "big", signed=True)).hex().upper()
         self.max_message_size = config.max_message_size
         self._topics: dict[str, bytes] = {}
         self._born_ips: dict[str, bytes] = {}
         self._roll_lock = asyncio.Lock()
+        # The DispatchRequest of each record appended here, built while its fields are at hand, so the
+        # reput service need not parse it back out of the file; bounded (reput parses past a gap).
+        self.dispatch_hints: collections.deque[DispatchRequest] = collections.deque()
+        self._delay_levels = config.delay_levels()
         self.begin_time_in_lock = 0  # monotonic ns when an append started, 0 when idle (page-cache busy check)
 
     # -- offsets --------------------------------------------------------------------------------------
@@ -75,22 +86,20 @@ class CommitLog:
     # -- put ------------------------------------------------------------------------------------------
 
     async def put_message(self, msg: MessageToStore) -> PutResult:
-        result = self._append_one(msg)
-        if result is _NEED_FILE:
-            result = await self._roll_and_retry(lambda: self._append_one(msg))
-        assert isinstance(result, PutResult)
+        """Append one message, rolling to a new file when needed (tests, HA tools; the store uses append)."""
+        result = self.append_message(msg)
+        if result is None:
+            result = await self.roll_and_retry(lambda: self.append_message(msg))
         return result
 
     async def put_messages(self, msgs: list[MessageToStore]) -> PutResult:
-        if not msgs:
-            return PutResult(PutStatus.MESSAGE_ILLEGAL)
-        result = self._append_batch(msgs)
-        if result is _NEED_FILE:
-            result = await self._roll_and_retry(lambda: self._append_batch(msgs))
-        assert isinstance(result, PutResult)
+        result = self.append_messages(msgs)
+        if result is None:
+            result = await self.roll_and_retry(lambda: self.append_messages(msgs))
         return result
 
-    async def _roll_and_retry(self, append: object) -> PutResult:
+    async def roll_and_retry(self, append: Callable[[], PutResult | None]) -> PutResult:
+        """Install the next file (created ahead by the allocator) and call `append` again."""
         async with self._roll_lock:
             for _ in range(3):
                 last = self.queue.files[-1] if self.queue.files else None
@@ -101,35 +110,23 @@ class CommitLog:
                         status = PutStatus.DISK_FULL if is_disk_full(exc) else PutStatus.CREATE_MAPPED_FILE_FAILED
                         log.error("cannot create CommitLog file at offset %d: %s", self.queue.next_file_offset(), exc)
                         return PutResult(status)
-                result = append()  # type: ignore[operator]
-                if result is not _NEED_FILE:
-                    return result  # type: ignore[no-any-return]
+                result = append()
+                if result is not None:
+                    return result
         log.error("a message did not fit into a fresh CommitLog file")
         return PutResult(PutStatus.UNKNOWN_ERROR)
 
-    def _current_file(self) -> MappedFile | None:
-        files = self.queue.files
-        if not files:
-            return None
-        mf = files[-1]
-        return None if mf.is_full else mf
-
-    def _encode_parts(self, msg: MessageToStore) -> tuple[bytes, bytes] | PutStatus:
-        topic = self._topics.get(msg.topic)
-        if topic is None:
-            topic = msg.topic.encode()
-            if not topic or len(topic) > MAX_TOPIC_LENGTH:
-                return PutStatus.MESSAGE_ILLEGAL
+    def _topic_field(self, topic: str) -> bytes | None:
+        """TOPICLEN byte + topic bytes (cached per topic); None when the topic cannot be stored."""
+        field = self._topics.get(topic)
+        if field is None:
+            raw = topic.encode()
+            if not raw or len(raw) > MAX_TOPIC_LENGTH:
+                return None
+            field = bytes((len(raw),)) + raw
             if len(self._topics) < 100_000:
-                self._topics[msg.topic] = topic
-        props = msg.properties_bytes
-        if props is None:
-            props = encode_properties(msg.properties).encode() if msg.properties else b""
-        if len(props) > MAX_PROPERTIES_LENGTH:
-            return PutStatus.PROPERTIES_SIZE_EXCEEDED
-        if len(msg.body) > self.max_message_size:
-            return PutStatus.MESSAGE_ILLEGAL
-        return topic, props
+                self._topics[topic] = field
+        return field
 
     def _born_ip(self, host: str) -> bytes:
         ip = self._born_ips.get(host)
@@ -139,70 +136,93 @@ class CommitLog:
                 self._born_ips[host] = ip
         return ip
 
-    def _append_one(self, msg: MessageToStore) -> PutResult | object:
-        mf = self._current_file()
-        if mf is None:
-            return _NEED_FILE
-        parts = self._encode_parts(msg)
-        if isinstance(parts, PutStatus):
-            return PutResult(parts)
-        topic, props = parts
-        body = msg.body
-        total = 91 + len(body) + len(topic) + len(props)
-        if total + END_FILE_MIN_BLANK_LENGTH > mf.file_size:
-            return PutResult(PutStatus.MESSAGE_ILLEGAL)
+    def append_message(self, msg: MessageToStore) -> PutResult | None:
+        """Append one message now, without awaiting: the store's hot path.
+
+        Encodes straight into the mapped file (one struct pack for the fixed part, three slice copies)
+        and assigns the queue offset in the same step. Returns None when the current file cannot take
+        the record (a blank record then closes it, or there is no file yet): the caller rolls with
+        `roll_and_retry`. Refusals come back as a PutResult carrying their status.
+        """
+        files = self.queue.files
+        if not files:
+            return None
+        mf = files[-1]
         pos = mf.wrote_position
-        if total + END_FILE_MIN_BLANK_LENGTH > mf.file_size - pos:
+        file_size = mf.file_size
+        if pos >= file_size:
+            return None
+        topic = msg.topic
+        topic_field = self._topics.get(topic) or self._topic_field(topic)
+        if topic_field is None:
+            return PutResult(PutStatus.MESSAGE_ILLEGAL)
+        props = msg.properties_bytes
+        if props is None:
+            props = encode_properties(msg.properties).encode() if msg.properties else b""
+        body = msg.body
+        body_len = len(body)
+        props_len = len(props)
+        if props_len > MAX_PROPERTIES_LENGTH:
+            return PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED)
+        if body_len > self.max_message_size:
+            return PutResult(PutStatus.MESSAGE_ILLEGAL)
+        total = 90 + body_len + len(topic_field) + props_len  # 88 fixed + body + topic field + 2 + props
+        if total + END_FILE_MIN_BLANK_LENGTH > file_size - pos:
+            if total + END_FILE_MIN_BLANK_LENGTH > file_size:
+                return PutResult(PutStatus.MESSAGE_ILLEGAL)
             self._write_blank(mf)
-            return _NEED_FILE
-        key = (msg.topic, msg.queue_id)
-        queued = (msg.sys_flag & SysFlag.TRANSACTION_MASK) not in _NOT_QUEUED
-        queue_offset = self.topic_queue_table.get(key, 0) if queued else 0
+            return None
+        host, port = msg.born_host
+        born_ip = self._born_ips.get(host) or self._born_ip(host)
+        sys_flag = msg.sys_flag
+        queue_id = msg.queue_id
+        # PREPARED (0x4) and ROLLBACK (0xC) records get no queue offset: both have bit 0x4 set
+        queued = not sys_flag & SysFlag.TRANSACTION_PREPARED_TYPE
+        key = (topic, queue_id)
+        table = self.topic_queue_table
+        queue_offset = table.get(key, 0) if queued else 0
         phy = mf.file_from_offset + pos
         store_ts = time.time_ns() // 1_000_000
-        born_ip = self._born_ip(msg.born_host[0])
         if len(born_ip) == 4:
-            pack_record_into(
-                mf.mm,
-                pos,
-                total_size=total,
-                crc=zlib.crc32(body) & 0x7FFFFFFF,
-                queue_id=msg.queue_id,
-                flag=msg.flag,
-                queue_offset=queue_offset,
-                physical_offset=phy,
-                sys_flag=msg.sys_flag,
-                born_timestamp=msg.born_timestamp,
-                born_ip=born_ip,
-                born_port=msg.born_host[1],
-                store_timestamp=store_ts,
-                store_ip=self.store_ip,
-                store_port=self.store_port,
-                reconsume_times=msg.reconsume_times,
-                prepared_transaction_offset=msg.prepared_transaction_offset,
-                body=body,
-                topic=topic,
-                properties=props,
-            )
+            mm = mf.mm
+            RECORD_FIXED_V4.pack_into(
+                mm, pos, total, MESSAGE_MAGIC_CODE, zlib.crc32(body) & 0x7FFFFFFF, queue_id, msg.flag,
+                queue_offset, phy, sys_flag, msg.born_timestamp, born_ip, port, store_ts, self.store_ip,
+                self.store_port, msg.reconsume_times, msg.prepared_transaction_offset, body_len,
+            )  # fmt: skip
+            p = pos + RECORD_FIXED_SIZE_V4
+            end = p + body_len
+            mm[p:end] = body
+            p = end + len(topic_field)
+            mm[end:p] = topic_field
+            mm[p : p + 2 + props_len] = props_len.to_bytes(2, "big") + props
         else:
             # IPv6 born host: the general encoder (20-byte host field), rare enough to allocate
             record = self._encode_slow(msg, queue_offset, phy, store_ts)
             total = len(record)
-            if total + END_FILE_MIN_BLANK_LENGTH > mf.file_size - pos:
+            if total + END_FILE_MIN_BLANK_LENGTH > file_size - pos:
                 self._write_blank(mf)
-                return _NEED_FILE
+                return None
             mf.mm[pos : pos + total] = record
         mf.wrote_position = pos + total
         mf.store_timestamp = store_ts
         if queued:
-            self.topic_queue_table[key] = queue_offset + 1
+            table[key] = queue_offset + 1
+        if len(self.dispatch_hints) < MAX_DISPATCH_HINTS:
+            request = make_request(
+                topic, queue_id, phy, total, store_ts, queue_offset, sys_flag, msg.prepared_transaction_offset,
+                props.decode(), self._delay_levels,
+            )  # fmt: skip
+            self.dispatch_hints.append(request)
         return PutResult(PutStatus.PUT_OK, phy, total, queue_offset, store_ts, 1, (), self.store_host_prefix)
 
     def _encode_slow(self, msg: MessageToStore, queue_offset: int, phy: int, store_ts: int) -> bytes:
         ext = MessageExt(
             topic=msg.topic,
             body=bytes(msg.body),
-            properties=msg.properties,
+            properties=msg.properties if msg.properties_bytes is None else decode_properties(
+                msg.properties_bytes.decode()
+            ),
             flag=msg.flag,
             queue_id=msg.queue_id,
             sys_flag=msg.sys_flag,
@@ -217,63 +237,72 @@ class CommitLog:
         )
         return encode_record(ext)
 
-    def _append_batch(self, msgs: list[MessageToStore]) -> PutResult | object:
-        """All messages of a batch share topic and queue and land in one file with consecutive offsets."""
-        mf = self._current_file()
-        if mf is None:
-            return _NEED_FILE
+    def append_messages(self, msgs: list[MessageToStore]) -> PutResult | None:
+        """A batch: same topic and queue, one file, consecutive queue offsets (None: roll, as above)."""
+        if not msgs:
+            return PutResult(PutStatus.MESSAGE_ILLEGAL)
+        files = self.queue.files
+        if not files or files[-1].is_full:
+            return None
+        mf = files[-1]
         first = msgs[0]
-        encoded: list[tuple[MessageToStore, bytes, bytes, int, bytes]] = []
+        topic_field = self._topic_field(first.topic)
+        if topic_field is None:
+            return PutResult(PutStatus.MESSAGE_ILLEGAL)
+        encoded: list[tuple[MessageToStore, bytes, int, bytes]] = []
         needed = 0
         for msg in msgs:
             if msg.topic != first.topic or msg.queue_id != first.queue_id:
                 return PutResult(PutStatus.MESSAGE_ILLEGAL)
-            parts = self._encode_parts(msg)
-            if isinstance(parts, PutStatus):
-                return PutResult(parts)
+            props = msg.properties_bytes
+            if props is None:
+                props = encode_properties(msg.properties).encode() if msg.properties else b""
+            if len(props) > MAX_PROPERTIES_LENGTH:
+                return PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED)
+            if len(msg.body) > self.max_message_size:
+                return PutResult(PutStatus.MESSAGE_ILLEGAL)
             born_ip = self._born_ip(msg.born_host[0])
             if len(born_ip) != 4:
                 return PutResult(PutStatus.MESSAGE_ILLEGAL)  # batches from IPv6 producers: not supported
-            total = 91 + len(msg.body) + len(parts[0]) + len(parts[1])
-            encoded.append((msg, parts[0], parts[1], total, born_ip))
+            total = 90 + len(msg.body) + len(topic_field) + len(props)
+            encoded.append((msg, props, total, born_ip))
             needed += total
         if needed + END_FILE_MIN_BLANK_LENGTH > mf.file_size:
             return PutResult(PutStatus.MESSAGE_ILLEGAL)
         pos = mf.wrote_position
         if needed + END_FILE_MIN_BLANK_LENGTH > mf.file_size - pos:
             self._write_blank(mf)
-            return _NEED_FILE
+            return None
         key = (first.topic, first.queue_id)
         queue_offset = self.topic_queue_table.get(key, 0)
         store_ts = time.time_ns() // 1_000_000
         mm = mf.mm
         start_phy = mf.file_from_offset + pos
         offsets: list[int] = []
-        for i, (msg, topic, props, total, born_ip) in enumerate(encoded):
+        pack_into = RECORD_FIXED_V4.pack_into
+        hints = self.dispatch_hints
+        hint = len(hints) + len(encoded) <= MAX_DISPATCH_HINTS
+        for i, (msg, props, total, born_ip) in enumerate(encoded):
             phy = mf.file_from_offset + pos
             offsets.append(phy)
-            pack_record_into(
-                mm,
-                pos,
-                total_size=total,
-                crc=zlib.crc32(msg.body) & 0x7FFFFFFF,
-                queue_id=msg.queue_id,
-                flag=msg.flag,
-                queue_offset=queue_offset + i,
-                physical_offset=phy,
-                sys_flag=msg.sys_flag,
-                born_timestamp=msg.born_timestamp,
-                born_ip=born_ip,
-                born_port=msg.born_host[1],
-                store_timestamp=store_ts,
-                store_ip=self.store_ip,
-                store_port=self.store_port,
-                reconsume_times=msg.reconsume_times,
-                prepared_transaction_offset=msg.prepared_transaction_offset,
-                body=msg.body,
-                topic=topic,
-                properties=props,
-            )
+            body = msg.body
+            pack_into(
+                mm, pos, total, MESSAGE_MAGIC_CODE, zlib.crc32(body) & 0x7FFFFFFF, msg.queue_id, msg.flag,
+                queue_offset + i, phy, msg.sys_flag, msg.born_timestamp, born_ip, msg.born_host[1], store_ts,
+                self.store_ip, self.store_port, msg.reconsume_times, msg.prepared_transaction_offset, len(body),
+            )  # fmt: skip
+            p = pos + RECORD_FIXED_SIZE_V4
+            end = p + len(body)
+            mm[p:end] = body
+            p = end + len(topic_field)
+            mm[end:p] = topic_field
+            mm[p : p + 2 + len(props)] = len(props).to_bytes(2, "big") + props
+            if hint:
+                request = make_request(
+                    first.topic, msg.queue_id, phy, total, store_ts, queue_offset + i, msg.sys_flag,
+                    msg.prepared_transaction_offset, props.decode(), self._delay_levels,
+                )  # fmt: skip
+                hints.append(request)
             pos += total
         mf.wrote_position = pos
         mf.store_timestamp = store_ts
@@ -281,6 +310,13 @@ class CommitLog:
         return PutResult(
             PutStatus.PUT_OK, start_phy, needed, queue_offset, store_ts, len(encoded), offsets, self.store_host_prefix
         )
+
+    def _current_file(self) -> MappedFile | None:
+        files = self.queue.files
+        if not files:
+            return None
+        mf = files[-1]
+        return None if mf.is_full else mf
 
     def _write_blank(self, mf: MappedFile) -> None:
         pos = mf.wrote_position
@@ -328,6 +364,7 @@ class CommitLog:
         if offset != self.max_offset and not empty_start:
             log.warning("HA append at %d refused: the CommitLog ends at %d", offset, self.max_offset)
             return False
+        self.dispatch_hints.clear()  # replicated bytes are parsed by the reput service
         view = memoryview(data)
         while len(view):
             mf = self._current_file()

@@ -2,9 +2,10 @@
 and the arrival listeners (long polling).
 
 Started by MessageStore (broker.store.message_store). The put path calls `notify()` after each append;
-the service wakes, parses every new whole record straight from the mapped file (one struct unpack of the
-fixed part per record, properties parsed only when the record has them), and hands a `DispatchRequest` to
-`consume_queue_store.dispatch(request)` and `index_service.dispatch(request)`. Recovery uses the same
+once per loop iteration the service parses every new whole record straight from the mapped file (one
+struct unpack of the fixed part, TAGS/KEYS/UNIQ_KEY picked out of the properties text without a dict),
+and hands a `DispatchRequest` to `consume_queue_store.dispatch(request)` and
+`index_service.dispatch(request)`. Arrival listeners get properties=None (the record has them). Recovery uses the same
 parser (`parse_record`) with CRC checking on, and `dispatch_range` to rebuild ConsumeQueue/Index tails.
 """
 
@@ -15,12 +16,12 @@ import logging
 import struct
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from broker.protocol.javahash import tags_code as java_tags_code
 from broker.protocol.message import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, SysFlag
-from broker.protocol.properties import Prop, decode_properties
+from broker.protocol.properties import Prop, find_property
 
 if TYPE_CHECKING:
     from broker.store.commit_log import CommitLog
@@ -33,6 +34,7 @@ __all__ = [
     "DispatchRequest",
     "Dispatcher",
     "ReputService",
+    "make_request",
     "parse_record",
 ]
 
@@ -43,9 +45,9 @@ BLANK = -1  # parse_record: end-of-file blank record (skip to the next file)
 CORRUPT = -2  # parse_record: not a whole valid record (end of data, torn write or bad CRC)
 
 # TOTALSIZE MAGIC BODYCRC QUEUEID FLAG QUEUEOFFSET PHYSICALOFFSET SYSFLAG BORNTS
-_HEAD = struct.Struct(">iiiiiqqiq")
+_PREFIX = struct.Struct(">ii")  # TOTALSIZE MAGIC
+_MAGICS = (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2)
 _FIXED_V4 = struct.Struct(">iiiiiqqiq8sq8siqi")  # up to and including BODYLEN, IPv4 hosts
-_SYS_FLAG = struct.Struct(">i")
 _HOSTS_V6 = SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
@@ -73,7 +75,6 @@ class DispatchRequest:
     uniq_key: str | None = None
     sys_flag: int = 0
     prepared_transaction_offset: int = 0
-    properties: dict[str, str] = field(default_factory=dict)
 
     @property
     def is_transaction_prepared_or_rollback(self) -> bool:
@@ -95,25 +96,26 @@ def parse_record(
     Returns (size, request): (size>0, request) for a whole valid record, (BLANK, None) for the
     end-of-file filler, (0, None) when nothing was written here yet (zeros / end of data), and
     (CORRUPT, None) for a torn or corrupted record. The physical offset comes from the record itself.
+    Dispatch runs this once per record, so it reads only what the dispatchers need: one unpack of the
+    fixed part, the topic, and TAGS / KEYS / UNIQ_KEY (/ DELAY) found in the properties text without
+    building a dict.
     """
     if pos + 8 > limit:
         return (0, None)
-    total, magic = struct.unpack_from(">ii", buf, pos)
+    total, magic = _PREFIX.unpack_from(buf, pos)
     if magic == BLANK_MAGIC_CODE:
         return (BLANK, None)
     if total == 0 and magic == 0:
         return (0, None)
-    if magic not in (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2) or total < 91 or pos + total > limit:
+    if magic not in _MAGICS or total < 91 or pos + total > limit:
         return (CORRUPT, None)
     end = pos + total
     try:
-        if magic == MESSAGE_MAGIC_CODE and not sys_flag_v6(buf, pos):
-            # the common case in one unpack: v1 magic, IPv4 hosts
-            (_, _, crc, queue_id, _f, queue_offset, phy, sys_flag, _b, _bh, store_ts, _sh, _r, prepared_offset,
-             body_len) = _FIXED_V4.unpack_from(buf, pos)  # fmt: skip
-            p = pos + 88
-        else:
-            _, _, crc, queue_id, _flag, queue_offset, phy, sys_flag, _born = _HEAD.unpack_from(buf, pos)
+        # the common case in one unpack: IPv4 hosts (v1 or v2 magic); IPv6 hosts re-read below
+        (_, _, crc, queue_id, _f, queue_offset, phy, sys_flag, _b, _bh, store_ts, _sh, _r, prepared_offset,
+         body_len) = _FIXED_V4.unpack_from(buf, pos)  # fmt: skip
+        p = pos + 88
+        if sys_flag & _HOSTS_V6:
             p = pos + 48 + (20 if sys_flag & SysFlag.BORNHOST_V6 else 8)
             (store_ts,) = _I64.unpack_from(buf, p)
             p += 8 + (20 if sys_flag & SysFlag.STOREHOST_V6 else 8)
@@ -138,41 +140,68 @@ def parse_record(
         p += 2
         if p + props_len != end:
             return (CORRUPT, None)
-        props = decode_properties(buf[p:end].decode()) if props_len else {}
+        text = buf[p:end].decode() if props_len else ""
     except (struct.error, IndexError, UnicodeDecodeError, ValueError):
         return (CORRUPT, None)
-    tags = props.get(Prop.TAGS)
-    code = java_tags_code(tags) if tags else 0
-    if topic == SCHEDULE_TOPIC and delay_levels is not None:
-        level = props.get(Prop.DELAY)
-        if level is not None and level.isdigit():
-            code = store_ts + delay_levels.get(int(level), 0)
     return (
         total,
-        DispatchRequest(
-            topic=topic,
-            queue_id=queue_id,
-            commit_log_offset=phy,
-            msg_size=total,
-            tags_code=code,
-            store_timestamp=store_ts,
-            consume_queue_offset=queue_offset,
-            keys=props.get(Prop.KEYS),
-            uniq_key=props.get(Prop.UNIQ_KEY),
-            sys_flag=sys_flag,
-            prepared_transaction_offset=prepared_offset,
-            properties=props,
+        make_request(
+            topic, queue_id, phy, total, store_ts, queue_offset, sys_flag, prepared_offset, text, delay_levels
         ),
     )
 
 
-def sys_flag_v6(buf: Any, pos: int) -> bool:
-    """True when the record at `pos` has an IPv6 born or store host (a longer fixed part)."""
-    return bool(_SYS_FLAG.unpack_from(buf, pos + 36)[0] & _HOSTS_V6)
+def make_request(
+    topic: str,
+    queue_id: int,
+    phy: int,
+    size: int,
+    store_ts: int,
+    queue_offset: int,
+    sys_flag: int,
+    prepared_offset: int,
+    props: str,
+    delay_levels: dict[int, int] | None,
+) -> DispatchRequest:
+    """The DispatchRequest of one record, from its fields and its properties text (the one place that
+    turns properties into tags code and index keys, for parsed records and for the put path's hints).
+
+    TAGS / KEYS / UNIQ_KEY (/ DELAY) are picked out of the text without building a dict.
+    """
+    if props:
+        tags = find_property(props, Prop.TAGS)
+        code = java_tags_code(tags) if tags else 0
+        keys = find_property(props, Prop.KEYS)
+        uniq = find_property(props, Prop.UNIQ_KEY)
+        if delay_levels is not None and topic == SCHEDULE_TOPIC:
+            level = find_property(props, Prop.DELAY)
+            if level is not None and level.isdigit():
+                code = store_ts + delay_levels.get(int(level), 0)
+    else:
+        code, keys, uniq = 0, None, None
+    return DispatchRequest(
+        topic, queue_id, phy, size, code, store_ts, queue_offset, keys, uniq, sys_flag, prepared_offset
+    )
+
+
+def _incomplete_tail(buf: Any, pos: int, limit: int) -> bool:
+    """True when the record at `pos` looks whole but its bytes are not all written yet (a slave's HA
+    transfer can stop mid-record): dispatch waits for the rest instead of reporting corruption."""
+    if pos + 8 > limit:
+        return True
+    total, magic = _PREFIX.unpack_from(buf, pos)
+    return magic in _MAGICS and total >= 91 and pos + total > limit
 
 
 class ReputService:
-    """Owns one task that dispatches everything between `reput_from_offset` and the CommitLog's end."""
+    """Dispatches everything between `reput_from_offset` and the CommitLog's end.
+
+    `notify()` (after each append) schedules one `dispatch_available` pass with `call_soon`, once per
+    loop iteration however many records were appended meanwhile: the pass runs after the current batch
+    of requests was handled and dispatches all of it in one go, with no task, event or wake-up per
+    record. Records appended by this process come with the request the put path built for them
+    (`CommitLog.dispatch_hints`), so only recovered or replicated records are parsed from the file.
+    """
 
     def __init__(
         self,
@@ -187,34 +216,33 @@ class ReputService:
         self.listeners: list[ArrivalListener] = []
         self.reput_from_offset = 0
         self.last_dispatch_timestamp = 0
-        self._event = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._scheduled = False
         self._closing = False
 
     def notify(self) -> None:
-        self._event.set()
+        if not self._scheduled and self._loop is not None:
+            self._scheduled = True
+            self._loop.call_soon(self._run_once)
 
     def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="store-reput")
-        self._task.add_done_callback(self._on_done)
+        self._loop = asyncio.get_running_loop()
+        self._closing = False
 
-    def _on_done(self, task: asyncio.Task[None]) -> None:
-        if not task.cancelled() and task.exception() is not None:
-            log.error("reput service died", exc_info=task.exception())
+    def _run_once(self) -> None:
+        self._scheduled = False
+        if self._closing:
+            return
+        try:
+            self.dispatch_available()
+        except Exception:  # keep dispatching on the next notify; the record is retried there
+            log.exception("reput pass failed at CommitLog offset %d", self.reput_from_offset)
 
     async def close(self) -> None:
         """Dispatch what is left, then stop."""
         self._closing = True
-        self._event.set()
-        if self._task is not None:
-            await asyncio.gather(self._task, return_exceptions=True)
+        self._loop = None
         self.dispatch_available()
-
-    async def _run(self) -> None:
-        while not self._closing:
-            await self._event.wait()
-            self._event.clear()
-            self.dispatch_available()
 
     @property
     def behind(self) -> int:
@@ -228,6 +256,8 @@ class ReputService:
         listeners = self.listeners if notify_listeners else []
         dispatchers = self.dispatchers
         delay_levels = self.delay_levels
+        hints = self.commit_log.dispatch_hints
+        last_ts = 0
         while self.reput_from_offset < end:
             offset = self.reput_from_offset
             mf = queue.find_mapped_file_by_offset(offset)
@@ -238,29 +268,44 @@ class ReputService:
                     break
                 self.reput_from_offset = first.file_from_offset
                 continue
-            pos = offset - mf.file_from_offset
-            file_end = min(mf.wrote_position, end - mf.file_from_offset)
+            base = mf.file_from_offset
+            pos = offset - base
+            file_end = min(mf.wrote_position, end - base)
             buf = mf.mm
-            while pos < file_end:
-                size, req = parse_record(buf, pos, file_end, check_crc=False, delay_levels=delay_levels)
-                if req is None:
-                    if size == BLANK:
-                        pos = mf.file_size
-                    elif size == CORRUPT:
-                        log.error("reput: unreadable record at CommitLog offset %d", mf.file_from_offset + pos)
-                    break
-                for d in dispatchers:
-                    d.dispatch(req)
-                self.last_dispatch_timestamp = req.store_timestamp
-                for listener in listeners:
-                    try:
-                        listener(req.topic, req.queue_id, req.consume_queue_offset + 1, req.tags_code, req.properties)
-                    except Exception:  # a listener bug must not stop dispatch
-                        log.exception("arrival listener failed")
-                pos += size
-                count += 1
-            new_offset = mf.file_from_offset + pos
-            if new_offset == self.reput_from_offset:
+            try:
+                while pos < file_end:
+                    # the put path's request for this very record, when it left one: no re-parse
+                    while hints and hints[0].commit_log_offset < base + pos:
+                        hints.popleft()  # behind us (a record dispatched some other way)
+                    if hints and hints[0].commit_log_offset == base + pos:
+                        req = hints.popleft()
+                        size = req.msg_size
+                    else:
+                        size, req = parse_record(buf, pos, file_end, check_crc=False, delay_levels=delay_levels)
+                    if req is None:
+                        if size == BLANK:
+                            pos = mf.file_size
+                        elif size == CORRUPT and not _incomplete_tail(buf, pos, file_end):
+                            log.error("reput: unreadable record at CommitLog offset %d", base + pos)
+                        break
+                    for d in dispatchers:
+                        d.dispatch(req)
+                    last_ts = req.store_timestamp
+                    for listener in listeners:
+                        try:
+                            # properties are not parsed here: a listener that needs them reads the record
+                            listener(req.topic, req.queue_id, req.consume_queue_offset + 1, req.tags_code, None)
+                        except Exception:  # a listener bug must not stop dispatch
+                            log.exception("arrival listener failed")
+                    pos += size
+                    count += 1
+            finally:
+                # kept current per file (and on an error), so a failed record is where the next pass starts
+                if last_ts:
+                    self.last_dispatch_timestamp = last_ts
+                new_offset = base + pos
+                moved = new_offset != self.reput_from_offset
+                self.reput_from_offset = new_offset
+            if not moved:
                 break
-            self.reput_from_offset = new_offset
         return count

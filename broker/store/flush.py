@@ -2,8 +2,8 @@
 the periodic ConsumeQueue/Index/checkpoint flush.
 
 Started by MessageStore (broker.store.message_store). Every fdatasync runs in one dedicated 1-thread
-executor, never on the event loop. With SYNC_FLUSH a writer calls `wait_flushed(end_offset)` and awaits
-a future; the service flushes everything written so far with one fdatasync and resolves every waiter it
+executor, never on the event loop. With SYNC_FLUSH a writer calls `wait_flushed(end_offset, result)` and
+awaits a future; the service flushes everything written so far with one fdatasync and resolves every waiter it
 covers (measured here: one fdatasync ~0.3 ms, so 256 writers share each one). A waiter not covered
 within syncFlushTimeout gets FLUSH_DISK_TIMEOUT (its message is stored and will be flushed later).
 """
@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from broker.store.checkpoint import StoreCheckpoint
 from broker.store.commit_log import CommitLog
-from broker.store.results import PutStatus
+from broker.store.results import PutResult, PutStatus
 
 __all__ = ["CommitLogFlushService", "LogicsFlushService"]
 
@@ -50,7 +50,8 @@ class CommitLogFlushService:
         self.least_pages = least_pages
         self.thorough_interval_s = thorough_interval_ms / 1000
         self.executor = ThreadPoolExecutor(1, thread_name_prefix="store-flush")
-        self._waiters: collections.deque[tuple[int, float, asyncio.Future[PutStatus]]] = collections.deque()
+        self._waiters: collections.deque[tuple[int, float, asyncio.Future[PutResult], PutResult]] = collections.deque()
+        self._loop = asyncio.get_running_loop()
         self._event = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._timer: asyncio.TimerHandle | None = None
@@ -86,18 +87,20 @@ class CommitLogFlushService:
 
     # -- group commit ---------------------------------------------------------------------------------
 
-    def wait_flushed(self, offset: int) -> asyncio.Future[PutStatus]:
-        """A future resolved with PUT_OK once everything below `offset` is on disk, or FLUSH_DISK_TIMEOUT."""
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[PutStatus] = loop.create_future()
+    def wait_flushed(self, offset: int, result: PutResult) -> asyncio.Future[PutResult]:
+        """A future of `result` once everything below `offset` is on disk; on timeout its status becomes
+        FLUSH_DISK_TIMEOUT (the message is stored and will be flushed later)."""
+        loop = self._loop
+        fut: asyncio.Future[PutResult] = loop.create_future()
         if offset <= self.queue.flushed_where:
-            fut.set_result(PutStatus.PUT_OK)
+            fut.set_result(result)
             return fut
         if self.failed is not None or (self._closing and self._task is not None and self._task.done()):
-            fut.set_result(PutStatus.FLUSH_DISK_TIMEOUT)
+            result.status = PutStatus.FLUSH_DISK_TIMEOUT
+            fut.set_result(result)
             return fut
         deadline = loop.time() + self.timeout_s
-        self._waiters.append((offset, deadline, fut))
+        self._waiters.append((offset, deadline, fut, result))
         if self._timer is None:
             self._timer = loop.call_at(deadline, self._expire)
         self._event.set()
@@ -106,14 +109,15 @@ class CommitLogFlushService:
     def _expire(self) -> None:
         """Answer FLUSH_DISK_TIMEOUT to waiters past their deadline (oldest first), re-arm for the next."""
         self._timer = None
-        loop = asyncio.get_running_loop()
+        loop = self._loop
         now = loop.time()
         waiters = self._waiters
         expired = 0
         while waiters and waiters[0][1] <= now:
-            _, _, fut = waiters.popleft()
+            _, _, fut, result = waiters.popleft()
             if not fut.done():
-                fut.set_result(PutStatus.FLUSH_DISK_TIMEOUT)
+                result.status = PutStatus.FLUSH_DISK_TIMEOUT
+                fut.set_result(result)
             expired += 1
         if expired:
             log.warning("%d writers were not flushed within %.1f s: FLUSH_DISK_TIMEOUT", expired, self.timeout_s)
@@ -123,18 +127,19 @@ class CommitLogFlushService:
     def _resolve(self, flushed: int) -> None:
         waiters = self._waiters
         while waiters and waiters[0][0] <= flushed:
-            fut = waiters.popleft()[2]
+            _, _, fut, result = waiters.popleft()
             if not fut.done():
-                fut.set_result(PutStatus.PUT_OK)
+                fut.set_result(result)
         if not waiters and self._timer is not None:
             self._timer.cancel()
             self._timer = None
 
     def _fail_all(self, status: PutStatus) -> None:
         while self._waiters:
-            fut = self._waiters.popleft()[2]
+            _, _, fut, result = self._waiters.popleft()
             if not fut.done():
-                fut.set_result(status)
+                result.status = status
+                fut.set_result(result)
 
     def _flush_to(self, target: int) -> int:
         """Blocking: fdatasync every file until `target` is covered; records the checkpoint timestamp."""

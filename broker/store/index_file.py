@@ -200,35 +200,61 @@ class IndexFile:
 
     def put(self, khash: int, phy_offset: int, store_timestamp: int) -> bool:
         """Add an entry for a key hash (see `key_hash`); False when the file is full."""
+        return self.put_hashes((khash,), phy_offset, store_timestamp) == 1
+
+    def put_hashes(self, hashes: tuple[int, ...] | list[int], phy_offset: int, store_timestamp: int) -> int:
+        """Add one entry per key hash of one record; returns how many fit (the rest go to the next file).
+
+        The entries are written first, then the header once for the record (the dispatch path pays one
+        header pack per record, not per key), then the slots: a crash between header and slots leaves
+        unlinked entries of the record at endPhyOffset, which is dispatched again after a restart.
+        """
         count = self.index_count
-        if count >= self.index_num:
-            return False
+        room = self.index_num - count
+        if room <= 0:
+            return 0
+        if len(hashes) > room:
+            hashes = hashes[:room]
         mm = self.mm
-        slot_pos = HEADER_SIZE + (khash % self.hash_slot_num) * HASH_SLOT_SIZE
-        (slot_value,) = _SLOT.unpack_from(mm, slot_pos)
-        if slot_value <= INVALID_INDEX or slot_value > count:
-            slot_value = INVALID_INDEX
-        if self.begin_timestamp <= 0:
+        slots = self.hash_slot_num
+        begin_ts = self.begin_timestamp
+        if begin_ts <= 0:  # as Java: a new file starts from the previous one's end time until its first entry
             time_diff = 0
         else:
-            time_diff = (store_timestamp - self.begin_timestamp) // 1000
+            time_diff = (store_timestamp - begin_ts) // 1000
             if time_diff < 0:
                 time_diff = 0
             elif time_diff > _INT_MAX:
                 time_diff = _INT_MAX
-        _ENTRY.pack_into(mm, self._entries_at + count * INDEX_ENTRY_SIZE, khash, phy_offset, time_diff, slot_value)
+        entry_pos = self._entries_at + count * INDEX_ENTRY_SIZE
+        links: list[tuple[int, int]] = []
+        n = count
+        for khash in hashes:
+            slot_pos = HEADER_SIZE + (khash % slots) * HASH_SLOT_SIZE
+            (slot_value,) = _SLOT.unpack_from(mm, slot_pos)
+            for pending_pos, pending_n in links:  # two keys of this record in one slot: chain them
+                if pending_pos == slot_pos:
+                    slot_value = pending_n
+            if slot_value <= INVALID_INDEX or slot_value > n:
+                slot_value = INVALID_INDEX
+                self.hash_slot_count += 1
+            _ENTRY.pack_into(mm, entry_pos, khash, phy_offset, time_diff, slot_value)
+            links.append((slot_pos, n))
+            entry_pos += INDEX_ENTRY_SIZE
+            n += 1
         if count <= 1:
             self.begin_phy_offset = phy_offset
             self.begin_timestamp = store_timestamp
-        if slot_value == INVALID_INDEX:
-            self.hash_slot_count += 1
-        self.index_count = count + 1
+        self.index_count = n
         self.end_phy_offset = phy_offset
         self.end_timestamp = store_timestamp
-        self._write_header()
-        _SLOT.pack_into(mm, slot_pos, count)
+        _HEADER.pack_into(
+            mm, 0, self.begin_timestamp, store_timestamp, self.begin_phy_offset, phy_offset, self.hash_slot_count, n
+        )
+        for slot_pos, entry_no in links:
+            _SLOT.pack_into(mm, slot_pos, entry_no)
         self.dirty = True
-        return True
+        return n - count
 
     def put_key(self, key: str, phy_offset: int, store_timestamp: int) -> bool:
         return self.put(key_hash(key), phy_offset, store_timestamp)

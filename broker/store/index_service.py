@@ -161,12 +161,6 @@ class IndexService:
 
     # -- writing --------------------------------------------------------------------------------------
 
-    def _writable(self) -> IndexFile | None:
-        files = self.files
-        if files and not files[-1].is_write_full:
-            return files[-1]
-        return self._roll()
-
     def _roll(self) -> IndexFile | None:
         prev = self.files[-1] if self.files else None
         ms = max(int(time.time() * 1000), self._last_name_ms + 1)  # two files in one millisecond: keep order
@@ -197,28 +191,27 @@ class IndexService:
             return
         if request.sys_flag & SysFlag.TRANSACTION_MASK == SysFlag.TRANSACTION_ROLLBACK_TYPE:
             return
-        f = self._writable()
+        files = self.files
+        f = files[-1] if files and files[-1].index_count < self.index_num else self._roll()
         if f is None:
             return
         phy = request.commit_log_offset
         if phy < f.end_phy_offset:
             return  # indexed before a restart
-        ts = request.store_timestamp
         prefix = request.topic + "#"
-        if uniq:
-            f = self._put(f, key_hash(prefix + uniq), phy, ts)
-        if keys and f is not None:
-            for k in keys.split(" "):
-                if k and f is not None:
-                    f = self._put(f, key_hash(prefix + k), phy, ts)
-
-    def _put(self, f: IndexFile, khash: int, phy: int, ts: int) -> IndexFile | None:
-        if f.put(khash, phy, ts):
-            return f
-        nf = self._roll()
-        if nf is None or not nf.put(khash, phy, ts):
-            return None
-        return nf
+        hashes = [key_hash(prefix + uniq)] if uniq else []
+        if keys:
+            hashes += [key_hash(prefix + k) for k in keys.split(" ") if k]
+        ts = request.store_timestamp
+        done = f.put_hashes(hashes, phy, ts)
+        while done < len(hashes):  # the file filled up mid-record: the rest go to a new one
+            f = self._roll()
+            if f is None:
+                return
+            put = f.put_hashes(hashes[done:], phy, ts)
+            if put == 0:
+                return
+            done += put
 
     # -- reading --------------------------------------------------------------------------------------
 

@@ -65,6 +65,9 @@ class MessageStore:
         self.clean_service: CleanService | None = None
         self.recovery_report: RecoveryReport | None = None
         self._replica_waiter: ReplicaWaiter | None = None
+        self._replica_end = 0
+        self._replica_call_scheduled = False
+        self._replica_tasks: set[asyncio.Future[PutStatus]] = set()
         self._running = False
         self._lock_fd = -1
         self._sync = config.sync_flush
@@ -113,8 +116,16 @@ class MessageStore:
         self.logics_flush.start()
         self.reput.start()
         self.clean_service.start()
+        if not self.commit_log.queue.files and config.broker_role != "SLAVE":
+            # A fresh store: create (and zero-fill, when warm) the first CommitLog file now, before the
+            # broker says "boot success", so the first put does not wait seconds for it. A slave's first
+            # file is placed by the master's offset (append_to_commit_log), so it waits for that.
+            try:
+                await self.commit_log.allocator.take()
+            except OSError as exc:
+                log.error("cannot create the first CommitLog file: %s (puts will retry)", exc)
         if self.commit_log.queue.files:
-            self.commit_log.allocator.request_next()
+            self.commit_log.allocator.request_next()  # the next file, ahead of need, in its own thread
         self._running = True
 
     def _mark_running(self, checkpoint: StoreCheckpoint) -> None:
@@ -213,38 +224,92 @@ class MessageStore:
     # -- put ------------------------------------------------------------------------------------------
 
     def _check_put(self) -> PutStatus | None:
-        if not self._running:
-            return PutStatus.SERVICE_NOT_AVAILABLE
-        if self.config.broker_role == "SLAVE":
+        if not self._running or self.config.broker_role == "SLAVE":  # the role may change at run time (HA)
             return PutStatus.SERVICE_NOT_AVAILABLE
         if self.clean_service is not None and self.clean_service.disk_full:
             return PutStatus.DISK_FULL
         return None
 
-    async def put_message(self, msg: MessageToStore) -> PutResult:
+    def append_message(self, msg: MessageToStore) -> PutResult | asyncio.Future[PutResult]:
+        """Put one message now: the send path's fast path, with no coroutine per message.
+
+        Returns the PutResult at once when nothing remains to wait for (ASYNC_FLUSH without a replica
+        waiter, or a refusal); otherwise a future of it (SYNC_FLUSH group commit, SYNC_MASTER replica,
+        or a roll to the next CommitLog file).
+        """
         refused = self._check_put()
         if refused is not None:
             return PutResult(refused)
-        result = await self.commit_log.put_message(msg)
-        return await self._after_put(result)
+        result = self.commit_log.append_message(msg)
+        if result is None:
+            return asyncio.ensure_future(self._roll_and_put(lambda: self.commit_log.append_message(msg)))
+        return self._after_append(result)
+
+    def append_messages(self, msgs: list[MessageToStore]) -> PutResult | asyncio.Future[PutResult]:
+        """A batch (same topic and queue), with the same answer shape as `append_message`."""
+        refused = self._check_put()
+        if refused is not None:
+            return PutResult(refused)
+        result = self.commit_log.append_messages(msgs)
+        if result is None:
+            return asyncio.ensure_future(self._roll_and_put(lambda: self.commit_log.append_messages(msgs)))
+        return self._after_append(result)
+
+    async def put_message(self, msg: MessageToStore) -> PutResult:
+        result = self.append_message(msg)
+        return result if type(result) is PutResult else await result  # type: ignore[misc]
 
     async def put_messages(self, msgs: list[MessageToStore]) -> PutResult:
-        refused = self._check_put()
-        if refused is not None:
-            return PutResult(refused)
-        result = await self.commit_log.put_messages(msgs)
-        return await self._after_put(result)
+        result = self.append_messages(msgs)
+        return result if type(result) is PutResult else await result  # type: ignore[misc]
 
-    async def _after_put(self, result: PutResult) -> PutResult:
+    async def _roll_and_put(self, append: Callable[[], PutResult | None]) -> PutResult:
+        result = self._after_append(await self.commit_log.roll_and_retry(append))
+        return result if type(result) is PutResult else await result  # type: ignore[misc]
+
+    def _after_append(self, result: PutResult) -> PutResult | asyncio.Future[PutResult]:
         if result.status is not PutStatus.PUT_OK:
             return result
         self.reput.notify()
+        if self._replica_waiter is not None:
+            if self.config.broker_role == "SYNC_MASTER":
+                return asyncio.ensure_future(self._wait_durable(result))
+            self._tell_replica_soon(result.commit_log_offset + result.wrote_bytes)
+        if self._sync:
+            assert self.flush_service is not None
+            return self.flush_service.wait_flushed(result.commit_log_offset + result.wrote_bytes, result)
+        return result
+
+    def _tell_replica_soon(self, end_offset: int) -> None:
+        """ASYNC_MASTER: no reply waits for a slave, so the replica waiter only hears of new data. It is
+        called once per loop iteration with the newest end offset instead of once per put, so a
+        pipelined send costs no task; its answer is not used (RocketMQ's ASYNC_MASTER does not wait)."""
+        self._replica_end = end_offset
+        if not self._replica_call_scheduled:
+            self._replica_call_scheduled = True
+            asyncio.get_running_loop().call_soon(self._tell_replica)
+
+    def _tell_replica(self) -> None:
+        self._replica_call_scheduled = False
+        waiter = self._replica_waiter
+        if waiter is None:
+            return
+        task = asyncio.ensure_future(waiter(self._replica_end))
+        self._replica_tasks.add(task)
+        task.add_done_callback(self._replica_told)
+
+    def _replica_told(self, task: asyncio.Future[PutStatus]) -> None:
+        self._replica_tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("replica waiter failed", exc_info=task.exception())
+
+    async def _wait_durable(self, result: PutResult) -> PutResult:
+        """SYNC_MASTER: the group commit (when SYNC_FLUSH), then the replica waiter's answer."""
         end = result.commit_log_offset + result.wrote_bytes
         if self._sync:
             assert self.flush_service is not None
-            status = await self.flush_service.wait_flushed(end)
-            if status is not PutStatus.PUT_OK:
-                result.status = status
+            await self.flush_service.wait_flushed(end, result)
+            if result.status is not PutStatus.PUT_OK:
                 return result
         if self._replica_waiter is not None:
             result.status = await self._replica_waiter(end)

@@ -96,7 +96,7 @@ class PutResult:
         store_timestamp: int = 0,
         message_count: int = 0,
         offsets: tuple[int, ...] | list[int] = (),
-        store_host: bytes = b"",
+        store_host: str = "",
     ) -> None:
         self.status = status
         self.commit_log_offset = commit_log_offset
@@ -105,7 +105,7 @@ class PutResult:
         self.store_timestamp = store_timestamp
         self.message_count = message_count
         self.offsets = offsets  # commit-log offset of each message (batch); empty for a single put
-        self._store_host = store_host  # 4-byte ip + int32 port, for offsetMsgId
+        self._store_host = store_host  # upper-case hex of the 4-byte ip + int32 port: offsetMsgId's prefix
 
     @property
     def ok(self) -> bool:
@@ -116,8 +116,10 @@ class PutResult:
         """offsetMsgId of each stored message (upper-case hex of store ip, port, commit-log offset)."""
         if self.commit_log_offset < 0:
             return []
-        offs = self.offsets or (self.commit_log_offset,)
-        return [(self._store_host + o.to_bytes(8, "big", signed=True)).hex().upper() for o in offs]
+        host = self._store_host
+        if not self.offsets:
+            return [f"{host}{self.commit_log_offset:016X}"]
+        return [f"{host}{o:016X}" for o in self.offsets]
 
     def with_status(self, status: PutStatus) -> PutResult:
         self.status = status

@@ -82,7 +82,7 @@ class RemotingConnection(asyncio.Protocol):
         self.local: str = "?"
         self.close_reason: CloseReason | None = None
         self.closed: asyncio.Future[CloseReason] = self._loop.create_future()
-        self.last_activity = self._loop.time()
+        self.last_activity = self._read_at = self._loop.time()
         # Application data a processor may attach (the NameServer records which broker this is).
         self.attributes: dict[str, Any] = {}
         self._closing = False
@@ -121,7 +121,7 @@ class RemotingConnection(asyncio.Protocol):
             self._on_open(self)
 
     def data_received(self, data: bytes) -> None:
-        self.last_activity = self._loop.time()
+        self.last_activity = self._read_at = self._loop.time()
         try:
             commands = self._decoder.feed(data)
         except RemoteProtocolError as exc:
@@ -129,7 +129,7 @@ class RemotingConnection(asyncio.Protocol):
             self.close(CloseReason.PROTOCOL_ERROR)
             return
         if self._backlog:
-            self._backlog.extend(commands)
+            self._keep(commands)
         elif commands:
             self._process(commands)
 
@@ -193,7 +193,7 @@ class RemotingConnection(asyncio.Protocol):
                 if self._write_paused or self._closing or len(self._tasks) >= max_tasks:
                     # Peer not reading our replies, or too much work in flight: keep the rest for later.
                     if not self._closing:
-                        self._backlog.extend(commands[index:])
+                        self._keep(commands[index:])
                     break
                 if cmd.flag & FLAG_RESPONSE:
                     self._complete(cmd)
@@ -217,6 +217,14 @@ class RemotingConnection(asyncio.Protocol):
         finally:
             self._in_receive = False
         self._flush()
+
+    def _keep(self, commands: list[RemotingCommand]) -> None:
+        """Hold commands back (flow control), stamped with the time their read arrived (first time only)."""
+        now = self._read_at
+        for cmd in commands:
+            if not cmd.received_at:
+                cmd.received_at = now
+        self._backlog.extend(commands)
 
     def _reply(self, request: RemotingCommand, response: RemotingCommand) -> None:
         if request.flag & FLAG_ONEWAY:

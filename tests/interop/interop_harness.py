@@ -88,8 +88,10 @@ def _write_properties(path: Path, props: dict[str, str]) -> Path:
 class ServerPair:
     """A NameServer and a broker subprocess, the way `mqnamesrv -c` / `mqbroker -c` are run by users."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, extra: dict[str, str] | None = None) -> None:
         self.root = root
+        #: More broker.conf entries (they override the defaults below), e.g. short transaction timings.
+        self.extra = dict(extra or {})
         self.namesrv_port = free_port()
         self.broker_port = free_port()
         self.procs: list[subprocess.Popen[bytes]] = []
@@ -131,6 +133,7 @@ class ServerPair:
                 # Retries go through delay level 3 + reconsumeTimes: keep every level at 1 s so a
                 # redelivery test does not wait the production default of 10 s.
                 "messageDelayLevel": " ".join(["1s"] * 18),
+                **self.extra,
             },
         )
         self._spawn("mqbroker", broker_conf, "boot success")

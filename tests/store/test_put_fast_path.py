@@ -1,0 +1,76 @@
+"""The put fast path: the first CommitLog file exists after start, puts answer without a coroutine when
+nothing must wait, and the requests the put path hands to dispatch equal what parsing the records gives."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from store_helpers import message, small_config
+
+from broker.store import MessageStore, PutResult, PutStatus
+from broker.store.dispatch import DispatchRequest, parse_record
+
+
+def test_first_commit_log_file_is_created_at_start(tmp_path: Path) -> None:
+    async def main() -> None:
+        store = MessageStore(small_config(tmp_path))
+        await store.start()
+        try:
+            assert len(store.commit_log.queue.files) == 1  # before any put
+            put = store.append_message(message(0))
+            assert isinstance(put, PutResult) and put.status is PutStatus.PUT_OK  # ASYNC_FLUSH: at once
+        finally:
+            await store.shutdown()
+
+    asyncio.run(main())
+
+
+def test_sync_flush_answers_with_a_future(tmp_path: Path) -> None:
+    async def main() -> None:
+        store = MessageStore(small_config(tmp_path, flush_disk_type="SYNC_FLUSH"))
+        await store.start()
+        try:
+            put = store.append_message(message(0))
+            assert isinstance(put, asyncio.Future)
+            result = await put
+            assert result.status is PutStatus.PUT_OK
+            assert store.commit_log.queue.flushed_where >= result.commit_log_offset + result.wrote_bytes
+        finally:
+            await store.shutdown()
+
+    asyncio.run(main())
+
+
+def test_dispatch_hints_equal_parsed_records(tmp_path: Path) -> None:
+    async def main() -> None:
+        store = MessageStore(small_config(tmp_path))
+        await store.start()
+        seen: list[DispatchRequest] = []
+
+        class Recorder:
+            def dispatch(self, request: DispatchRequest) -> None:
+                seen.append(request)
+
+        store.reput.dispatchers.append(Recorder())
+        try:
+            for i in range(300):  # several 64 KiB files: rolls, blank records, batches
+                m = message(i, queue_id=i % 3, tags=f"T{i % 5}")
+                if i % 7 == 0:
+                    m.properties_bytes = f"TAGS\x01T{i}\x02KEYS\x01a b\x02UNIQ_KEY\x01U{i}\x02".encode()
+                await store.put_message(m)
+            await store.put_messages([message(1000 + i, queue_id=1) for i in range(5)])
+            await asyncio.sleep(0.05)
+            assert store.dispatch_behind_bytes == 0
+            assert len(seen) == 305
+            delay_levels = store.config.delay_levels()
+            for request in seen:
+                mf = store.commit_log.queue.find_mapped_file_by_offset(request.commit_log_offset)
+                assert mf is not None
+                pos = request.commit_log_offset - mf.file_from_offset
+                size, parsed = parse_record(mf.mm, pos, mf.wrote_position, check_crc=True, delay_levels=delay_levels)
+                assert size == request.msg_size and parsed == request
+        finally:
+            await store.shutdown()
+
+    asyncio.run(main())
