@@ -56,8 +56,11 @@ class AllocateService:
             path = self.queue.directory / file_name_for(offset)
             self.queue.directory.mkdir(parents=True, exist_ok=True)
             loop = asyncio.get_running_loop()
+            # The first file is on the start-up path: fallocate only, which is instant. Zero-filling
+            # 1 GiB here would delay "boot success" by seconds; the files after it are zero-filled
+            # ahead of need in the background, where group commit gains from it.
             mf = await loop.run_in_executor(
-                self._executor, lambda: MappedFile.create(path, self.queue.file_size, warm=self.queue.preallocate)
+                self._executor, lambda: MappedFile.create(path, self.queue.file_size, warm=False)
             )
             self.queue.install(mf)
             self.request_next()
