@@ -25,6 +25,27 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerPair]:
         pair.stop()
 
 
+#: broker.conf of `feature_servers`: a check-back within ~2 s of a transaction left unknown (the
+#: defaults, 6 s timeout and a 30 s check interval, would make one test wait half a minute), and
+#: SQL92 subscriptions allowed (off by default, as in RocketMQ).
+FEATURE_BROKER_CONF = {
+    "transactionTimeOut": "1000",
+    "transactionCheckInterval": "1000",
+    "enablePropertyFilter": "true",
+}
+
+
+@pytest.fixture(scope="session")
+def feature_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerPair]:
+    """A second pair for transactions and SQL92 filtering, started only by the tests that use it."""
+    pair = ServerPair(tmp_path_factory.mktemp("interop-features"), extra=FEATURE_BROKER_CONF)
+    try:
+        pair.start()
+        yield pair
+    finally:
+        pair.stop()
+
+
 @pytest.fixture(scope="session")
 def work_dir(servers: ServerPair) -> Path:
     """Where peer processes get their HOME directories (next to the servers' logs)."""

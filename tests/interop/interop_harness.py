@@ -27,7 +27,16 @@ import orjson
 from local_cluster import SMALL_INDEX
 from peers import PEERS, REPO
 
-from broker.client import BlockingAdmin, BlockingProducer, BlockingPushConsumer, ConsumeStatus, Message, MessageExt
+from broker.client import (
+    BlockingAdmin,
+    BlockingProducer,
+    BlockingPullConsumer,
+    BlockingPushConsumer,
+    ConsumeStatus,
+    Message,
+    MessageExt,
+)
+from broker.client.message import MessageQueue
 
 __all__ = [
     "CONSUMER_EXIT",
@@ -42,6 +51,7 @@ __all__ = [
     "home_for",
     "run_all",
     "sdk_produce",
+    "sdk_pull_all",
 ]
 
 BIN = REPO / ".venv" / "bin"
@@ -368,6 +378,27 @@ class SdkConsumer:
         finally:
             self.consumer.shutdown()
         return self
+
+
+def sdk_pull_all(
+    namesrv: str, group: str, topic: str, expect: int, queues: int = 4, timeout: float = 15.0
+) -> list[Record]:
+    """Our SDK's pull consumer reads every queue of `topic` from offset 0: all it finds once `expect`
+    records arrived and one more poll came back empty, or whatever it had at `timeout`."""
+    consumer = BlockingPullConsumer(group, namesrv)
+    consumer.assign([MessageQueue(topic, BROKER_NAME, q) for q in range(queues)])
+    consumer.start()
+    records: list[Record] = []
+    try:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            batch = consumer.poll(1.0)
+            records.extend(Record.from_message(m) for m in batch)
+            if not batch and len(records) >= expect:
+                break
+    finally:
+        consumer.shutdown()
+    return records
 
 
 def home_for(root: Path, name: str) -> Path:

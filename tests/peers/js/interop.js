@@ -5,11 +5,14 @@
 //   produce --send MODE:TOPIC[:COUNT] MODE is sync (producer.send), delay (delayTimeLevel 2) or
 //                                    sharding (msg.shardingKey = shard, ali-ons' ordered-send selector);
 //                                    ali-ons has no one-way or batch send API.
-//   consume --topic T [...] --expect N [--fail-once] [--expression "tagA || tagB"]
+//   consume --topic T [...] --expect N [--fail-once] [--expression "tagA || tagB"] [--sql] [--linger S]
 //                                    a push consumer prints {"event":"msg",...} per delivery and
 //                                    exits once N deliveries succeeded (rc 0) or at --timeout (rc 3).
 //                                    --fail-once throws on a first delivery so the client sends the
 //                                    message back (CONSUMER_SEND_MSG_BACK) and the broker redelivers.
+//                                    --sql subscribes with {expressionType: 'SQL92', subString: expression}
+//                                    (ali-ons' buildSubscriptionData takes such an object); --linger keeps
+//                                    consuming (and printing) S seconds after N, to catch extra deliveries.
 //
 // The message fields must match tests/peers/py/interop.py (`fields`) exactly: the tests compare
 // what every client received against that one definition. process.exit at the end, because ali-ons
@@ -25,6 +28,7 @@ function args() {
   for (let i = 1; i < argv.length; i++) {
     const name = argv[i].replace(/^--/, '');
     if (name === 'fail-once') { out.failOnce = true; continue; }
+    if (name === 'sql') { out.sql = true; continue; }
     const value = argv[++i];
     if (Array.isArray(out[name])) out[name].push(value); else out[name] = value;
   }
@@ -112,14 +116,17 @@ async function consume(opts, common) {
     emit('msg', record);
     if (++ok >= expect) finish(true);
   };
-  for (const topic of opts.topic) consumer.subscribe(topic, opts.expression || '*', handler);
+  // A SQL92 selector: ali-ons puts expressionType into the heartbeat's subscription data and the
+  // PULL_MESSAGE header, and filters nothing itself (its client-side filter is for tags only).
+  const expression = opts.sql ? { expressionType: 'SQL92', subString: opts.expression } : (opts.expression || '*');
+  for (const topic of opts.topic) consumer.subscribe(topic, expression, handler);
   await consumer.ready();
   emit('started', {});
   const timeout = Number(opts.timeout || 60) * 1000;
   const reached = await Promise.race([done, new Promise((r) => setTimeout(() => r(false), timeout))]);
   // The last handler is still returning: give its offset update a moment, then close, which
   // persists offsets (UPDATE_CONSUMER_OFFSET) and unregisters, as a real application would.
-  await new Promise((r) => setTimeout(r, 300));
+  await new Promise((r) => setTimeout(r, Math.max(300, Number(opts.linger || 0) * 1000)));
   await consumer.close();
   emit('done', { ok, reached });
   return reached ? 0 : 3;

@@ -16,6 +16,15 @@ JSON line per event on stdout so the test can check every field:
 
   pull --topic T [...] --expect N  the PullConsumer reads every queue from offset 0 to the end.
 
+  transact --topic T --outcome commit|rollback|unknown [...] --checks N
+                                    transactional sends through the C core's TransactionMQProducer
+                                    (see `transact`): message i carries the canonical fields plus
+                                    property `outcome`, its local transaction returns outcome i, and
+                                    the checker answers every CHECK_TRANSACTION_STATE with COMMIT.
+                                    Prints {"event": "local"} per local transaction, {"event": "sent"}
+                                    per send and {"event": "check"} per check-back; leaves once N
+                                    checks arrived (rc 0) or at --timeout (rc 3).
+
 All leave with os._exit: the cvs build segfaults in PushConsumer.shutdown() (upstream
 rocketmq-client-cpp issue 335), so consume calls it only with --shutdown. Bodies are printed
 base64-encoded so the test compares exact bytes.
@@ -23,13 +32,15 @@ base64-encoded so the test compares exact bytes.
 
 import argparse
 import base64
+import ctypes
 import json
 import os
 import sys
 import threading
 import time
 
-from rocketmq.client import Message, Producer, PullConsumer, PushConsumer
+from rocketmq.client import Message, Producer, PullConsumer, PushConsumer, RecvMessage
+from rocketmq.ffi import _CSendResult, dll
 
 # User properties the tests set and read back; C++ can only read properties by name.
 PROP_NAMES = ("color", "city", "seq", "shard", "origin", "UNIQ_KEY", "RETRY_TOPIC", "ORIGIN_MESSAGE_ID")
@@ -179,9 +190,84 @@ def consume(args):
     os._exit(0 if reached else 3)
 
 
+#: The C API's CTransactionStatus (rocketmq-client-cpp 2.x include/CTransactionStatus.h).
+TX_STATUS = {"commit": 0, "rollback": 1, "unknown": 2}
+
+
+def transact(args):
+    """Transactional sends with the C core's API, which neither Python package wraps.
+
+    rocketmq-client-cpp 2.1.0 (the cvs build) exports CreateTransactionProducer and
+    SendMessageTransaction (its CTransactionProducer.h); Apache rocketmq-client-python 2.0.0 wraps
+    exactly these as TransactionMQProducer, with the same ctypes signatures used here. The 1.x core
+    of PyPI rocketmq 0.4.4 has no such symbols, so this reports "unsupported" there.
+    """
+    if not hasattr(dll, "CreateTransactionProducer"):
+        emit("unsupported", error="librocketmq.so exports no CreateTransactionProducer")
+        os._exit(4)
+    check_cb = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+    exec_cb = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+    dll.CreateTransactionProducer.argtypes = [ctypes.c_char_p, check_cb, ctypes.c_void_p]
+    dll.CreateTransactionProducer.restype = ctypes.c_void_p
+    dll.SendMessageTransaction.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_void_p,
+        exec_cb,
+        ctypes.c_void_p,
+        ctypes.POINTER(_CSendResult),
+    ]
+    dll.SendMessageTransaction.restype = ctypes.c_int
+    dll.GetOriginMessageProperty.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+    dll.GetOriginMessageProperty.restype = ctypes.c_char_p
+
+    done = threading.Event()
+    checks = []
+
+    def on_check(_producer, c_msg_ext, _user):
+        # CHECK_TRANSACTION_STATE from the broker: the message is the half message it holds.
+        record = record_of(RecvMessage(c_msg_ext))
+        record["outcome"] = _text(dll.GetMessageProperty(c_msg_ext, b"outcome"))
+        record["check_times"] = _text(dll.GetMessageProperty(c_msg_ext, b"TRANSACTION_CHECK_TIMES"))
+        emit("check", **record)
+        with _print_lock:
+            checks.append(record)
+            if len(checks) >= args.checks:
+                done.set()
+        return TX_STATUS["commit"]
+
+    def on_local(_producer, c_msg, _user):
+        outcome = _text(dll.GetOriginMessageProperty(c_msg, b"outcome"))
+        seq = _text(dll.GetOriginMessageProperty(c_msg, b"seq"))
+        emit("local", seq=int(seq), outcome=outcome)
+        return TX_STATUS[outcome]
+
+    checker = check_cb(on_check)  # kept referenced: the core calls it from its own threads
+    local = exec_cb(on_local)
+    handle = dll.CreateTransactionProducer(args.group.encode(), checker, None)
+    if not handle:
+        raise RuntimeError("CreateTransactionProducer returned NULL")
+    dll.SetProducerNameServerAddress(handle, args.namesrv.encode())
+    if dll.StartProducer(handle) != 0:
+        raise RuntimeError(f"StartProducer failed: {_text(dll.GetLatestErrorMessage())}")
+    topic = args.topic[0]
+    for i, outcome in enumerate(args.outcome):
+        spec = fields(args.origin, topic, i, args.shards)
+        spec["props"]["outcome"] = outcome
+        msg = build(spec)
+        result = _CSendResult()
+        # Sends the half message, runs on_local, then END_TRANSACTION (one-way) with its answer.
+        rc = dll.SendMessageTransaction(handle, msg, local, None, ctypes.pointer(result))
+        emit("sent", seq=i, outcome=outcome, rc=rc, status=result.sendStatus, msg_id=_text(result.msgId))
+    reached = done.wait(args.timeout) if args.checks else True
+    # The checker's COMMIT goes back as a one-way END_TRANSACTION: let it leave before exiting.
+    time.sleep(args.linger)
+    emit("done", checks=len(checks), reached=reached)
+    os._exit(0 if reached else 3)
+
+
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("command", choices=("produce", "consume", "pull"))
+    parser.add_argument("command", choices=("produce", "consume", "pull", "transact"))
     parser.add_argument("--namesrv", required=True)
     parser.add_argument("--group", required=True)
     parser.add_argument("--origin", default="cpp")
@@ -195,10 +281,12 @@ def main():
     parser.add_argument("--fail-once", action="store_true")
     parser.add_argument("--timeout", type=float, default=60.0)
     parser.add_argument("--linger", type=float, default=0.5)
+    parser.add_argument("--outcome", action="append", default=[], choices=sorted(TX_STATUS), help="transact")
+    parser.add_argument("--checks", type=int, default=0, help="transact: check-backs to wait for")
     parser.add_argument("--shutdown", action="store_true", help="consume: call PushConsumer.shutdown() at the end")
     args = parser.parse_args()
     try:
-        {"produce": produce, "consume": consume, "pull": pull}[args.command](args)
+        {"produce": produce, "consume": consume, "pull": pull, "transact": transact}[args.command](args)
     except Exception as exc:  # report any client failure as one line, then leave fast
         emit("error", error=f"{type(exc).__name__}: {exc}")
         os._exit(2)
