@@ -13,6 +13,7 @@ re-dispatches from `redispatch_from`.
 from __future__ import annotations
 
 import logging
+import mmap
 import struct
 import zlib
 from dataclasses import dataclass
@@ -47,12 +48,14 @@ class RecoveryReport:
     last_store_timestamp: int = 0
 
 
-def check_record(buf: object, pos: int, limit: int, phy: int, check_crc: bool) -> tuple[int, str | None, int]:
+def check_record(
+    buf: mmap.mmap | bytes | bytearray | memoryview, pos: int, limit: int, phy: int, check_crc: bool
+) -> tuple[int, str | None, int]:
     """Validate the record at `pos`: (size, None, store_ts) for a good one, (END, None, 0) for zeros,
     (BLANK, None, 0) for the end-of-file filler, (END, reason, 0) for anything broken."""
     if pos + 8 > limit:
         return (END, None, 0)
-    total, magic = struct.unpack_from(">ii", buf, pos)  # type: ignore[call-overload]
+    total, magic = struct.unpack_from(">ii", buf, pos)
     if magic == BLANK_MAGIC_CODE:
         return (BLANK, None, 0)
     if total == 0 and magic == 0:
@@ -62,29 +65,29 @@ def check_record(buf: object, pos: int, limit: int, phy: int, check_crc: bool) -
     if total < 91 or pos + total > limit:
         return (END, f"record length {total} runs past the file (torn write)", 0)
     end = pos + total
-    _, _, crc, _, _, _, physical, sys_flag, _ = _HEAD.unpack_from(buf, pos)  # type: ignore[arg-type]
+    _, _, crc, _, _, _, physical, sys_flag, _ = _HEAD.unpack_from(buf, pos)
     if physical != phy:
         return (END, f"record says it is at offset {physical} (stale or torn data)", 0)
     p = pos + 48 + (20 if sys_flag & SysFlag.BORNHOST_V6 else 8)
-    (store_ts,) = _I64.unpack_from(buf, p)  # type: ignore[arg-type]
+    (store_ts,) = _I64.unpack_from(buf, p)
     p += 8 + (20 if sys_flag & SysFlag.STOREHOST_V6 else 8) + 12
-    (body_len,) = _I32.unpack_from(buf, p)  # type: ignore[arg-type]
+    (body_len,) = _I32.unpack_from(buf, p)
     p += 4
     if body_len < 0 or p + body_len > end:
         return (END, f"body length {body_len} does not fit the record (torn write)", 0)
-    if check_crc and zlib.crc32(buf[p : p + body_len]) & 0x7FFFFFFF != crc:  # type: ignore[index]
+    if check_crc and zlib.crc32(buf[p : p + body_len]) & 0x7FFFFFFF != crc:
         return (END, "BODYCRC mismatch (corrupted or torn body)", 0)
     p += body_len
     if magic == MESSAGE_MAGIC_CODE:
-        topic_len = buf[p]  # type: ignore[index]
+        topic_len = buf[p]
         p += 1
     else:
-        (topic_len,) = _U16.unpack_from(buf, p)  # type: ignore[arg-type]
+        (topic_len,) = _U16.unpack_from(buf, p)
         p += 2
     p += topic_len
     if p + 2 > end:
         return (END, "topic runs past the record end (torn write)", 0)
-    (props_len,) = _U16.unpack_from(buf, p)  # type: ignore[arg-type]
+    (props_len,) = _U16.unpack_from(buf, p)
     if p + 2 + props_len != end:
         return (END, "field lengths do not add up to TOTALSIZE (torn write)", 0)
     return (total, None, store_ts)
