@@ -32,6 +32,7 @@ __all__ = [
     "encode",
     "encode_binary",
     "ext_value",
+    "frame",
 ]
 
 DEFAULT_MAX_FRAME_LENGTH = 16 * 1024 * 1024
@@ -113,8 +114,11 @@ def _json_header(cmd: RemotingCommand) -> bytes:
 
 def encode(cmd: RemotingCommand) -> bytes:
     """Encode a command as one frame with a JSON header, ready to write to a socket."""
-    header = _json_header(cmd)
-    body = cmd.body
+    return frame(_json_header(cmd), cmd.body)
+
+
+def frame(header: bytes, body: bytes = b"") -> bytes:
+    """One frame from an already-encoded JSON header (see `encode`) and a body."""
     return b"".join((_PREFIX.pack(4 + len(header) + len(body), len(header)), header, body))
 
 

@@ -226,8 +226,11 @@ class RemotingConnection(asyncio.Protocol):
                 cmd.received_at = now
         self._backlog.extend(commands)
 
-    def _reply(self, request: RemotingCommand, response: RemotingCommand) -> None:
+    def _reply(self, request: RemotingCommand, response: RemotingCommand | bytes) -> None:
         if request.flag & FLAG_ONEWAY:
+            return
+        if type(response) is bytes:  # already a frame for this request (see broker.transport.dispatcher)
+            self._send(response)
             return
         response.opaque = request.opaque
         response.flag |= FLAG_RESPONSE
@@ -342,9 +345,13 @@ class RemotingConnection(asyncio.Protocol):
         cmd.flag = (cmd.flag & ~FLAG_RESPONSE) | FLAG_ONEWAY
         self._send(self._encode_request(cmd))
 
-    def send_response(self, response: RemotingCommand) -> None:
-        """Write a response built outside a handler's return value (e.g. a long-poll reply)."""
+    def send_response(self, response: RemotingCommand | bytes) -> None:
+        """Write a response built outside a handler's return value (e.g. a long-poll reply); bytes are an
+        already-encoded response frame."""
         if self._closing:
+            return
+        if type(response) is bytes:
+            self._send(response)
             return
         response.flag |= FLAG_RESPONSE
         self._send(encode(response))

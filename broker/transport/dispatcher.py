@@ -2,7 +2,9 @@
 
 Used by `RemotingServer` (broker and NameServer processors) and by client connections (requests the
 broker sends to clients). A handler is a callable, or an object with a `handle` method, taking
-`(connection, command)` and returning the response `RemotingCommand` or `None` (no answer). Plain
+`(connection, command)` and returning the response `RemotingCommand` or `None` (no answer); a hot
+handler may instead return the response already encoded as one frame (`bytes`, built for that request's
+opaque), which is written as is (the send path's reply template, broker/server/processors/send.py). Plain
 functions run inline in `data_received` (the fast path: no task per request); coroutine functions
 run as one task per request. Registration decides once which kind a handler is.
 """
@@ -19,12 +21,13 @@ from broker.protocol.command import RemotingCommand
 if TYPE_CHECKING:
     from broker.transport.connection import RemotingConnection
 
-__all__ = ["AsyncHandler", "Dispatcher", "Handler", "Route", "SyncHandler"]
+__all__ = ["AsyncHandler", "Dispatcher", "Handler", "Response", "Route", "SyncHandler"]
 
 log = logging.getLogger(__name__)
 
-SyncHandler: TypeAlias = Callable[["RemotingConnection", RemotingCommand], RemotingCommand | None]
-AsyncHandler: TypeAlias = Callable[["RemotingConnection", RemotingCommand], Awaitable[RemotingCommand | None]]
+Response: TypeAlias = RemotingCommand | bytes | None  # bytes: an encoded response frame
+SyncHandler: TypeAlias = Callable[["RemotingConnection", RemotingCommand], Response]
+AsyncHandler: TypeAlias = Callable[["RemotingConnection", RemotingCommand], Awaitable[Response]]
 Handler: TypeAlias = SyncHandler | AsyncHandler | Any  # Any: an object with a `handle` method
 
 
