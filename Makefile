@@ -34,10 +34,12 @@ run: $(STAMP)
 
 test: $(SPARK_STAMP) peers system-deps
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 	$(BIN)/pytest
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 	$(BIN)/ruff format --check .
 
 fmt: $(STAMP)

@@ -277,6 +277,7 @@ class ReputService:
                     # the put path's request for this very record, when it left one: no re-parse
                     while hints and hints[0].commit_log_offset < base + pos:
                         hints.popleft()  # behind us (a record dispatched some other way)
+                    req: DispatchRequest | None
                     if hints and hints[0].commit_log_offset == base + pos:
                         req = hints.popleft()
                         size = req.msg_size
