@@ -19,22 +19,33 @@ stop() {
 }
 trap stop INT TERM EXIT
 
-wait_port() {  # wait until something listens on 127.0.0.1:$1, or the process $2 died
+wait_port() {  # wait until something listens on 127.0.0.1:$1, or the process $2 (logging to $3) died
     for _ in $(seq 1 100); do
         if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return 0; fi
-        kill -0 "$2" 2>/dev/null || { echo "process $2 exited; see .data/logs/" >&2; return 1; }
+        if ! kill -0 "$2" 2>/dev/null; then
+            echo "$(basename "$3" .log) exited before listening on port $1. The end of $3:" >&2
+            tail -n 5 "$3" >&2
+            return 1
+        fi
         sleep 0.1
     done
-    echo "nothing listens on port $1 after 10 s; see .data/logs/" >&2
+    echo "nothing listens on port $1 after 10 s; see $3" >&2
     return 1
 }
 
+for port in 9876 10911 10912; do
+    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+        echo "port $port on 127.0.0.1 is already in use (another NameServer or broker running?); stop it first" >&2
+        exit 1
+    fi
+done
+
 setsid "$BIN/mqnamesrv" -c conf/namesrv.properties > .data/logs/namesrv.log 2>&1 &
 pids+=($!)
-wait_port 9876 "${pids[0]}"
+wait_port 9876 "${pids[0]}" .data/logs/namesrv.log
 setsid "$BIN/mqbroker" -c conf/broker.conf > .data/logs/broker.log 2>&1 &
 pids+=($!)
-wait_port 10911 "${pids[1]}"
+wait_port 10911 "${pids[1]}" .data/logs/broker.log
 
 cat <<MSG
 RocketCluster is running: NameServer 127.0.0.1:9876, broker broker-a 127.0.0.1:10911, data in .data/store
