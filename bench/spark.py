@@ -156,6 +156,8 @@ def _spark(tmp: Path) -> Any:
     spark = (
         SparkSession.builder.appName("bench-spark")
         .master("local[2]")
+        .config("spark.driver.host", "127.0.0.1")  # loopback only, not the host's first interface
+        .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.driver.memory", "1g")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
