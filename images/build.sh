@@ -28,6 +28,15 @@ docker_up() {
   bash "$REPO/e2e/deps.sh" images
   if $DOCKER info >/dev/null 2>&1; then return 0; fi
   mkdir -p "$DATA"
+  # A dockerd killed without its shutdown (machine or session stop) leaves its pidfile, and a new
+  # dockerd refuses to start while it exists: drop it unless it names a dockerd that still runs.
+  if [[ -f $DATA/dockerd.pid ]]; then
+    local pid; pid=$(cat "$DATA/dockerd.pid")
+    if [[ "$(cat "/proc/$pid/comm" 2>/dev/null)" != dockerd ]]; then
+      log "removing the stale pidfile of a dockerd that no longer runs (pid $pid)"
+      rm -f "$DATA/dockerd.pid"
+    fi
+  fi
   log "starting dockerd (no bridge, no iptables)"
   setsid dockerd --iptables=false --ip6tables=false --bridge=none --ip-masq=false \
     --pidfile "$DATA/dockerd.pid" >>"$DATA/dockerd.log" 2>&1 </dev/null &
