@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
-from broker.client.config import ClientConfig
+from broker.client.config import ClientConfig, client_config_with
 from broker.client.errors import ClientError, QueryNotFound
 from broker.client.instance import ClientInstance
 from broker.client.message import MessageExt, MessageQueue
@@ -68,9 +68,7 @@ class QueueProgress:
 
 class Admin:
     def __init__(self, namesrv_addr: str | None = None, *, client_config: ClientConfig | None = None) -> None:
-        cc = client_config or ClientConfig(instance_name=f"admin-{time.monotonic_ns()}")
-        if namesrv_addr is not None:
-            cc = replace(cc, namesrv_addr=namesrv_addr)
+        cc = client_config_with(client_config, namesrv_addr, instance_name=f"admin-{time.monotonic_ns()}")
         self.instance = ClientInstance(cc)
 
     async def __aenter__(self) -> Admin:

@@ -13,7 +13,7 @@ import concurrent.futures
 import logging
 import threading
 from collections.abc import Callable, Coroutine, Iterable, Sequence
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 from broker.client.admin import Admin
 from broker.client.consume import Listener
@@ -64,28 +64,36 @@ async def _build(factory: Callable[[], T]) -> T:
     return factory()
 
 
-class BlockingProducer:
-    def __init__(self, group: str = "DEFAULT_PRODUCER", namesrv_addr: str | None = None, **options: Any) -> None:
-        self._lt = LoopThread(f"producer-{group}")
-        self.producer: Producer = self._lt.run(_build(lambda: Producer(group, namesrv_addr, **options)))
+class _BlockingClient:
+    """The lifecycle the blocking facades share: one loop thread running one async client."""
+
+    _lt: LoopThread
+    _client: Producer | PushConsumer | PullConsumer
 
     def start(self) -> None:
-        self._lt.run(self.producer.start())
+        self._lt.run(self._client.start())
 
     def shutdown(self) -> None:
         try:
-            self._lt.run(self.producer.shutdown())
+            self._lt.run(self._client.shutdown())
         finally:
             self._lt.stop()
 
     close = shutdown
 
-    def __enter__(self) -> BlockingProducer:
+    def __enter__(self) -> Self:
         self.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.shutdown()
+
+
+class BlockingProducer(_BlockingClient):
+    def __init__(self, group: str = "DEFAULT_PRODUCER", namesrv_addr: str | None = None, **options: Any) -> None:
+        self._lt = LoopThread(f"producer-{group}")
+        self.producer: Producer = self._lt.run(_build(lambda: Producer(group, namesrv_addr, **options)))
+        self._client = self.producer
 
     def send(self, msg: Message, **kwargs: Any) -> SendResult:
         return self._lt.run(self.producer.send(msg, **kwargs))
@@ -108,10 +116,11 @@ class BlockingProducer:
         return self._lt.run(self.producer.fetch_publish_queues(topic))
 
 
-class BlockingPushConsumer:
+class BlockingPushConsumer(_BlockingClient):
     def __init__(self, group: str = "DEFAULT_CONSUMER", namesrv_addr: str | None = None, **options: Any) -> None:
         self._lt = LoopThread(f"push-{group}")
         self.consumer: PushConsumer = self._lt.run(_build(lambda: PushConsumer(group, namesrv_addr, **options)))
+        self._client = self.consumer
 
     def subscribe(self, topic: str, expression: str | MessageSelector | None = "*") -> None:
         self._lt.loop.call_soon_threadsafe(self.consumer.subscribe, topic, expression)
@@ -119,32 +128,15 @@ class BlockingPushConsumer:
     def register_listener(self, listener: Listener, *, orderly: bool = False) -> None:
         self.consumer.register_listener(listener, orderly=orderly)
 
-    def start(self) -> None:
-        self._lt.run(self.consumer.start())
-
-    def shutdown(self) -> None:
-        try:
-            self._lt.run(self.consumer.shutdown())
-        finally:
-            self._lt.stop()
-
-    close = shutdown
-
     def assignment(self) -> set[MessageQueue]:
         return self._lt.run(_build(self.consumer.assignment))
 
-    def __enter__(self) -> BlockingPushConsumer:
-        self.start()
-        return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.shutdown()
-
-
-class BlockingPullConsumer:
+class BlockingPullConsumer(_BlockingClient):
     def __init__(self, group: str = "DEFAULT_CONSUMER", namesrv_addr: str | None = None, **options: Any) -> None:
         self._lt = LoopThread(f"pull-{group}")
         self.consumer: PullConsumer = self._lt.run(_build(lambda: PullConsumer(group, namesrv_addr, **options)))
+        self._client = self.consumer
 
     def subscribe(self, topic: str, expression: str | MessageSelector | None = "*") -> None:
         self._lt.run(_build(lambda: self.consumer.subscribe(topic, expression)))
@@ -152,17 +144,6 @@ class BlockingPullConsumer:
     def assign(self, queues: Iterable[MessageQueue], expression: str | None = "*") -> None:
         qs = list(queues)
         self._lt.run(_build(lambda: self.consumer.assign(qs, expression)))
-
-    def start(self) -> None:
-        self._lt.run(self.consumer.start())
-
-    def shutdown(self) -> None:
-        try:
-            self._lt.run(self.consumer.shutdown())
-        finally:
-            self._lt.stop()
-
-    close = shutdown
 
     def poll(self, timeout: float = 5.0) -> list[MessageExt]:
         return self._lt.run(self.consumer.poll(timeout))
@@ -184,13 +165,6 @@ class BlockingPullConsumer:
 
     def committed(self, mq: MessageQueue) -> int:
         return self._lt.run(self.consumer.committed(mq))
-
-    def __enter__(self) -> BlockingPullConsumer:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.shutdown()
 
 
 class BlockingAdmin:

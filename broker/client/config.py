@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from broker.client.message import ConsumeFromWhere, MessageModel
 
@@ -17,6 +18,7 @@ __all__ = [
     "ClientConfig",
     "ConsumerConfig",
     "ProducerConfig",
+    "client_config_with",
     "parse_namesrv_addr",
 ]
 
@@ -53,6 +55,13 @@ class ClientConfig:
     @property
     def namesrv_list(self) -> list[str]:
         return parse_namesrv_addr(self.namesrv_addr)
+
+
+def client_config_with(client_config: ClientConfig | None, namesrv_addr: str | None, **defaults: Any) -> ClientConfig:
+    """The client config every role starts from: the given one (or a default built from `defaults`),
+    with `namesrv_addr` overriding its NameServer list when given."""
+    cc = client_config or ClientConfig(**defaults)
+    return cc if namesrv_addr is None else replace(cc, namesrv_addr=namesrv_addr)
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,7 @@ from dataclasses import replace
 from typing import Any
 
 from broker.client.batch import check_batch, encode_batch_body, split_batches
-from broker.client.config import ClientConfig, ProducerConfig
+from broker.client.config import ClientConfig, ProducerConfig, client_config_with
 from broker.client.errors import (
     ClientError,
     IllegalStateError,
@@ -77,10 +77,7 @@ class Producer:
     ) -> None:
         """`options` are ProducerConfig field names (e.g. `retry_times_when_send_failed=0`)."""
         self.config = replace(config or ProducerConfig(), group=group, **options)
-        cc = client_config or ClientConfig()
-        if namesrv_addr is not None:
-            cc = replace(cc, namesrv_addr=namesrv_addr)
-        self.client_config = cc
+        self.client_config = cc = client_config_with(client_config, namesrv_addr)
         self._own_instance = instance is None
         self.instance = instance or ClientInstance(
             cc, topics=self._topics, heartbeat=self._heartbeat_data, on_route_change=self._route_changed

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from broker.client.allocate import AllocateStrategy, allocate_averagely
-from broker.client.config import ClientConfig, ConsumerConfig
+from broker.client.config import ClientConfig, ConsumerConfig, client_config_with
 from broker.client.errors import IllegalStateError
 from broker.client.instance import ClientInstance
 from broker.client.message import MessageExt, MessageModel, MessageQueue
@@ -56,10 +56,7 @@ class PullConsumer:
         **options: Any,
     ) -> None:
         self.config = replace(config or ConsumerConfig(), group=group, **options)
-        cc = client_config or ClientConfig()
-        if namesrv_addr is not None:
-            cc = replace(cc, namesrv_addr=namesrv_addr)
-        self.client_config = cc
+        self.client_config = cc = client_config_with(client_config, namesrv_addr)
         self.auto_commit = auto_commit
         self.allocate = allocate
         self.instance = ClientInstance(

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from broker.client.allocate import AllocateStrategy, allocate_averagely
-from broker.client.config import ClientConfig, ConsumerConfig
+from broker.client.config import ClientConfig, ConsumerConfig, client_config_with
 from broker.client.consume import Listener, ListenerRunner, restore_retry_topic
 from broker.client.errors import IllegalStateError
 from broker.client.instance import ClientInstance
@@ -72,10 +72,7 @@ class PushConsumer:
     ) -> None:
         """`options` are ConsumerConfig field names (e.g. `message_model=MessageModel.BROADCASTING`)."""
         self.config = replace(config or ConsumerConfig(), group=group, **options)
-        cc = client_config or ClientConfig()
-        if namesrv_addr is not None:
-            cc = replace(cc, namesrv_addr=namesrv_addr)
-        self.client_config = cc
+        self.client_config = cc = client_config_with(client_config, namesrv_addr)
         self.allocate = allocate
         self.instance = ClientInstance(
             cc,
