@@ -123,7 +123,7 @@ class BlockingPushConsumer(_BlockingClient):
         self._client = self.consumer
 
     def subscribe(self, topic: str, expression: str | MessageSelector | None = "*") -> None:
-        self._lt.loop.call_soon_threadsafe(self.consumer.subscribe, topic, expression)
+        self._lt.run(_build(lambda: self.consumer.subscribe(topic, expression)))
 
     def register_listener(self, listener: Listener, *, orderly: bool = False) -> None:
         self.consumer.register_listener(listener, orderly=orderly)
