@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -35,10 +35,13 @@ __all__ = ["ConnectionConfig", "RemotingConnection"]
 log = logging.getLogger(__name__)
 
 _OPAQUE_MASK = 0x7FFFFFFF
+_REQUEST_FLAGS = ~(FLAG_RESPONSE | FLAG_ONEWAY)
 # Reasons for pausing reading; reading resumes only once none of them holds.
 _PAUSE_WRITE = "write-buffer"
 _PAUSE_IN_FLIGHT = "in-flight"
 _PAUSE_SHUTDOWN = "shutdown"
+# Replies gathered from one read before they are written (see _process).
+_REPLIES_PER_WRITE = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,6 +167,7 @@ class RemotingConnection(asyncio.Protocol):
             self._scan_handle = None
         pending, self._pending = self._pending, {}
         for future, _deadline in pending.values():
+            self._release_slot()  # a queued invoke takes it, then sees the connection closed
             if not future.done():
                 error = ConnectionClosedError(f"connection to {self.peer} closed: {reason.value}", reason)
                 error.__cause__ = exc
@@ -211,8 +215,10 @@ class RemotingConnection(asyncio.Protocol):
                         response = _error_response(cmd, exc, self.peer)
                     if response is not None:
                         self._reply(cmd, response)
-                if self._out_bytes >= self.config.write_high_water:
-                    # Big replies: hand them to the transport now so pause_writing can stop us mid-batch.
+                if len(self._out) >= _REPLIES_PER_WRITE or self._out_bytes >= self.config.write_high_water:
+                    # Hand replies over in slices rather than one write per read: the peer starts on the
+                    # first ones while we decode the rest, instead of both sides taking turns (this
+                    # doubled round trips at 64 in flight). Big replies also let pause_writing stop us.
                     self._flush()
         finally:
             self._in_receive = False
@@ -273,18 +279,55 @@ class RemotingConnection(asyncio.Protocol):
             # Late reply to a timed-out request, or a reply to a one-way request sent without the flag.
             log.debug("dropping response with unknown opaque %d from %s", response.opaque, self.peer)
             return
+        self._release_slot()
         future = entry[0]
-        if not future.done():
+        if not future.done():  # the caller may have stopped waiting (cancelled)
             future.set_result(response)
 
     # ------------------------------------------------------------------ outgoing requests
 
-    async def invoke(self, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
-        """Send a request and wait for its response (matched by opaque, in any order)."""
+    def invoke(self, cmd: RemotingCommand, timeout: float) -> Awaitable[RemotingCommand]:
+        """Send a request; await the result for its response (matched by opaque, in any order).
+
+        The common case returns the response future itself, not a coroutine: no frame per request. The
+        in-flight slot is released where the pending entry ends (response, timeout scan, close), so a
+        caller that stops waiting keeps its slot until then, like RocketMQ's semaphore.
+        """
+        if self._closing or self._write_paused or self._slot_waiters or (
+            self._outgoing >= self.config.max_outgoing_requests
+        ):
+            return self._invoke_slowly(cmd, timeout)
+        self._outgoing += 1  # fast path: open, writable, a free slot and nobody queued before us
+        return self._send_request(cmd, timeout)
+
+    async def _invoke_slowly(self, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
+        await self._before_invoke(timeout)
+        return await self._send_request(cmd, timeout)
+
+    def _send_request(self, cmd: RemotingCommand, timeout: float) -> asyncio.Future[RemotingCommand]:
+        """Register and send a request that holds an in-flight slot."""
+        self._next_opaque = opaque = (self._next_opaque + 1) & _OPAQUE_MASK
+        cmd.opaque = opaque
+        cmd.flag &= _REQUEST_FLAGS
+        try:
+            frame = self._encode_request(cmd)
+        except BaseException:
+            self._release_slot()
+            raise
+        loop = self._loop
+        future: asyncio.Future[RemotingCommand] = loop.create_future()
+        self._pending[opaque] = (future, loop.time() + timeout)
+        if self._scan_handle is None:
+            self._scan_handle = loop.call_later(self.config.timeout_scan_interval, self._scan_timeouts)
+        self._send(frame)
+        return future
+
+    async def _before_invoke(self, timeout: float) -> None:
+        """The slow start of invoke: fail if closed, wait for a slot and for the peer to drain our writes."""
         if self._closing:
             raise ConnectionClosedError(f"connection to {self.peer} is closed", self.close_reason)
         if self._outgoing < self.config.max_outgoing_requests and not self._slot_waiters:
-            self._outgoing += 1  # fast path: a free slot, nobody queued before us
+            self._outgoing += 1
         else:
             await self._wait_for_slot(timeout)
         try:
@@ -292,20 +335,9 @@ class RemotingConnection(asyncio.Protocol):
                 await self.drain()
             if self._closing:
                 raise ConnectionClosedError(f"connection to {self.peer} is closed", self.close_reason)
-            self._next_opaque = opaque = (self._next_opaque + 1) & _OPAQUE_MASK
-            cmd.opaque = opaque
-            cmd.flag &= ~(FLAG_RESPONSE | FLAG_ONEWAY)
-            future: asyncio.Future[RemotingCommand] = self._loop.create_future()
-            self._pending[opaque] = (future, self._loop.time() + timeout)
-            if self._scan_handle is None:
-                self._scan_handle = self._loop.call_later(self.config.timeout_scan_interval, self._scan_timeouts)
-            self._send(self._encode_request(cmd))
-            try:
-                return await future
-            finally:
-                self._pending.pop(opaque, None)
-        finally:
+        except BaseException:
             self._release_slot()
+            raise
 
     async def _wait_for_slot(self, timeout: float) -> None:
         waiter: asyncio.Future[None] = self._loop.create_future()
@@ -327,6 +359,9 @@ class RemotingConnection(asyncio.Protocol):
     def _release_slot(self) -> None:
         # Hand the slot straight to the oldest live waiter; the in-flight count stays the same.
         waiters = self._slot_waiters
+        if not waiters:
+            self._outgoing -= 1
+            return
         while waiters:
             waiter = waiters.popleft()
             if not waiter.done():
@@ -362,6 +397,7 @@ class RemotingConnection(asyncio.Protocol):
         expired = [opaque for opaque, (_future, deadline) in self._pending.items() if deadline <= now]
         for opaque in expired:
             future, _deadline = self._pending.pop(opaque)
+            self._release_slot()
             if not future.done():
                 future.set_exception(RequestTimeout(f"no response from {self.peer} for request opaque {opaque}"))
         if self._pending and not self._closing:
