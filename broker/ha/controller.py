@@ -72,11 +72,11 @@ class HAController:
         self.master = HAMaster(broker.store, self.settings)
         port = await self.master.start()
         broker.config.ha_listen_port = port  # when 0 was asked for: the registration must carry the real one
-        broker.store.set_replica_waiter(self.master.wait_replica)
+        broker.store.set_replica(self.master)
 
     async def close(self) -> None:
         if self.master is not None:
-            self.broker.store.set_replica_waiter(None)
+            self.broker.store.set_replica(None)
             await self.master.close()
         if self.client is not None:
             await self.client.close()

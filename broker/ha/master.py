@@ -1,11 +1,11 @@
 """Master side of HA replication: the HA server on haListenPort and one HAConnection per slave.
 
 Started by the HA controller (broker.ha.controller) on ASYNC_MASTER and SYNC_MASTER brokers, whose
-store calls `HAMaster.wait_replica(end_offset)` after every put (installed with
-`store.set_replica_waiter`). Each connection runs a reader (8-byte slave reports, last complete frame
-wins) and a writer (12-byte header + raw CommitLog bytes in chunks of at most haTransferBatchSize that
-never cross a file, a zero-size heartbeat when idle). Reports feed the ack bookkeeping
-(push2SlaveMaxOffset), which wakes SYNC_MASTER puts waiting in `GroupTransfer`.
+store tells `HAMaster.data_appended(end_offset)` of every put and, on SYNC_MASTER, waits on
+`wait_acked` (installed with `store.set_replica`). Each connection runs a reader (8-byte slave
+reports, last complete frame wins) and a writer (12-byte header + raw CommitLog bytes in chunks of at
+most haTransferBatchSize that never cross a file, a zero-size heartbeat when idle). Reports feed the ack
+bookkeeping (push2SlaveMaxOffset), which wakes SYNC_MASTER puts waiting in `GroupTransfer`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from broker.ha.protocol import ReportReader, encode_header, transfer_start
 from broker.ha.settings import HASettings
 from broker.ha.status import ReplicationStatus
 from broker.ha.transfer import GroupTransfer
-from broker.store.results import PutStatus
+from broker.store.results import PutResult, PutStatus
 
 if TYPE_CHECKING:
     from broker.store import MessageStore
@@ -206,8 +206,10 @@ class HAMaster:
         self.connections: set[HAConnection] = set()
         self.push2slave_max_offset = 0
         self.status = ReplicationStatus()
-        self.transfer = GroupTransfer()
+        self.transfer = GroupTransfer(settings.sync_timeout)
         self.data_event = asyncio.Event()
+        self._appended_end = 0
+        self._publish_scheduled = False
         self.port = 0
         self._server: asyncio.Server | None = None
         self._status_task: asyncio.Task[None] | None = None
@@ -261,24 +263,33 @@ class HAMaster:
             self.status.record_ack(offset)
             self.transfer.acked_to(offset)
 
-    def _wake_writers(self) -> None:
-        # one Event per generation: every writer waiting on the old one wakes, new waiters get a new one
-        event, self.data_event = self.data_event, asyncio.Event()
-        event.set()
-
     @property
     def slave_count(self) -> int:
         return sum(1 for c in self.connections if c.ready)
 
-    async def wait_replica(self, end_offset: int) -> PutStatus:
-        """The store's replica waiter: every put passes here after its flush (both master roles)."""
-        self.status.record_put(end_offset)
-        self._wake_writers()
-        if not self.settings.sync:
-            return PutStatus.PUT_OK
-        if self.slave_count == 0 or end_offset - self.push2slave_max_offset >= self.settings.slave_fallbehind_max:
-            return PutStatus.SLAVE_NOT_AVAILABLE
-        return await self.transfer.wait(end_offset, self.settings.sync_timeout)
+    def data_appended(self, end_offset: int) -> None:
+        """The store's note of every put: the writers and the lag bookkeeping hear of it once per loop
+        iteration, with the newest end offset, rather than once per put."""
+        self._appended_end = end_offset
+        if not self._publish_scheduled:
+            self._publish_scheduled = True
+            asyncio.get_running_loop().call_soon(self._publish)
+
+    def _publish(self) -> None:
+        self._publish_scheduled = False
+        self.status.record_put(self._appended_end)
+        # one Event per generation: every writer waiting on the old one wakes, new waiters get a new one
+        event, self.data_event = self.data_event, asyncio.Event()
+        event.set()
+
+    def wait_acked(self, end_offset: int, result: PutResult) -> PutResult | asyncio.Future[PutResult]:
+        """SYNC_MASTER: `result` once a slave acknowledged `end_offset`, or at once with
+        SLAVE_NOT_AVAILABLE when no slave is connected or the best one is too far behind."""
+        behind = end_offset - self.push2slave_max_offset
+        if not any(c.ready for c in self.connections) or behind >= self.settings.slave_fallbehind_max:
+            result.status = PutStatus.SLAVE_NOT_AVAILABLE
+            return result
+        return self.transfer.wait(end_offset, result)
 
     # -- status ----------------------------------------------------------------------------------------
 

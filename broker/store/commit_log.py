@@ -52,7 +52,7 @@ class CommitLog:
     def __init__(self, config: StoreConfig, store_host: tuple[str, int]) -> None:
         self.config = config
         self.queue = MappedFileQueue(
-            config.commit_log_dir, config.mapped_file_size_commit_log, preallocate=config.warm_mapped_file_enable
+            config.commit_log_dir, config.mapped_file_size_commit_log, preallocate=config.zero_fill()
         )
         self.allocator = AllocateService(self.queue)
         self.topic_queue_table: dict[tuple[str, int], int] = {}

@@ -11,7 +11,6 @@ within syncFlushTimeout gets FLUSH_DISK_TIMEOUT (its message is stored and will 
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import logging
 import time
@@ -21,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from broker.store.checkpoint import StoreCheckpoint
 from broker.store.commit_log import CommitLog
 from broker.store.results import PutResult, PutStatus
+from broker.store.waiters import OffsetWaiters
 
 __all__ = ["CommitLogFlushService", "LogicsFlushService"]
 
@@ -50,11 +50,9 @@ class CommitLogFlushService:
         self.least_pages = least_pages
         self.thorough_interval_s = thorough_interval_ms / 1000
         self.executor = ThreadPoolExecutor(1, thread_name_prefix="store-flush")
-        self._waiters: collections.deque[tuple[int, float, asyncio.Future[PutResult], PutResult]] = collections.deque()
-        self._loop = asyncio.get_running_loop()
+        self._waiters = OffsetWaiters(self.timeout_s, PutStatus.FLUSH_DISK_TIMEOUT, "flushed")
         self._event = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        self._timer: asyncio.TimerHandle | None = None
         self._closing = False
         self.flush_count = 0
         self.failed: BaseException | None = None
@@ -71,7 +69,7 @@ class CommitLogFlushService:
         if exc is not None:
             self.failed = exc
             log.error("CommitLog flush service died; failing %d waiting writers", len(self._waiters), exc_info=exc)
-        self._fail_all(PutStatus.FLUSH_DISK_TIMEOUT)
+        self._waiters.fail_all(PutStatus.FLUSH_DISK_TIMEOUT)
 
     async def close(self) -> None:
         """Flush everything, answer every waiter, stop the thread."""
@@ -81,8 +79,8 @@ class CommitLogFlushService:
             await asyncio.gather(self._task, return_exceptions=True)
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(self.executor, self.queue.flush_all)
-        self._resolve(self.queue.flushed_where)
-        self._fail_all(PutStatus.FLUSH_DISK_TIMEOUT)
+        self._waiters.resolve(self.queue.flushed_where)
+        self._waiters.fail_all(PutStatus.FLUSH_DISK_TIMEOUT)
         self.executor.shutdown(wait=True)
 
     # -- group commit ---------------------------------------------------------------------------------
@@ -90,56 +88,17 @@ class CommitLogFlushService:
     def wait_flushed(self, offset: int, result: PutResult) -> asyncio.Future[PutResult]:
         """A future of `result` once everything below `offset` is on disk; on timeout its status becomes
         FLUSH_DISK_TIMEOUT (the message is stored and will be flushed later)."""
-        loop = self._loop
-        fut: asyncio.Future[PutResult] = loop.create_future()
         if offset <= self.queue.flushed_where:
-            fut.set_result(result)
-            return fut
+            return _done(result)
         if self.failed is not None or (self._closing and self._task is not None and self._task.done()):
             result.status = PutStatus.FLUSH_DISK_TIMEOUT
-            fut.set_result(result)
-            return fut
-        deadline = loop.time() + self.timeout_s
-        self._waiters.append((offset, deadline, fut, result))
-        if self._timer is None:
-            self._timer = loop.call_at(deadline, self._expire)
+            return _done(result)
         self._event.set()
-        return fut
+        return self._waiters.wait(offset, result)
 
-    def _expire(self) -> None:
-        """Answer FLUSH_DISK_TIMEOUT to waiters past their deadline (oldest first), re-arm for the next."""
-        self._timer = None
-        loop = self._loop
-        now = loop.time()
-        waiters = self._waiters
-        expired = 0
-        while waiters and waiters[0][1] <= now:
-            _, _, fut, result = waiters.popleft()
-            if not fut.done():
-                result.status = PutStatus.FLUSH_DISK_TIMEOUT
-                fut.set_result(result)
-            expired += 1
-        if expired:
-            log.warning("%d writers were not flushed within %.1f s: FLUSH_DISK_TIMEOUT", expired, self.timeout_s)
-        if waiters:
-            self._timer = loop.call_at(waiters[0][1], self._expire)
-
-    def _resolve(self, flushed: int) -> None:
-        waiters = self._waiters
-        while waiters and waiters[0][0] <= flushed:
-            _, _, fut, result = waiters.popleft()
-            if not fut.done():
-                fut.set_result(result)
-        if not waiters and self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-
-    def _fail_all(self, status: PutStatus) -> None:
-        while self._waiters:
-            _, _, fut, result = self._waiters.popleft()
-            if not fut.done():
-                result.status = status
-                fut.set_result(result)
+    def request_flush(self) -> None:
+        """Group commit for a put that does not wait (WAIT=false): flush soon, answer nobody."""
+        self._event.set()
 
     def _flush_to(self, target: int) -> int:
         """Blocking: fdatasync every file until `target` is covered; records the checkpoint timestamp."""
@@ -159,11 +118,13 @@ class CommitLogFlushService:
         while True:
             await self._event.wait()
             self._event.clear()
-            while self._waiters:
+            while True:  # at least once: request_flush() wakes us with nobody waiting
                 target = self.commit_log.max_offset
                 flushed = await loop.run_in_executor(self.executor, self._flush_to, target)
                 self.flush_count += 1
-                self._resolve(flushed)
+                self._waiters.resolve(flushed)
+                if not self._waiters:
+                    break
             if self._closing:
                 return
 
@@ -196,7 +157,13 @@ class CommitLogFlushService:
                 self.flush_count += 1
                 if self.queue.flushed_where == before or self.queue.flushed_where >= self.commit_log.max_offset:
                     break
-            self._resolve(self.queue.flushed_where)
+            self._waiters.resolve(self.queue.flushed_where)
+
+
+def _done(result: PutResult) -> asyncio.Future[PutResult]:
+    fut: asyncio.Future[PutResult] = asyncio.get_running_loop().create_future()
+    fut.set_result(result)
+    return fut
 
 
 class LogicsFlushService:

@@ -14,8 +14,8 @@ import fcntl
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from broker.protocol.message import MessageExt, decode_record
 from broker.store.checkpoint import StoreCheckpoint
@@ -42,7 +42,16 @@ __all__ = ["MessageStore", "TagsFilter"]
 log = logging.getLogger(__name__)
 
 TagsFilter = set[int] | frozenset[int] | Callable[[int, "dict[str, str] | None"], bool] | None
-ReplicaWaiter = Callable[[int], Awaitable[PutStatus]]
+
+
+class Replica(Protocol):
+    """What the store needs of replication (implemented by broker.ha.master.HAMaster)."""
+
+    def data_appended(self, end_offset: int) -> None:
+        """New bytes end at `end_offset` (cheap: called once per put)."""
+
+    def wait_acked(self, end_offset: int, result: PutResult) -> PutResult | asyncio.Future[PutResult]:
+        """`result` once a slave acknowledged `end_offset` (its status tells a timeout or no slave)."""
 
 
 class MessageStore:
@@ -64,10 +73,7 @@ class MessageStore:
         self.logics_flush: LogicsFlushService | None = None
         self.clean_service: CleanService | None = None
         self.recovery_report: RecoveryReport | None = None
-        self._replica_waiter: ReplicaWaiter | None = None
-        self._replica_end = 0
-        self._replica_call_scheduled = False
-        self._replica_tasks: set[asyncio.Future[PutStatus]] = set()
+        self._replica: Replica | None = None
         self._running = False
         self._lock_fd = -1
         self._sync = config.sync_flush
@@ -230,30 +236,33 @@ class MessageStore:
             return PutStatus.DISK_FULL
         return None
 
-    def append_message(self, msg: MessageToStore) -> PutResult | asyncio.Future[PutResult]:
+    def append_message(self, msg: MessageToStore, *, wait: bool = True) -> PutResult | asyncio.Future[PutResult]:
         """Put one message now: the send path's fast path, with no coroutine per message.
 
-        Returns the PutResult at once when nothing remains to wait for (ASYNC_FLUSH without a replica
-        waiter, or a refusal); otherwise a future of it (SYNC_FLUSH group commit, SYNC_MASTER replica,
-        or a roll to the next CommitLog file).
+        Returns the PutResult at once when nothing remains to wait for (ASYNC_FLUSH and no SYNC_MASTER
+        slave to wait for, a refusal, or `wait=False`: the message's WAIT=false property, which answers
+        before the flush and the slave as in RocketMQ); otherwise a future of it (SYNC_FLUSH group commit,
+        SYNC_MASTER replica, or a roll to the next CommitLog file).
         """
         refused = self._check_put()
         if refused is not None:
             return PutResult(refused)
         result = self.commit_log.append_message(msg)
         if result is None:
-            return asyncio.ensure_future(self._roll_and_put(lambda: self.commit_log.append_message(msg)))
-        return self._after_append(result)
+            return asyncio.ensure_future(self._roll_and_put(lambda: self.commit_log.append_message(msg), wait))
+        return self._after_append(result, wait)
 
-    def append_messages(self, msgs: list[MessageToStore]) -> PutResult | asyncio.Future[PutResult]:
+    def append_messages(
+        self, msgs: list[MessageToStore], *, wait: bool = True
+    ) -> PutResult | asyncio.Future[PutResult]:
         """A batch (same topic and queue), with the same answer shape as `append_message`."""
         refused = self._check_put()
         if refused is not None:
             return PutResult(refused)
         result = self.commit_log.append_messages(msgs)
         if result is None:
-            return asyncio.ensure_future(self._roll_and_put(lambda: self.commit_log.append_messages(msgs)))
-        return self._after_append(result)
+            return asyncio.ensure_future(self._roll_and_put(lambda: self.commit_log.append_messages(msgs), wait))
+        return self._after_append(result, wait)
 
     async def put_message(self, msg: MessageToStore) -> PutResult:
         result = self.append_message(msg)
@@ -263,60 +272,42 @@ class MessageStore:
         result = self.append_messages(msgs)
         return result if type(result) is PutResult else await result  # type: ignore[misc]
 
-    async def _roll_and_put(self, append: Callable[[], PutResult | None]) -> PutResult:
-        result = self._after_append(await self.commit_log.roll_and_retry(append))
+    async def _roll_and_put(self, append: Callable[[], PutResult | None], wait: bool) -> PutResult:
+        result = self._after_append(await self.commit_log.roll_and_retry(append), wait)
         return result if type(result) is PutResult else await result  # type: ignore[misc]
 
-    def _after_append(self, result: PutResult) -> PutResult | asyncio.Future[PutResult]:
+    def _after_append(self, result: PutResult, wait: bool) -> PutResult | asyncio.Future[PutResult]:
         if result.status is not PutStatus.PUT_OK:
             return result
         self.reput.notify()
-        if self._replica_waiter is not None:
-            if self.config.broker_role == "SYNC_MASTER":
-                return asyncio.ensure_future(self._wait_durable(result))
-            self._tell_replica_soon(result.commit_log_offset + result.wrote_bytes)
-        if self._sync:
-            assert self.flush_service is not None
-            return self.flush_service.wait_flushed(result.commit_log_offset + result.wrote_bytes, result)
-        return result
-
-    def _tell_replica_soon(self, end_offset: int) -> None:
-        """ASYNC_MASTER: no reply waits for a slave, so the replica waiter only hears of new data. It is
-        called once per loop iteration with the newest end offset instead of once per put, so a
-        pipelined send costs no task; its answer is not used (RocketMQ's ASYNC_MASTER does not wait)."""
-        self._replica_end = end_offset
-        if not self._replica_call_scheduled:
-            self._replica_call_scheduled = True
-            asyncio.get_running_loop().call_soon(self._tell_replica)
-
-    def _tell_replica(self) -> None:
-        self._replica_call_scheduled = False
-        waiter = self._replica_waiter
-        if waiter is None:
-            return
-        task = asyncio.ensure_future(waiter(self._replica_end))
-        self._replica_tasks.add(task)
-        task.add_done_callback(self._replica_told)
-
-    def _replica_told(self, task: asyncio.Future[PutStatus]) -> None:
-        self._replica_tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("replica waiter failed", exc_info=task.exception())
-
-    async def _wait_durable(self, result: PutResult) -> PutResult:
-        """SYNC_MASTER: the group commit (when SYNC_FLUSH), then the replica waiter's answer."""
         end = result.commit_log_offset + result.wrote_bytes
+        replica = self._replica
+        if replica is not None:
+            replica.data_appended(end)
+            if wait and self.config.broker_role == "SYNC_MASTER":
+                if self._sync:
+                    return asyncio.ensure_future(self._flush_then_replica(end, result, replica))
+                return replica.wait_acked(end, result)
         if self._sync:
             assert self.flush_service is not None
-            await self.flush_service.wait_flushed(end, result)
-            if result.status is not PutStatus.PUT_OK:
+            if not wait:
+                self.flush_service.request_flush()
                 return result
-        if self._replica_waiter is not None:
-            result.status = await self._replica_waiter(end)
+            return self.flush_service.wait_flushed(end, result)
         return result
 
-    def set_replica_waiter(self, waiter: ReplicaWaiter | None) -> None:
-        self._replica_waiter = waiter
+    async def _flush_then_replica(self, end: int, result: PutResult, replica: Replica) -> PutResult:
+        """SYNC_FLUSH and SYNC_MASTER: the group commit, then the slave's acknowledgement."""
+        assert self.flush_service is not None
+        await self.flush_service.wait_flushed(end, result)
+        if result.status is not PutStatus.PUT_OK:
+            return result
+        acked = replica.wait_acked(end, result)
+        return acked if type(acked) is PutResult else await acked  # type: ignore[misc]
+
+    def set_replica(self, replica: Replica | None) -> None:
+        """The HA master (broker.ha.master) on master brokers: told of new data, waited on by SYNC_MASTER."""
+        self._replica = replica
 
     # -- get ------------------------------------------------------------------------------------------
 

@@ -39,7 +39,8 @@ async def request(addr: str, code: int, ext: dict[str, object] | None = None, bo
         conn.close()
 
 
-async def raw_send(addr: str, topic: str, body: bytes) -> RemotingCommand:
+async def raw_send(addr: str, topic: str, body: bytes, *, wait: bool = True) -> RemotingCommand:
+    properties = {"UNIQ_KEY": "U1"} if wait else {"UNIQ_KEY": "U1", "WAIT": "false"}
     fields = {
         "producerGroup": "PG",
         "topic": topic,
@@ -49,7 +50,7 @@ async def raw_send(addr: str, topic: str, body: bytes) -> RemotingCommand:
         "sysFlag": 0,
         "bornTimestamp": 0,
         "flag": 0,
-        "properties": encode_properties({"UNIQ_KEY": "U1"}),
+        "properties": encode_properties(properties),
         "reconsumeTimes": 0,
     }
     return await request(addr, RequestCode.SEND_MESSAGE, fields, body)
@@ -169,7 +170,7 @@ def test_metadata_sync_copies_offsets_groups_and_topics(tmp_path: Path) -> None:
     run(scenario())
 
 
-def test_sync_master_without_slave_answers_slave_not_available(tmp_path: Path) -> None:
+def test_sync_master_without_slave_answers_slave_not_available_unless_told_not_to_wait(tmp_path: Path) -> None:
     async def scenario() -> None:
         p = Pair(tmp_path)
         await p.start_namesrv()
@@ -180,6 +181,9 @@ def test_sync_master_without_slave_answers_slave_not_available(tmp_path: Path) -
             assert resp.code == ResponseCode.SLAVE_NOT_AVAILABLE and resp.ext_fields.get("msgId")
             info = await runtime_info(master)
             assert info["haConnectedSlaves"] == "0" and int(info["haLagBytes"]) > 0
+            # WAIT=false (setWaitStoreMsgOK(false)): the producer asked not to wait for a slave
+            resp = await raw_send(master.addr, "Lonely", b"body", wait=False)
+            assert resp.code == ResponseCode.SUCCESS, resp.remark
         finally:
             await p.stop()
 

@@ -12,7 +12,7 @@ from broker.ha.reads import PullSuggestion
 from broker.ha.status import ReplicationStatus
 from broker.ha.transfer import GroupTransfer
 from broker.protocol.codes import ResponseCode
-from broker.store.results import PutStatus
+from broker.store.results import PutResult, PutStatus
 
 
 def test_report_reader_takes_last_complete_frame_in_any_split() -> None:
@@ -41,14 +41,21 @@ def test_transfer_start_rules() -> None:
 
 def test_group_transfer_wakes_acked_puts_and_times_out_the_rest() -> None:
     async def scenario() -> None:
-        gt = GroupTransfer()
-        early = asyncio.ensure_future(gt.wait(100, 5.0))
-        late = asyncio.ensure_future(gt.wait(500, 0.2))
+        gt = GroupTransfer(timeout_s=0.2)
+        early = gt.wait(100, PutResult(PutStatus.PUT_OK))
+        late = gt.wait(500, PutResult(PutStatus.PUT_OK))
+        assert isinstance(early, asyncio.Future) and isinstance(late, asyncio.Future)
+        assert gt.waiting == 2
         await asyncio.sleep(0.01)
         gt.acked_to(150)
-        assert await early is PutStatus.PUT_OK
-        assert await late is PutStatus.FLUSH_SLAVE_TIMEOUT  # nobody acked 500 in time
-        assert await gt.wait(120, 0.1) is PutStatus.PUT_OK  # already acked: no wait at all
+        assert (await early).status is PutStatus.PUT_OK
+        assert (await late).status is PutStatus.FLUSH_SLAVE_TIMEOUT  # nobody acked 500 in time
+        already = PutResult(PutStatus.PUT_OK)
+        assert gt.wait(120, already) is already  # already acked: no future, no wait
+        pending = gt.wait(900, PutResult(PutStatus.PUT_OK))
+        gt.fail_all(PutStatus.FLUSH_SLAVE_TIMEOUT)  # shutdown answers at once
+        assert isinstance(pending, asyncio.Future) and pending.result().status is PutStatus.FLUSH_SLAVE_TIMEOUT
+        assert gt.waiting == 0
 
     asyncio.run(scenario())
 

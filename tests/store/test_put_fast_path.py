@@ -42,6 +42,25 @@ def test_sync_flush_answers_with_a_future(tmp_path: Path) -> None:
     asyncio.run(main())
 
 
+def test_sync_flush_put_that_does_not_wait_answers_at_once_and_is_flushed_soon(tmp_path: Path) -> None:
+    async def main() -> None:
+        store = MessageStore(small_config(tmp_path, flush_disk_type="SYNC_FLUSH"))
+        await store.start()
+        try:
+            put = store.append_message(message(0), wait=False)  # a message with WAIT=false
+            assert isinstance(put, PutResult) and put.status is PutStatus.PUT_OK
+            end = put.commit_log_offset + put.wrote_bytes
+            for _ in range(200):  # the group commit was woken, with nobody waiting on it
+                if store.commit_log.queue.flushed_where >= end:
+                    break
+                await asyncio.sleep(0.01)
+            assert store.commit_log.queue.flushed_where >= end
+        finally:
+            await store.shutdown()
+
+    asyncio.run(main())
+
+
 def test_dispatch_hints_equal_parsed_records(tmp_path: Path) -> None:
     async def main() -> None:
         store = MessageStore(small_config(tmp_path))

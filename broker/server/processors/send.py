@@ -66,6 +66,8 @@ PUT_STATUS_CODES: dict[PutStatus, int] = {
     PutStatus.PROPERTIES_SIZE_EXCEEDED: ResponseCode.MESSAGE_ILLEGAL,
     PutStatus.SERVICE_NOT_AVAILABLE: ResponseCode.SERVICE_NOT_AVAILABLE,
 }
+# A producer's "do not wait for the flush or the slave" (Message.setWaitStoreMsgOK(false)); substring test first.
+_NO_WAIT = f"{Prop.WAIT}{NAME_VALUE_SEPARATOR}false"
 _STORED_CODES = frozenset(
     {
         ResponseCode.SUCCESS,
@@ -301,8 +303,10 @@ class SendProcessor:
         elif delayed and not to_dlq:
             full = decode_properties(props_text + extra)
             rewrite_for_delay(msg, full, self.max_delay_level)
+        # WAIT=false: answer once stored, before the flush and the slave (Java's isWaitStoreMsgOK).
+        wait = _NO_WAIT not in props_text or find_property(props_text, Prop.WAIT) != "false"
         # Like Java, the reply names the queue the producer chose, even when a delay rewrote the target.
-        return self._reply_to_put(cmd, self.store.append_message(msg), queue_id, uniq)
+        return self._reply_to_put(cmd, self.store.append_message(msg, wait=wait), queue_id, uniq)
 
     def _send_batch(
         self,
@@ -369,7 +373,9 @@ class SendProcessor:
                     properties_bytes=merged.encode(),
                 )
             )
-        return self._reply_to_put(cmd, self.store.append_messages(messages), queue_id, ",".join(uniq_ids))
+        wait = _NO_WAIT not in batch_props or find_property(batch_props, Prop.WAIT) != "false"
+        put = self.store.append_messages(messages, wait=wait)
+        return self._reply_to_put(cmd, put, queue_id, ",".join(uniq_ids))
 
     def _reply_to_put(
         self, cmd: RemotingCommand, put: PutResult | asyncio.Future[PutResult], queue_id: int, uniq: str
