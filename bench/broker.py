@@ -34,8 +34,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from broker.protocol.batch import BatchMessage, encode_batch
+from broker.protocol.codes import RequestCode
 from broker.protocol.command import FrameDecoder, RemotingCommand, encode_binary
 from broker.protocol.properties import encode_properties
+from broker.transport.client import connect
 from broker.transport.loop import run
 
 __all__ = ["main"]
@@ -164,6 +166,19 @@ async def _pipelined(conn: BenchConnection, templates: list[bytearray], requests
                        _percentile(latencies, 0.99), state["errors"])
 
 
+async def _queue_depths(port: int) -> dict[int, int]:
+    """Messages stored per queue of the bench topic, as the broker counts them (GET_MAX_OFFSET)."""
+    conn = await connect(("127.0.0.1", port))
+    try:
+        depths = {}
+        for q in range(QUEUES):
+            cmd = RemotingCommand(code=RequestCode.GET_MAX_OFFSET, ext_fields={"topic": TOPIC, "queueId": str(q)})
+            depths[q] = int((await conn.invoke(cmd, 5.0)).ext_fields["offset"])
+        return depths
+    finally:
+        conn.close()
+
+
 async def _consume(conn: BenchConnection, per_queue: dict[int, int], window: int, progress: Progress) -> PhaseResult:
     total = sum(per_queue.values())
     task = progress.add_task("consume (pull 32)", total=total)
@@ -262,8 +277,7 @@ async def _run_flush_type(flush: str, args: argparse.Namespace, progress: Progre
         batch_templates = [_send_template(q, batch_body, code=320) for q in range(QUEUES)]
         batches = max(1, args.num // 32)
         await phase(_pipelined(conn, batch_templates, batches, 8, 32, progress, f"{flush} batch 32 x8"))
-        total = args.sync_num + args.num + batches * 32
-        per_queue = {q: total // QUEUES + (1 if q < total % QUEUES else 0) for q in range(QUEUES)}
+        per_queue = await _queue_depths(port)
         await phase(_consume(conn, per_queue, 64, progress))
         results[-1].name = f"{flush} consume (pull 32) x64"
         conn.transport.close()  # type: ignore[union-attr]
