@@ -71,6 +71,9 @@ class LocalCluster:
             "brokerClusterName": self.cluster_name,
             "brokerName": self.broker_name,
             "listenPort": str(port),
+            # any free HA port: listenPort + 1 (the default) may be another socket's ephemeral port when a
+            # restart reuses the listen port
+            "haListenPort": "0",
             "brokerIP1": "127.0.0.1",
             "storePathRootDir": str(self.root / "store"),
             "mappedFileSizeCommitLog": str(self.commit_log_file_size),

@@ -45,6 +45,9 @@ class HAConnection:
         self.addr = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.slave_ack_offset = -1
         self.next_transfer_offset = -1
+        self.streaming = False  # the start offset is settled and the write loop runs
+        self.last_write = 0.0
+        self._batch = 0
         self.last_read = time.monotonic()
         self.connected_at = time.time()
         self._first_report: asyncio.Future[int] = asyncio.get_running_loop().create_future()
@@ -172,10 +175,11 @@ class HAConnection:
             return
         log.info("HA connection %s: slave reported %d, transfer starts at %d", self.addr, report, start)
         self.next_transfer_offset = start
-        batch = settings.transfer_batch_size
+        self._batch = batch = settings.transfer_batch_size
         heartbeat = settings.heartbeat_interval
         writer = self.writer
-        last_write = time.monotonic()
+        self.last_write = time.monotonic()
+        self.streaming = True
         while True:
             offset = self.next_transfer_offset
             data_event = master.data_event
@@ -184,17 +188,32 @@ class HAConnection:
                 # several blocks per write call: each still a header + at most haTransferBatchSize bytes
                 # of one file, but one syscall and one drain for up to WRITE_GATHER bytes
                 writer.write(b"".join(parts))
+                self.last_write = time.monotonic()
                 await writer.drain()
-                last_write = time.monotonic()
                 continue
-            idle = time.monotonic() - last_write
+            idle = time.monotonic() - self.last_write
             if idle >= heartbeat:
                 writer.write(encode_header(offset, 0))
+                self.last_write = time.monotonic()
                 await writer.drain()
-                last_write = time.monotonic()
                 idle = 0.0
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(data_event.wait(), heartbeat - idle)
+
+    def push_now(self) -> None:
+        """Write what the store just appended, from the put path's own loop iteration.
+
+        Waking the write loop costs a few loop iterations, each a batch of client requests; a SYNC_MASTER
+        reply waits for the slave, so those hops were most of its latency. The write loop still handles
+        back-pressure and heartbeats: nothing is pushed while the socket's buffer is full.
+        """
+        transport = self.writer.transport
+        if not self.streaming or transport.is_closing() or transport.get_write_buffer_size() >= WRITE_GATHER:
+            return
+        parts = self._blocks(self.next_transfer_offset, self._batch)
+        if parts:
+            self.writer.write(b"".join(parts))
+            self.last_write = time.monotonic()
 
 
 class HAMaster:
@@ -278,6 +297,8 @@ class HAMaster:
     def _publish(self) -> None:
         self._publish_scheduled = False
         self.status.record_put(self._appended_end)
+        for conn in self.connections:
+            conn.push_now()
         # one Event per generation: every writer waiting on the old one wakes, new waiters get a new one
         event, self.data_event = self.data_event, asyncio.Event()
         event.set()
