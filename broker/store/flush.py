@@ -11,6 +11,7 @@ within syncFlushTimeout gets FLUSH_DISK_TIMEOUT (its message is stored and will 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import logging
 import time
@@ -54,22 +55,30 @@ class CommitLogFlushService:
         self._event = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._closing = False
+        self._closed = False  # close() flushed everything: later puts are answered at once
+        self._flushing: concurrent.futures.Future[int] | None = None  # the group commit in the thread
+        self._kick_scheduled = False
+        self._loop = asyncio.get_running_loop()
         self.flush_count = 0
         self.failed: BaseException | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------------
 
     def start(self) -> None:
-        loop = asyncio.get_running_loop()
-        self._task = loop.create_task(self._run_sync() if self.sync else self._run_async(), name="store-flush")
+        if self.sync:
+            return  # group commit is driven by the writers themselves (wait_flushed); no task
+        self._task = asyncio.get_running_loop().create_task(self._run_async(), name="store-flush")
         self._task.add_done_callback(self._on_done)
 
     def _on_done(self, task: asyncio.Task[None]) -> None:
         exc = None if task.cancelled() else task.exception()
         if exc is not None:
-            self.failed = exc
-            log.error("CommitLog flush service died; failing %d waiting writers", len(self._waiters), exc_info=exc)
+            self._failed(exc)
         self._waiters.fail_all(PutStatus.FLUSH_DISK_TIMEOUT)
+
+    def _failed(self, exc: BaseException) -> None:
+        self.failed = exc
+        log.error("CommitLog flush failed; failing %d waiting writers", len(self._waiters), exc_info=exc)
 
     async def close(self) -> None:
         """Flush everything, answer every waiter, stop the thread."""
@@ -77,6 +86,9 @@ class CommitLogFlushService:
         self._event.set()
         if self._task is not None:
             await asyncio.gather(self._task, return_exceptions=True)
+        if self._flushing is not None:
+            await asyncio.gather(asyncio.wrap_future(self._flushing), return_exceptions=True)
+        self._closed = True
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(self.executor, self.queue.flush_all)
         self._waiters.resolve(self.queue.flushed_where)
@@ -90,15 +102,43 @@ class CommitLogFlushService:
         FLUSH_DISK_TIMEOUT (the message is stored and will be flushed later)."""
         if offset <= self.queue.flushed_where:
             return _done(result)
-        if self.failed is not None or (self._closing and self._task is not None and self._task.done()):
+        if self.failed is not None or self._closed:
             result.status = PutStatus.FLUSH_DISK_TIMEOUT
             return _done(result)
-        self._event.set()
+        self.request_flush()
         return self._waiters.wait(offset, result)
 
     def request_flush(self) -> None:
-        """Group commit for a put that does not wait (WAIT=false): flush soon, answer nobody."""
-        self._event.set()
+        """Start a group commit at the end of this loop iteration, unless one is running (its completion
+        starts the next). Also used alone by puts that do not wait (WAIT=false)."""
+        if not self._kick_scheduled and self._flushing is None and not self._closed:
+            self._kick_scheduled = True
+            self._loop.call_soon(self._kick)
+
+    def _kick(self) -> None:
+        """One fdatasync covering everything appended so far, in the flush thread. Its completion comes
+        back with one call_soon_threadsafe: no task, so a put's reply waits for the disk and one hop."""
+        self._kick_scheduled = False
+        if self._flushing is not None or self._closed or not self.sync:
+            return
+        target = self.commit_log.max_offset
+        if target <= self.queue.flushed_where:
+            return
+        self._flushing = done = self.executor.submit(self._flush_to, target)
+        loop = self._loop
+        done.add_done_callback(lambda f: loop.call_soon_threadsafe(self._flushed, f))
+
+    def _flushed(self, done: concurrent.futures.Future[int]) -> None:
+        self._flushing = None
+        self.flush_count += 1
+        exc = done.exception()
+        if exc is not None:
+            self._failed(exc)
+            self._waiters.fail_all(PutStatus.FLUSH_DISK_TIMEOUT)
+            return
+        self._waiters.resolve(done.result())
+        if len(self._waiters) and not self._closed:
+            self._kick()  # writers came while the disk was busy: their group goes now
 
     def _flush_to(self, target: int) -> int:
         """Blocking: fdatasync every file until `target` is covered; records the checkpoint timestamp."""
@@ -112,21 +152,6 @@ class CommitLogFlushService:
             if ts:
                 self.checkpoint.physic_msg_timestamp = ts
         return queue.flushed_where
-
-    async def _run_sync(self) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            await self._event.wait()
-            self._event.clear()
-            while True:  # at least once: request_flush() wakes us with nobody waiting
-                target = self.commit_log.max_offset
-                flushed = await loop.run_in_executor(self.executor, self._flush_to, target)
-                self.flush_count += 1
-                self._waiters.resolve(flushed)
-                if not self._waiters:
-                    break
-            if self._closing:
-                return
 
     # -- async flush ----------------------------------------------------------------------------------
 
