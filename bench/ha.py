@@ -219,6 +219,15 @@ class Round:
     p50_ms: float
     p99_ms: float
     errors: dict[int, int]
+    master_cpu_us: float  # master process CPU per acknowledged message (all threads)
+    slave_cpu_us: float
+
+
+def _process_cpu_s(pid: int) -> float:
+    """utime + stime of a process in seconds."""
+    with open(f"/proc/{pid}/stat") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -247,11 +256,17 @@ async def throughput(root: Path, role: str, seconds: float, body: bytes) -> Roun
         assert warm.transport is not None
         warm.transport.close()
         sender = await open_sender(master.addr, body)
+        cpu0 = _process_cpu_s(master.proc.pid), _process_cpu_s(slave.proc.pid)
         rate = await sender.closed_loop(64, seconds)
+        cpu1 = _process_cpu_s(master.proc.pid), _process_cpu_s(slave.proc.pid)
         assert sender.transport is not None
         sender.transport.close()
         errors = {c: n for c, n in sender.codes.items() if c != 0}
-        return Round(role, rate, _pct(sender.latencies, 0.5), _pct(sender.latencies, 0.99), errors)
+        n = max(1, len(sender.latencies))
+        return Round(
+            role, rate, _pct(sender.latencies, 0.5), _pct(sender.latencies, 0.99), errors,
+            (cpu1[0] - cpu0[0]) / n * 1e6, (cpu1[1] - cpu0[1]) / n * 1e6,
+        )  # fmt: skip
     finally:
         slave.stop()
         master.stop()
@@ -321,13 +336,20 @@ async def bench(args: argparse.Namespace) -> str:
             for _ in range(args.rounds):
                 for role in ("ASYNC_MASTER", "SYNC_MASTER"):
                     r = await throughput(root, role, args.seconds, body)
-                    print(f"{role}: {r.rate:,.0f} msgs/s p50 {r.p50_ms:.2f} ms p99 {r.p99_ms:.2f} ms errors {r.errors}")
+                    print(f"{role}: {r.rate:,.0f} msgs/s p50 {r.p50_ms:.2f} ms p99 {r.p99_ms:.2f} ms "
+                          f"master {r.master_cpu_us:.1f} us/msg slave {r.slave_cpu_us:.1f} us/msg errors {r.errors}")
                     rounds.append(r)
             best = {role: max(r.rate for r in rounds if r.role == role) for role in ("ASYNC_MASTER", "SYNC_MASTER")}
-            lines += ["| role | round | msgs/s | p50 ms | p99 ms | error codes |", "|---|---|---|---|---|---|"]
+            lines += [
+                "| role | round | msgs/s | p50 ms | p99 ms | master CPU µs/msg | slave CPU µs/msg | error codes |",
+                "|---|---|---|---|---|---|---|---|",
+            ]
             for i, r in enumerate(rounds):
                 errors = r.errors or "-"
-                cells = f"{r.rate:,.0f} | {r.p50_ms:.2f} | {r.p99_ms:.2f} | {errors}"
+                cells = (
+                    f"{r.rate:,.0f} | {r.p50_ms:.2f} | {r.p99_ms:.2f} | {r.master_cpu_us:.1f} | {r.slave_cpu_us:.1f} "
+                    f"| {errors}"
+                )
                 lines.append(f"| {r.role} | {i // 2 + 1} | {cells} |")
             ratio = best["SYNC_MASTER"] / best["ASYNC_MASTER"]
             lines += ["", f"- SYNC_MASTER / ASYNC_MASTER at 64 in flight (best rounds): **{ratio:.2f}** (target 0.8)"]

@@ -2,8 +2,8 @@
 
 Started by the HA controller (broker.ha.controller) on ASYNC_MASTER and SYNC_MASTER brokers, whose
 store tells `HAMaster.data_appended(end_offset)` of every put and, on SYNC_MASTER, waits on
-`wait_acked` (installed with `store.set_replica`). Each connection runs a reader (8-byte slave
-reports, last complete frame wins) and a writer (12-byte header + raw CommitLog bytes in chunks of at
+`wait_acked` (installed with `store.set_replica`). Each connection reads 8-byte slave reports as
+they arrive (last complete frame wins) and runs a writer (12-byte header + raw CommitLog bytes in chunks of at
 most haTransferBatchSize that never cross a file, a zero-size heartbeat when idle). Reports feed the ack
 bookkeeping (push2SlaveMaxOffset), which wakes SYNC_MASTER puts waiting in `GroupTransfer`.
 """
@@ -30,18 +30,86 @@ __all__ = ["HAConnection", "HAMaster"]
 log = logging.getLogger(__name__)
 
 STATUS_LOG_INTERVAL = 60.0
-READ_SIZE = 64 * 1024
 WRITE_GATHER = 256 * 1024  # bytes of blocks joined into one write
 
 
-class HAConnection:
-    """One slave: a reader task for its reports and a writer task streaming the CommitLog to it."""
+class SlaveLink(asyncio.Protocol):
+    """The socket of one slave. Reports are handled inside data_received, so an acknowledgement reaches
+    the SYNC_MASTER waiters in the loop iteration that read it (a StreamReader would wake a task first);
+    writes keep StreamWriter's write/drain shape for the write loop."""
 
-    def __init__(self, master: HAMaster, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def __init__(self, master: HAMaster) -> None:
         self.master = master
-        self.reader = reader
-        self.writer = writer
-        peer = writer.get_extra_info("peername")
+        self.transport: asyncio.Transport | None = None
+        self.connection: HAConnection | None = None
+        self._paused = False
+        self._drained: asyncio.Future[None] | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]  # uvloop's TCPTransport is no asyncio.Transport
+        self.connection = HAConnection(self.master, self)
+        self.master.accepted(self.connection)
+
+    def data_received(self, data: bytes) -> None:
+        if self.connection is not None:
+            self.connection.reports_received(data)
+
+    def eof_received(self) -> bool:
+        if self.connection is not None:
+            log.info("HA connection %s: the slave closed the connection", self.connection.addr)
+            self.connection.close()
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._wake_drainer(exc)
+        if self.connection is not None:
+            if exc is not None:
+                log.warning("HA connection %s: %s: %s", self.connection.addr, type(exc).__name__, exc)
+            self.connection.close()
+
+    def pause_writing(self) -> None:
+        self._paused = True
+
+    def resume_writing(self) -> None:
+        self._paused = False
+        self._wake_drainer(None)
+
+    def _wake_drainer(self, exc: Exception | None) -> None:
+        waiter, self._drained = self._drained, None
+        if waiter is not None and not waiter.done():
+            if exc is None:
+                waiter.set_result(None)
+            else:
+                waiter.set_exception(ConnectionError(f"HA connection lost: {exc}"))
+
+    def write(self, data: bytes) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(data)
+
+    async def drain(self) -> None:
+        """Wait while the socket's buffer is over its high-water mark (as StreamWriter.drain)."""
+        if self.transport is None or self.transport.is_closing():
+            raise ConnectionError("HA connection closed")
+        if self._paused:
+            self._drained = asyncio.get_running_loop().create_future()
+            await self._drained
+
+    def get_extra_info(self, name: str) -> object:
+        return self.transport.get_extra_info(name) if self.transport is not None else None
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+
+class HAConnection:
+    """One slave: its reports (through SlaveLink) and a writer task streaming the CommitLog to it."""
+
+    def __init__(self, master: HAMaster, link: SlaveLink) -> None:
+        self.master = master
+        self.writer = link
+        self._reports = ReportReader()
+        peer = link.get_extra_info("peername")
         self.addr = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.slave_ack_offset = -1
         self.next_transfer_offset = -1
@@ -62,7 +130,6 @@ class HAConnection:
     def start(self) -> None:
         loop = asyncio.get_running_loop()
         self._tasks = [
-            loop.create_task(self._read_loop(), name=f"ha-read-{self.addr}"),
             loop.create_task(self._write_loop(), name=f"ha-write-{self.addr}"),
             loop.create_task(self._housekeeping(), name=f"ha-housekeeping-{self.addr}"),
         ]
@@ -87,21 +154,17 @@ class HAConnection:
         self.writer.close()
         self.master.connection_closed(self)
 
-    async def _read_loop(self) -> None:
-        reports = ReportReader()
-        while True:
-            data = await self.reader.read(READ_SIZE)
-            if not data:
-                log.info("HA connection %s: the slave closed the connection", self.addr)
-                return
-            self.last_read = time.monotonic()
-            offset = reports.feed(data)
-            if offset is None:
-                continue
-            self.slave_ack_offset = offset
-            if not self._first_report.done():
-                self._first_report.set_result(offset)
-            self.master.slave_acked(self, offset)
+    def reports_received(self, data: bytes) -> None:
+        self.last_read = time.monotonic()
+        offset = self._reports.feed(data)
+        if offset is None:
+            return
+        if not self._first_report.done():
+            self._first_report.set_result(offset)
+            if not self.ready:
+                self.master.slave_reported_first(self)
+        self.slave_ack_offset = offset
+        self.master.slave_acked(self, offset)
 
     async def _housekeeping(self) -> None:
         """Close a slave silent for haHousekeepingInterval: a cut link delivers no FIN, only silence.
@@ -223,6 +286,7 @@ class HAMaster:
         self.store = store
         self.settings = settings
         self.connections: set[HAConnection] = set()
+        self.slave_count = 0  # connections whose slave has reported (ready)
         self.push2slave_max_offset = 0
         self.status = ReplicationStatus()
         self.transfer = GroupTransfer(settings.sync_timeout)
@@ -236,11 +300,12 @@ class HAMaster:
     async def start(self) -> int:
         """Listen on haListenPort (0 = any free port); returns the bound port."""
         s = self.settings
-        self._server = await asyncio.start_server(
-            self._accepted, s.listen_host, s.listen_port, reuse_address=True, limit=READ_SIZE
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: SlaveLink(self), s.listen_host, s.listen_port, reuse_address=True
         )
         self.port = int(self._server.sockets[0].getsockname()[1])
-        self._status_task = asyncio.get_running_loop().create_task(self._log_status(), name="ha-status")
+        self._status_task = loop.create_task(self._log_status(), name="ha-status")
         log.info("HA service listening on %s:%d (%s)", s.listen_host, self.port, s.role)
         return self.port
 
@@ -257,8 +322,7 @@ class HAMaster:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._server.wait_closed(), 1.0)
 
-    async def _accepted(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        conn = HAConnection(self, reader, writer)
+    def accepted(self, conn: HAConnection) -> None:
         self.connections.add(conn)
         log.info("HA: slave connected from %s (%d connection(s))", conn.addr, len(self.connections))
         conn.start()
@@ -266,6 +330,8 @@ class HAMaster:
     def connection_closed(self, conn: HAConnection) -> None:
         if conn in self.connections:
             self.connections.discard(conn)
+            if conn.ready:
+                self.slave_count -= 1
             log.info(
                 "HA: slave %s disconnected (acked %d, master at %d); %d connection(s) left",
                 conn.addr,
@@ -276,15 +342,15 @@ class HAMaster:
 
     # -- acks and waiting ------------------------------------------------------------------------------
 
+    def slave_reported_first(self, conn: HAConnection) -> None:
+        self.slave_count += 1  # counts for SYNC_MASTER from now on (kept, not scanned per put)
+
     def slave_acked(self, conn: HAConnection, offset: int) -> None:
         if offset > self.push2slave_max_offset:
             self.push2slave_max_offset = offset
             self.status.record_ack(offset)
             self.transfer.acked_to(offset)
 
-    @property
-    def slave_count(self) -> int:
-        return sum(1 for c in self.connections if c.ready)
 
     def data_appended(self, end_offset: int) -> None:
         """The store's note of every put: the writers and the lag bookkeeping hear of it once per loop
@@ -307,7 +373,7 @@ class HAMaster:
         """SYNC_MASTER: `result` once a slave acknowledged `end_offset`, or at once with
         SLAVE_NOT_AVAILABLE when no slave is connected or the best one is too far behind."""
         behind = end_offset - self.push2slave_max_offset
-        if not any(c.ready for c in self.connections) or behind >= self.settings.slave_fallbehind_max:
+        if not self.slave_count or behind >= self.settings.slave_fallbehind_max:
             result.status = PutStatus.SLAVE_NOT_AVAILABLE
             return result
         return self.transfer.wait(end_offset, result)

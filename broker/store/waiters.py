@@ -28,19 +28,24 @@ class OffsetWaiters:
             collections.deque()
         )
         self._timer: asyncio.TimerHandle | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def __len__(self) -> int:
         return len(self._waiters)
 
     def wait(self, offset: int, result: PutResult) -> asyncio.Future[PutResult]:
         """A future of `result` once `offset` is covered; on timeout its status becomes `timeout_status`."""
-        loop = asyncio.get_running_loop()
+        loop = self._loop or self._bind_loop()
         fut: asyncio.Future[PutResult] = loop.create_future()
         deadline = loop.time() + self.timeout_s
         self._waiters.append((offset, deadline, fut, result))
         if self._timer is None:
             self._timer = loop.call_at(deadline, self._expire)
         return fut
+
+    def _bind_loop(self) -> asyncio.AbstractEventLoop:
+        self._loop = asyncio.get_running_loop()
+        return self._loop
 
     def resolve(self, covered: int) -> None:
         """Everything up to `covered` is done: answer those waiters with their result as it is."""
