@@ -300,10 +300,6 @@ class RemotingConnection(asyncio.Protocol):
         self._outgoing += 1  # fast path: open, writable, a free slot and nobody queued before us
         return self._send_request(cmd, timeout)
 
-    async def _invoke_slowly(self, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
-        await self._before_invoke(timeout)
-        return await self._send_request(cmd, timeout)
-
     def _send_request(self, cmd: RemotingCommand, timeout: float) -> asyncio.Future[RemotingCommand]:
         """Register and send a request that holds an in-flight slot."""
         self._next_opaque = opaque = (self._next_opaque + 1) & _OPAQUE_MASK
@@ -322,8 +318,8 @@ class RemotingConnection(asyncio.Protocol):
         self._send(frame)
         return future
 
-    async def _before_invoke(self, timeout: float) -> None:
-        """The slow start of invoke: fail if closed, wait for a slot and for the peer to drain our writes."""
+    async def _invoke_slowly(self, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
+        """invoke when it cannot go at once: fail if closed, wait for a slot and for the peer to drain."""
         if self._closing:
             raise ConnectionClosedError(f"connection to {self.peer} is closed", self.close_reason)
         if self._outgoing < self.config.max_outgoing_requests and not self._slot_waiters:
@@ -338,6 +334,7 @@ class RemotingConnection(asyncio.Protocol):
         except BaseException:
             self._release_slot()
             raise
+        return await self._send_request(cmd, timeout)
 
     async def _wait_for_slot(self, timeout: float) -> None:
         waiter: asyncio.Future[None] = self._loop.create_future()
@@ -359,9 +356,6 @@ class RemotingConnection(asyncio.Protocol):
     def _release_slot(self) -> None:
         # Hand the slot straight to the oldest live waiter; the in-flight count stays the same.
         waiters = self._slot_waiters
-        if not waiters:
-            self._outgoing -= 1
-            return
         while waiters:
             waiter = waiters.popleft()
             if not waiter.done():
