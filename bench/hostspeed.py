@@ -14,8 +14,8 @@ __all__ = ["main"]
 
 def spin(seconds: float) -> int:
     count = 0
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds:
         count += 1
     return count
 

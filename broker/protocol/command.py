@@ -115,7 +115,9 @@ def _json_header(cmd: RemotingCommand) -> bytes:
 
 def encode(cmd: RemotingCommand) -> bytes:
     """Encode a command as one frame with a JSON header, ready to write to a socket."""
-    return frame(_json_header(cmd), cmd.body)
+    header = _json_header(cmd)
+    body = cmd.body
+    return b"".join((_PREFIX.pack(4 + len(header) + len(body), len(header)), header, body))
 
 
 def frame(header: bytes, body: bytes = b"") -> bytes:

@@ -188,21 +188,38 @@ class RemotingConnection(asyncio.Protocol):
     # ------------------------------------------------------------------ incoming requests and responses
 
     def _process(self, commands: list[RemotingCommand]) -> None:
-        """Handle decoded commands in order; stop (keeping the rest) when the peer is not reading."""
+        """Handle decoded commands in order; stop (keeping the rest) when the peer is not reading.
+
+        The hot loop of both ends: responses complete our pending requests, synchronous handlers are
+        answered inline (their replies gathered in `_out`), coroutine handlers get a task.
+        """
         self._in_receive = True
-        get_route = self._dispatcher.get
+        routes = self._dispatcher.routes
+        default = self._dispatcher.default_route
+        pending = self._pending
+        out = self._out
+        high_water = self.config.write_high_water
+        max_tasks = self.config.max_in_flight_handlers
         try:
-            max_tasks = self.config.max_in_flight_handlers
             for index, cmd in enumerate(commands):
                 if self._write_paused or self._closing or len(self._tasks) >= max_tasks:
                     # Peer not reading our replies, or too much work in flight: keep the rest for later.
                     if not self._closing:
                         self._keep(commands[index:])
                     break
-                if cmd.flag & FLAG_RESPONSE:
-                    self._complete(cmd)
+                flag = cmd.flag
+                if flag & FLAG_RESPONSE:
+                    entry = pending.pop(cmd.opaque, None)
+                    if entry is None:
+                        # Late reply to a timed-out request, or to a one-way request sent without the flag.
+                        log.debug("dropping response with unknown opaque %d from %s", cmd.opaque, self.peer)
+                        continue
+                    self._release_slot()
+                    future = entry[0]
+                    if not future.done():  # the caller may have stopped waiting (cancelled)
+                        future.set_result(cmd)
                     continue
-                route = get_route(cmd.code)
+                route = routes.get(cmd.code, default)
                 if route is None:
                     self._reply(cmd, cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                                                   f" request type {cmd.code} not supported"))
@@ -213,9 +230,14 @@ class RemotingConnection(asyncio.Protocol):
                         response = route.call(self, cmd)
                     except Exception as exc:
                         response = _error_response(cmd, exc, self.peer)
-                    if response is not None:
-                        self._reply(cmd, response)
-                if len(self._out) >= _REPLIES_PER_WRITE or self._out_bytes >= self.config.write_high_water:
+                    if response is not None and not flag & FLAG_ONEWAY:
+                        if type(response) is not bytes:  # bytes: already a frame for this request
+                            response.opaque = cmd.opaque
+                            response.flag |= FLAG_RESPONSE
+                            response = encode(response)
+                        out.append(response)
+                        self._out_bytes += len(response)
+                if len(out) >= _REPLIES_PER_WRITE or self._out_bytes >= high_water:
                     # Hand replies over in slices rather than one write per read: the peer starts on the
                     # first ones while we decode the rest, instead of both sides taking turns (this
                     # doubled round trips at 64 in flight). Big replies also let pause_writing stop us.
@@ -272,17 +294,6 @@ class RemotingConnection(asyncio.Protocol):
             commands = list(self._backlog)
             self._backlog.clear()
             self._process(commands)
-
-    def _complete(self, response: RemotingCommand) -> None:
-        entry = self._pending.pop(response.opaque, None)
-        if entry is None:
-            # Late reply to a timed-out request, or a reply to a one-way request sent without the flag.
-            log.debug("dropping response with unknown opaque %d from %s", response.opaque, self.peer)
-            return
-        self._release_slot()
-        future = entry[0]
-        if not future.done():  # the caller may have stopped waiting (cancelled)
-            future.set_result(response)
 
     # ------------------------------------------------------------------ outgoing requests
 
@@ -356,6 +367,9 @@ class RemotingConnection(asyncio.Protocol):
     def _release_slot(self) -> None:
         # Hand the slot straight to the oldest live waiter; the in-flight count stays the same.
         waiters = self._slot_waiters
+        if not waiters:  # the common case, on every response
+            self._outgoing -= 1
+            return
         while waiters:
             waiter = waiters.popleft()
             if not waiter.done():

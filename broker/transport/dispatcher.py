@@ -75,5 +75,14 @@ class Dispatcher:
     def get(self, code: int) -> Route | None:
         return self._routes.get(code, self._default)
 
+    @property
+    def routes(self) -> dict[int, Route]:
+        """Code -> route, read directly by the connection's hot loop (with `default_route` as fallback)."""
+        return self._routes
+
+    @property
+    def default_route(self) -> Route | None:
+        return self._default
+
     def codes(self) -> list[int]:
         return sorted(self._routes)
