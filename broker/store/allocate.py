@@ -95,6 +95,20 @@ class AllocateService:
         if self._next is not None:
             await asyncio.gather(self._next, return_exceptions=True)
 
+    def release_spare(self) -> bool:
+        """Delete the prepared next file to give its space back (a full disk); True when space was freed.
+
+        The spare is speculative; units of acknowledged messages (ConsumeQueue) come first. The next roll
+        prepares it again.
+        """
+        fut = self._next
+        if fut is None or not fut.done() or fut.cancelled() or fut.exception() is not None:
+            return False
+        self._next = None
+        fut.result().destroy()
+        log.warning("disk full: deleted the prepared CommitLog file to make room for consume queues")
+        return True
+
     def _discard(self) -> None:
         fut, self._next = self._next, None
         if fut is None:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from broker.protocol.message import SysFlag
 from broker.store.mapped_file import MappedFile
 from broker.store.mapped_file_queue import MappedFileQueue
+from broker.store.results import StoreError
 
 if TYPE_CHECKING:
     from broker.store.dispatch import DispatchRequest
@@ -411,6 +412,9 @@ class ConsumeQueueStore:
         self.file_size = file_size
         self._table: dict[str, dict[int, ConsumeQueue]] = {}
         self._failed: set[tuple[str, int]] = set()  # queues whose last write failed (logged once)
+        # Called when a unit cannot be written (a full disk): frees space if it can (the CommitLog's
+        # prepared spare file) and says whether it did, for one more try.
+        self.on_write_failure: Callable[[], bool] | None = None
 
     # -- lookup ---------------------------------------------------------------------------------------
 
@@ -460,10 +464,23 @@ class ConsumeQueueStore:
             if self._failed:
                 self._failed.discard((request.topic, request.queue_id))
             return
+        self._write_failed(cq, request)
+
+    def _write_failed(self, cq: ConsumeQueue, request: DispatchRequest) -> None:
+        """A unit could not be written (a full disk): free space and try once more, else stop dispatch.
+
+        Never skip the unit: the message was acknowledged. Dispatch stops at it and retries later; a
+        skipped unit would be filled with a blank by the next one, and the message never delivered.
+        """
+        args = (request.commit_log_offset, request.msg_size, request.tags_code, request.consume_queue_offset)
+        if self.on_write_failure is not None and self.on_write_failure() and cq.put(*args):
+            self._failed.discard((request.topic, request.queue_id))
+            return
         key = (request.topic, request.queue_id)
         if key not in self._failed:
             self._failed.add(key)
             log.error("%s/%d: consume queue write failed at offset %d", *key, request.consume_queue_offset)
+        raise StoreError(f"consume queue {key[0]}/{key[1]} cannot take offset {request.consume_queue_offset}")
 
     # -- lifecycle ------------------------------------------------------------------------------------
 

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from broker.protocol.javahash import tags_code as java_tags_code
 from broker.protocol.message import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, SysFlag
 from broker.protocol.properties import Prop, find_property
+from broker.store.results import StoreError
 
 if TYPE_CHECKING:
     from broker.store.commit_log import CommitLog
@@ -37,6 +38,8 @@ __all__ = [
     "make_request",
     "parse_record",
 ]
+
+RETRY_S = 1.0  # a record that could not be dispatched (a full disk) is tried again this often
 
 log = logging.getLogger(__name__)
 
@@ -219,6 +222,7 @@ class ReputService:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._scheduled = False
         self._closing = False
+        self._failed_at = -1
 
     def notify(self) -> None:
         if not self._scheduled and self._loop is not None:
@@ -235,14 +239,26 @@ class ReputService:
             return
         try:
             self.dispatch_available()
-        except Exception:  # keep dispatching on the next notify; the record is retried there
-            log.exception("reput pass failed at CommitLog offset %d", self.reput_from_offset)
+        except Exception as exc:  # the record is retried: on the next put, or by the timer below
+            self._failed(exc)
+
+    def _failed(self, exc: Exception) -> None:
+        offset = self.reput_from_offset
+        if offset != self._failed_at:  # once per stuck record, not once per retry
+            self._failed_at = offset
+            log.error("reput stopped at CommitLog offset %d, retrying every %.0f s: %s", offset, RETRY_S, exc,
+                      exc_info=not isinstance(exc, StoreError))
+        if self._loop is not None and not self._closing:
+            self._loop.call_later(RETRY_S, self.notify)
 
     async def close(self) -> None:
-        """Dispatch what is left, then stop."""
+        """Dispatch what is left, then stop (what cannot be dispatched now is redone after a restart)."""
         self._closing = True
         self._loop = None
-        self.dispatch_available()
+        try:
+            self.dispatch_available()
+        except Exception as exc:
+            self._failed(exc)
 
     @property
     def behind(self) -> int:

@@ -60,6 +60,7 @@ class MessageStore:
         self.store_host = store_host
         self.commit_log = CommitLog(config, store_host)
         self.consume_queue_store = ConsumeQueueStore(config.consume_queue_dir, config.mapped_file_size_consume_queue)
+        self.consume_queue_store.on_write_failure = self.commit_log.allocator.release_spare
         self.index_service: IndexService | None = None
         dispatchers: list[Dispatcher] = [self.consume_queue_store]
         if config.message_index_enable:

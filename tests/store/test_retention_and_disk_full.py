@@ -6,7 +6,7 @@ import asyncio
 import datetime
 import os
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -123,3 +123,58 @@ def test_full_disk_fails_puts_cleanly(tiny_fs: Path) -> None:
         await store.shutdown()
 
     asyncio.run(check())
+
+
+def _fill_disk(directory: Path, name: str) -> Path:
+    """Take every free byte of the (tmpfs) file system with one preallocated file."""
+    path = directory / name
+    free = os.statvfs(directory).f_bavail * os.statvfs(directory).f_frsize
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        os.posix_fallocate(fd, 0, free)
+    finally:
+        os.close(fd)
+    return path
+
+
+def test_consume_queue_without_space_never_skips_an_acknowledged_message(tiny_fs: Path) -> None:
+    """A real full disk when a queue needs its first file: the prepared spare CommitLog file is given up
+    first; without one, dispatch stops at that message (no blank unit in its place) and resumes by
+    itself once space is back."""
+
+    async def main() -> None:
+        store = MessageStore(small_config(tiny_fs / "store", mapped_file_size_commit_log=256 * 1024))
+        await store.start()
+        try:
+            await store.commit_log.allocator.ready()  # the spare next CommitLog file exists
+            fillers = [_fill_disk(tiny_fs, "filler-1")]
+            put = await store.put_message(message(0, topic="Rescued"))
+            assert put.ok  # into the current CommitLog file: no new space needed
+            await _until(lambda: store.get_max_offset_in_queue("Rescued", 0) == 1)  # the spare made room
+
+            fillers.append(_fill_disk(tiny_fs, "filler-2"))  # and now nothing is left to give up
+            for i in range(3):
+                assert (await store.put_message(message(i, topic="Stalled"))).ok
+            await asyncio.sleep(0.3)
+            assert store.get_max_offset_in_queue("Stalled", 0) == 0  # not dispatched, and not skipped
+            assert store.dispatch_behind_bytes > 0
+
+            for path in fillers:
+                path.unlink()
+            await _until(lambda: store.get_max_offset_in_queue("Stalled", 0) == 3, timeout=5.0)
+            for i in range(3):
+                got = store.get_message("g", "Stalled", 0, i, 1)
+                assert got.status is GetStatus.FOUND
+                assert decode_record(got.buffers[0]).properties["KEYS"] == f"key-{i}"
+                got.release()
+        finally:
+            await store.shutdown()
+
+    asyncio.run(main())
+
+
+async def _until(check: Callable[[], bool], timeout: float = 2.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not check():
+        assert asyncio.get_running_loop().time() < deadline, "condition not reached in time"
+        await asyncio.sleep(0.02)
