@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 
 STATUS_LOG_INTERVAL = 60.0
 WRITE_GATHER = 256 * 1024  # bytes of blocks joined into one write
+PUSH_EARLY_BYTES = 16 * 1024  # within one loop iteration, push to slaves after this many new bytes
 
 
 class SlaveLink(asyncio.Protocol):
@@ -292,6 +293,7 @@ class HAMaster:
         self.transfer = GroupTransfer(settings.sync_timeout)
         self.data_event = asyncio.Event()
         self._appended_end = 0
+        self._pushed_end = 0  # end of what was pushed from data_appended or _publish
         self._publish_scheduled = False
         self.port = 0
         self._server: asyncio.Server | None = None
@@ -354,14 +356,20 @@ class HAMaster:
 
     def data_appended(self, end_offset: int) -> None:
         """The store's note of every put: the writers and the lag bookkeeping hear of it once per loop
-        iteration, with the newest end offset, rather than once per put."""
+        iteration, with the newest end offset, rather than once per put; a big batch is pushed to the
+        slaves as it grows (every PUSH_EARLY_BYTES), so their acknowledgements start coming back sooner."""
         self._appended_end = end_offset
+        if end_offset - self._pushed_end >= PUSH_EARLY_BYTES:
+            self._pushed_end = end_offset
+            for conn in self.connections:
+                conn.push_now()
         if not self._publish_scheduled:
             self._publish_scheduled = True
             asyncio.get_running_loop().call_soon(self._publish)
 
     def _publish(self) -> None:
         self._publish_scheduled = False
+        self._pushed_end = self._appended_end
         self.status.record_put(self._appended_end)
         for conn in self.connections:
             conn.push_now()

@@ -414,11 +414,15 @@ class RemotingConnection(asyncio.Protocol):
     # ------------------------------------------------------------------ writing and flow control
 
     def _send(self, data: bytes) -> None:
-        self._out.append(data)
+        out = self._out
+        out.append(data)
         self._out_bytes += len(data)
-        if not self._in_receive and not self._flush_scheduled:
-            self._flush_scheduled = True
-            self._loop.call_soon(self._flush)
+        if not self._in_receive:
+            if len(out) >= _REPLIES_PER_WRITE:
+                self._flush()  # a burst of late replies (a group commit, a slave's ack): write as it grows
+            elif not self._flush_scheduled:
+                self._flush_scheduled = True
+                self._loop.call_soon(self._flush)
 
     def _flush(self) -> None:
         self._flush_scheduled = False

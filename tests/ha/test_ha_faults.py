@@ -219,14 +219,28 @@ def test_sync_master_killed_nothing_acknowledged_lost_consumer_fails_over_and_ba
             await slave_connected(m_addr, procs)
             later: dict[str, int] = {}
             async with Producer("PG_FAIL", client_config=pcc, retry_times_when_send_failed=2) as producer:
-                for i in range(40):
-                    body = f"after-restart-{i}".encode()
+
+                async def send_one() -> None:
+                    body = f"after-restart-{len(later)}".encode()
                     r = await producer.send(Message(topic, body))
                     assert r.status is SendStatus.SEND_OK
                     later[r.msg_id] = zlib.crc32(body)
-            await wait_for(_covers(consumed, later), 60, "the consumer to get the new messages", procs)
-            # served by the restarted master (its counters start at zero), so the consumer went back
-            await wait_for(_master_served(m_addr), 20, "pulls served by the master", procs)
+
+                for _ in range(40):
+                    await send_one()
+                await wait_for(_covers(consumed, later), 60, "the consumer to get the new messages", procs)
+                # The consumer goes back to the restarted master (its counters start at zero). If it read
+                # all 40 from the slave before switching, only a message sent after the switch shows it.
+                served = _master_served(m_addr)
+
+                async def served_after_one_more() -> bool:
+                    if await served():
+                        return True
+                    await send_one()
+                    return False
+
+                await wait_for(served_after_one_more, 45, "pulls served by the master", procs)
+            await wait_for(_covers(consumed, later), 60, "the consumer to get the last messages", procs)
             skipped = (set(acked) | set(later)) - set(consumed)
             assert not skipped
         finally:
