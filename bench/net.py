@@ -89,6 +89,18 @@ def codec_rates(seconds: float) -> dict[str, float]:
 # ---------------------------------------------------------------------- servers (child process)
 
 
+def _split_frames(buffer: bytes) -> tuple[int, bytes]:
+    """How many whole frames `buffer` starts with (lengths only, nothing decoded), and the rest."""
+    pos, size, count = 0, len(buffer), 0
+    while size - pos >= 4:
+        (length,) = _INT.unpack_from(buffer, pos)
+        if pos + 4 + length > size:
+            break
+        pos += 4 + length
+        count += 1
+    return count, buffer[pos:]
+
+
 class _BareServer(asyncio.Protocol):
     """Splits frames by length and answers each with one prebuilt response, all in one write."""
 
@@ -99,15 +111,7 @@ class _BareServer(asyncio.Protocol):
         self.buffer = b""
 
     def data_received(self, data: bytes) -> None:
-        buffer = self.buffer + data if self.buffer else data
-        pos, size, count = 0, len(buffer), 0
-        while size - pos >= 4:
-            (length,) = _INT.unpack_from(buffer, pos)
-            if pos + 4 + length > size:
-                break
-            pos += 4 + length
-            count += 1
-        self.buffer = buffer[pos:]
+        count, self.buffer = _split_frames(self.buffer + data if self.buffer else data)
         if count:
             self.transport.write(self.response * count)  # type: ignore[attr-defined]
 
@@ -165,15 +169,7 @@ class _BareClient(asyncio.Protocol):
         transport.write(self.request * self.window)  # type: ignore[attr-defined]
 
     def data_received(self, data: bytes) -> None:
-        buffer = self.buffer + data if self.buffer else data
-        pos, size, done = 0, len(buffer), 0
-        while size - pos >= 4:
-            (length,) = _INT.unpack_from(buffer, pos)
-            if pos + 4 + length > size:
-                break
-            pos += 4 + length
-            done += 1
-        self.buffer = buffer[pos:]
+        done, self.buffer = _split_frames(self.buffer + data if self.buffer else data)
         if done:
             self.count += done
             self.transport.write(self.request * done)  # type: ignore[attr-defined]

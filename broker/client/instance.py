@@ -10,7 +10,6 @@ the owner's rebalance; RESET_CONSUMER_CLIENT_OFFSET repositions the owner's queu
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
@@ -28,6 +27,7 @@ from broker.protocol.headers import NotifyConsumerIdsChangedRequestHeader, Reset
 from broker.transport.client import RemotingClient
 from broker.transport.connection import RemotingConnection
 from broker.transport.errors import RemotingError
+from broker.transport.loop import cancel_and_wait
 
 __all__ = ["ClientInstance", "HeartbeatProvider"]
 
@@ -84,11 +84,7 @@ class ClientInstance:
 
     async def close(self) -> None:
         self._started = False
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(*self._tasks)
         self._tasks = []
         await self.remoting.close()
 

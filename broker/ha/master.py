@@ -21,6 +21,7 @@ from broker.ha.settings import HASettings
 from broker.ha.status import ReplicationStatus
 from broker.ha.transfer import GroupTransfer
 from broker.store.results import PutResult, PutStatus
+from broker.transport.loop import cancel_and_wait
 
 if TYPE_CHECKING:
     from broker.store import MessageStore
@@ -316,9 +317,7 @@ class HAMaster:
             self._server.close()
         for conn in list(self.connections):
             conn.close()
-        if self._status_task is not None:
-            self._status_task.cancel()
-            await asyncio.gather(self._status_task, return_exceptions=True)
+        await cancel_and_wait(self._status_task)
         self.transfer.fail_all(PutStatus.FLUSH_SLAVE_TIMEOUT)
         if self._server is not None:
             with contextlib.suppress(TimeoutError):

@@ -21,6 +21,7 @@ from broker.ha.protocol import HEADER, HEADER_SIZE, encode_report
 from broker.ha.settings import HASettings
 from broker.ha.stream import MasterStream
 from broker.transport.client import parse_addr
+from broker.transport.loop import cancel_and_wait
 
 if TYPE_CHECKING:
     from broker.store import MessageStore
@@ -61,10 +62,8 @@ class HAClient:
             log.error("HA client died", exc_info=task.exception())
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
 
     @property
     def connected(self) -> bool:
@@ -166,9 +165,7 @@ class HAClient:
                 # never resize `data` (views of it may still be alive): the partial block is copied out
                 pending = data[consumed:]
         finally:
-            for task in helpers:
-                task.cancel()
-            await asyncio.gather(*helpers, return_exceptions=True)
+            await cancel_and_wait(*helpers)
 
     async def _apply_blocks(self, addr: str, data: bytearray) -> int:
         """Append every complete block in `data`; returns the bytes consumed, -1 to end the session.

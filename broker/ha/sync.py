@@ -21,6 +21,7 @@ from broker.protocol.command import RemotingCommand
 from broker.server.groups import SubscriptionGroupConfig
 from broker.server.topics import TopicConfig
 from broker.transport.errors import RemotingError
+from broker.transport.loop import cancel_and_wait
 
 if TYPE_CHECKING:
     from broker.server.broker import BrokerController
@@ -45,10 +46,8 @@ class SlaveSynchronize:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="ha-metadata-sync")
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
 
     async def _run(self) -> None:
         while True:

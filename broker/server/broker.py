@@ -43,6 +43,7 @@ from broker.store import MessageStore
 from broker.transport.client import RemotingClient
 from broker.transport.connection import RemotingConnection
 from broker.transport.errors import CloseReason
+from broker.transport.loop import cancel_and_wait
 from broker.transport.server import RemotingServer
 
 __all__ = ["BrokerController"]
@@ -243,9 +244,7 @@ class BrokerController:
             await self._hold.close()
         if server is not None:
             await server.shutdown(SHUTDOWN_GRACE)
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await cancel_and_wait(*self._tasks)
         if self._schedule is not None:
             await self._schedule.close()
         if self._transactions is not None:

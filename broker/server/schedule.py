@@ -21,6 +21,7 @@ from broker.protocol.properties import Prop
 from broker.server.persist import JsonFile
 from broker.server.topics import SCHEDULE_TOPIC
 from broker.store.results import GetStatus, MessageToStore
+from broker.transport.loop import cancel_and_wait
 
 if TYPE_CHECKING:
     from broker.store import MessageStore
@@ -84,11 +85,8 @@ class ScheduleService:
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
         self.persist()
 
     async def _run(self) -> None:

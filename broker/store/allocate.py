@@ -65,22 +65,18 @@ class AllocateService:
             self.queue.install(mf)
             self.request_next()
             return mf
-        self.request_next()
-        fut = self._next
-        assert fut is not None
-        try:
-            mf = await fut
-        except OSError:
-            self._next = None
-            # space may have been freed since the background attempt: try once more, then report
+        for attempt in (1, 2):
             self.request_next()
             fut = self._next
             assert fut is not None
             try:
                 mf = await fut
+                break
             except OSError:
                 self._next = None
-                raise
+                if attempt == 2:
+                    raise
+                # space may have been freed since the background attempt: try once more, then report
         self._next = None
         if mf.file_from_offset != self.queue.next_file_offset():
             # the queue moved on meanwhile (truncation by recovery or HA): drop the stale file

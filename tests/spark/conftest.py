@@ -24,8 +24,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreadedCluste
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    pytest.importorskip("pyspark")
-    pytest.importorskip("pyarrow")
+    # `make test` installs the spark extra; only a bare `pytest` in a venv without it gets here
+    why = "the spark extra (pyspark, pyarrow) is not installed: pip install -e '.[spark]'"
+    pytest.importorskip("pyspark", reason=why)
+    pytest.importorskip("pyarrow", reason=why)
     session = spark_session(tmp_path_factory.mktemp("spark-local"))
     try:
         yield session

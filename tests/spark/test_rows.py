@@ -14,7 +14,7 @@ import pytest
 
 from broker.protocol.message import MessageDecodeError, MessageExt, SysFlag, decode_records, encode_record
 
-pa = pytest.importorskip("pyarrow")
+pa = pytest.importorskip("pyarrow", reason="the spark extra is not installed (make test installs it)")
 from broker.spark.rows import ARROW_SCHEMA, record_batch  # noqa: E402
 
 

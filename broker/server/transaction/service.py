@@ -18,7 +18,6 @@ logged. Halves younger than the timeout end the walk; immune ones are re-put to 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from typing import TYPE_CHECKING
@@ -35,6 +34,7 @@ from broker.server.transaction.messages import (
     parse_op_body,
 )
 from broker.store.results import GetStatus, MessageToStore, PutResult, PutStatus
+from broker.transport.loop import cancel_and_wait
 
 if TYPE_CHECKING:
     from broker.server.broker import BrokerController
@@ -170,11 +170,8 @@ class TransactionService:
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
         self._advance()
 
     async def _run(self) -> None:
