@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -33,6 +34,8 @@ from broker.transport.connection import RemotingConnection
 
 BIN = Path(sys.executable).parent  # the venv's bin: mqnamesrv and mqbroker live next to python
 FILE_SIZE = 1 << 20
+LAB_PREFIX = "ha"  # a lab's namespaces and root veth are named ha<pid of the test process><host>
+_LAB_NAME = re.compile(rf"^{LAB_PREFIX}(\d+)(\w+?)(?:@\S+)?$")
 
 
 def _sh(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -42,7 +45,7 @@ def _sh(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
 @dataclass
 class NetLab:
     hosts: list[str]
-    prefix: str = field(default_factory=lambda: f"ha{os.getpid() % 100000}")
+    prefix: str = field(default_factory=lambda: f"{LAB_PREFIX}{os.getpid()}")
     ips: dict[str, str] = field(default_factory=dict)
     root_ip: str = ""
     _made: list[str] = field(default_factory=list)
@@ -83,7 +86,8 @@ class NetLab:
         return f"{self.prefix}{host}"
 
     def setup(self) -> None:
-        subnet = f"10.213.{os.getpid() % 250}"
+        sweep_stale_labs()
+        subnet = free_subnet()
         hub = self.ns("hub")
         self._add_ns(hub)
         _sh("ip", "netns", "exec", hub, "ip", "link", "add", "br0", "type", "bridge")
@@ -135,6 +139,43 @@ class NetLab:
             _sh("ip", "netns", "del", name, check=False)  # deleting a namespace deletes its veth ends
         _sh("ip", "link", "del", f"{self.prefix}r", check=False)
         self._made.clear()
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep_stale_labs() -> None:
+    """Remove the namespaces and root veths of labs whose test process is gone (killed before teardown).
+
+    A leftover root veth keeps its /24 route: a new lab on the same subnet would send its packets into
+    the dead lab's bridge, and its brokers would look unreachable.
+    """
+    names = _sh("ip", "netns", "list", check=False).stdout.split()
+    links = [line.split()[0] for line in _sh("ip", "-br", "link", check=False).stdout.splitlines() if line]
+    for name in names:
+        m = _LAB_NAME.match(name)
+        if m and not _pid_alive(int(m.group(1))):
+            _sh("ip", "netns", "del", name, check=False)
+    for link in links:
+        m = _LAB_NAME.match(link)
+        if m and m.group(2) == "r" and not _pid_alive(int(m.group(1))):
+            _sh("ip", "link", "del", link.split("@")[0], check=False)
+
+
+def free_subnet() -> str:
+    """A 10.213.X /24 that no interface of the root namespace uses."""
+    used = _sh("ip", "-4", "-o", "addr", check=False).stdout
+    for x in range(1, 255):
+        if f" 10.213.{x}." not in used:
+            return f"10.213.{x}"
+    raise RuntimeError("every 10.213.X/24 subnet is taken: remove the stale ha* interfaces")
 
 
 def free_port() -> int:
