@@ -1,6 +1,7 @@
 """Dispatch-side micro-benchmarks: `python -m bench.index [--num N] [--slots S] [--entries E] [--dir D]`.
 
-Measures the per-message cost of IndexService.dispatch for a record with a UNIQ_KEY and one KEYS token
+Measures the per-message cost of IndexService.dispatch (and of dispatch_batch, the reput's vectorized
+path, at 16, 64 and 256 records a pass) for a record with a UNIQ_KEY and one KEYS token
 (the common producer case: two index entries), of the key hash alone (the split hash vs. the plain
 lru-cached one on keys that never repeat), of ConsumeQueueStore.dispatch, and of the ConsumeQueue
 read path (read_units + iter_unpack, 32 units per pull). Files go to a temporary directory (or --dir)
@@ -72,6 +73,15 @@ def run(num: int, slots: int, entries: int, directory: Path) -> list[tuple[str, 
         index.dispatch(r)
     per = _per_call_us(time.perf_counter() - t, num)
     results.append(("IndexService.dispatch, UNIQ_KEY + 1 key", f"{per:.2f} us/msg ({1e6 / per:,.0f} msg/s)"))
+    for pass_size in (16, 64, 256):
+        more = _requests(num, 1 + num * (pass_size.bit_length()))  # offsets beyond those indexed already
+        t = time.perf_counter()
+        for start in range(0, num, pass_size):
+            index.dispatch_batch(more[start : start + pass_size])
+        per = _per_call_us(time.perf_counter() - t, num)
+        results.append(
+            (f"IndexService.dispatch_batch, {pass_size}/pass", f"{per:.2f} us/msg ({1e6 / per:,.0f} msg/s)")
+        )
     t = time.perf_counter()
     for r in reqs[:: max(1, num // 1000)]:
         index.query(r.topic, r.keys or "", 32, 0, 2**62)

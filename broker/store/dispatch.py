@@ -32,6 +32,7 @@ __all__ = [
     "CORRUPT",
     "SCHEDULE_TOPIC",
     "ArrivalListener",
+    "BatchDispatcher",
     "DispatchRequest",
     "Dispatcher",
     "ReputService",
@@ -86,6 +87,12 @@ class DispatchRequest:
 
 class Dispatcher(Protocol):
     def dispatch(self, request: DispatchRequest) -> None: ...
+
+
+class BatchDispatcher(Protocol):
+    """A dispatcher that takes a whole reput pass at once (the IndexService), after the per-record ones."""
+
+    def dispatch_batch(self, requests: list[DispatchRequest]) -> None: ...
 
 
 ArrivalListener = Callable[[str, int, int, int, "dict[str, str] | None"], Any]
@@ -211,10 +218,12 @@ class ReputService:
         commit_log: CommitLog,
         dispatchers: list[Dispatcher],
         *,
+        batch_dispatchers: list[BatchDispatcher] | None = None,
         delay_levels: dict[int, int] | None = None,
     ) -> None:
         self.commit_log = commit_log
         self.dispatchers = dispatchers
+        self.batch_dispatchers = batch_dispatchers or []
         self.delay_levels = delay_levels
         self.listeners: list[ArrivalListener] = []
         self.reput_from_offset = 0
@@ -265,8 +274,22 @@ class ReputService:
         return self.commit_log.max_offset - self.reput_from_offset
 
     def dispatch_available(self, *, notify_listeners: bool = True, limit: int | None = None) -> int:
-        """Dispatch every whole record up to the CommitLog's written end (or `limit`); returns how many."""
+        """Dispatch every whole record up to the CommitLog's written end (or `limit`); returns how many.
+
+        The per-record dispatchers and the listeners see each record as it is read; the batch
+        dispatchers get the pass's records at the end, also when a record failed (those before it are
+        in the ConsumeQueue already, so they must be indexed too).
+        """
         end = self.commit_log.max_offset if limit is None else limit
+        batch: list[DispatchRequest] = []
+        try:
+            return self._dispatch_until(end, batch if self.batch_dispatchers else None, notify_listeners)
+        finally:
+            if batch:
+                for bd in self.batch_dispatchers:
+                    bd.dispatch_batch(batch)
+
+    def _dispatch_until(self, end: int, batch: list[DispatchRequest] | None, notify_listeners: bool) -> int:
         count = 0
         queue = self.commit_log.queue
         listeners = self.listeners if notify_listeners else []
@@ -307,6 +330,8 @@ class ReputService:
                         break
                     for d in dispatchers:
                         d.dispatch(req)
+                    if batch is not None:
+                        batch.append(req)
                     last_ts = req.store_timestamp
                     for listener in listeners:
                         try:

@@ -99,13 +99,13 @@ class IndexFile:
 
     __slots__ = (
         "_closed",
-        "_entries_at",
         "_io_lock",
         "begin_phy_offset",
         "begin_timestamp",
         "dirty",
         "end_phy_offset",
         "end_timestamp",
+        "entries_at",
         "fd",
         "hash_slot_count",
         "hash_slot_num",
@@ -120,7 +120,7 @@ class IndexFile:
         self.path = Path(path)
         self.hash_slot_num = hash_slot_num
         self.index_num = index_num
-        self._entries_at = HEADER_SIZE + hash_slot_num * HASH_SLOT_SIZE
+        self.entries_at = HEADER_SIZE + hash_slot_num * HASH_SLOT_SIZE
         size = index_file_size(hash_slot_num, index_num)
         self.fd = os.open(self.path, os.O_RDWR)
         try:
@@ -184,7 +184,7 @@ class IndexFile:
         bt, et = self.begin_timestamp, self.end_timestamp
         return (begin < bt and end > et) or bt <= begin <= et or bt <= end <= et
 
-    def _write_header(self) -> None:
+    def write_header(self) -> None:
         _HEADER.pack_into(
             self.mm,
             0,
@@ -226,7 +226,7 @@ class IndexFile:
                 time_diff = 0
             elif time_diff > _INT_MAX:
                 time_diff = _INT_MAX
-        entry_pos = self._entries_at + count * INDEX_ENTRY_SIZE
+        entry_pos = self.entries_at + count * INDEX_ENTRY_SIZE
         links: list[tuple[int, int]] = []
         n = count
         for khash in hashes:
@@ -273,7 +273,7 @@ class IndexFile:
         (slot_value,) = _SLOT.unpack_from(mm, HEADER_SIZE + (khash % self.hash_slot_num) * HASH_SLOT_SIZE)
         if slot_value <= INVALID_INDEX or slot_value > count:
             return
-        base = self._entries_at
+        base = self.entries_at
         begin_ts = self.begin_timestamp
         nxt = slot_value
         while len(out) < max_num:
@@ -290,7 +290,7 @@ class IndexFile:
 
     def entry(self, n: int) -> tuple[int, int, int, int]:
         """Entry number n: (keyHash, phyOffset, timeDiff, prevIndex)."""
-        return _ENTRY.unpack_from(self.mm, self._entries_at + n * INDEX_ENTRY_SIZE)
+        return _ENTRY.unpack_from(self.mm, self.entries_at + n * INDEX_ENTRY_SIZE)
 
     def slot(self, khash: int) -> int:
         return int(_SLOT.unpack_from(self.mm, HEADER_SIZE + (khash % self.hash_slot_num) * HASH_SLOT_SIZE)[0])
@@ -299,7 +299,7 @@ class IndexFile:
         """phyOffset of entry 1, or -1 when the file has no entries."""
         if self.index_count <= 1:
             return -1
-        return int(_PHY.unpack_from(self.mm, self._entries_at + INDEX_ENTRY_SIZE + 4)[0])
+        return int(_PHY.unpack_from(self.mm, self.entries_at + INDEX_ENTRY_SIZE + 4)[0])
 
     # -- recovery -------------------------------------------------------------------------------------
 
@@ -310,7 +310,7 @@ class IndexFile:
         which restores its slot to the entry it had replaced.
         """
         count = self.index_count
-        base = self._entries_at
+        base = self.entries_at
         lo, hi = 1, count  # first entry with phy >= max_phy_offset, by binary search
         while lo < hi:
             mid = (lo + hi) // 2
@@ -342,7 +342,7 @@ class IndexFile:
             # the entry keeps whole seconds only; the exact time comes from the CommitLog when available
             ts = store_time_of(phy) if store_time_of is not None else -1
             self.end_timestamp = ts if ts > 0 else self.begin_timestamp + diff * 1000
-        self._write_header()
+        self.write_header()
         self.dirty = True
         log.info("index file %s: removed %d entries at or beyond %d", self.path.name, count - keep, max_phy_offset)
         return count - keep

@@ -1,7 +1,7 @@
 """IndexService: the list of IndexFiles under `index/`, fed by dispatch and queried by key.
 
 MessageStore (broker.store.message_store) creates it, calls `load` and, after CommitLog recovery,
-`truncate_dirty`; the reput service (broker.store.dispatch) calls `dispatch` for every record; the
+`truncate_dirty`; the reput service (broker.store.dispatch) calls `dispatch_batch` once per pass; the
 query-by-key path calls `query`; the flush service calls `flush` from a worker thread and the clean
 service calls `delete_expired`. Keys are `topic#UNIQ_KEY` and `topic#k` for each space-separated token
 of KEYS; ROLLBACK records are not indexed (RocketMQ's IndexService.buildIndex).
@@ -21,7 +21,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from broker.protocol.message import SysFlag
+from broker.store.index_batch import VECTOR_MIN, key_hashes, put_entries
 from broker.store.index_file import IndexFile, index_file_size, key_hash
 
 if TYPE_CHECKING:
@@ -183,6 +186,58 @@ class IndexService:
         log.info("created index file %s", path.name)
         return f
 
+    def dispatch_batch(self, requests: list[DispatchRequest]) -> None:
+        """Index a reput pass's records: one vectorized write (broker.store.index_batch) when the pass is
+        big enough to repay numpy's fixed cost, else record by record. Same entries either way."""
+        if len(requests) < VECTOR_MIN:
+            for request in requests:
+                self.dispatch(request)
+            return
+        indexed_to = self.end_phy_offset  # a new file starts where the last one ended
+        keys: list[str] = []
+        phys: list[int] = []
+        tss: list[int] = []
+        for request in requests:
+            uniq = request.uniq_key
+            more = request.keys
+            if not uniq and not more:
+                continue
+            phy = request.commit_log_offset
+            if phy < indexed_to:
+                continue  # indexed before a restart
+            if request.sys_flag & SysFlag.TRANSACTION_MASK == SysFlag.TRANSACTION_ROLLBACK_TYPE:
+                continue
+            prefix = request.topic + "#"
+            ts = request.store_timestamp
+            if uniq:
+                keys.append(prefix + uniq)
+                phys.append(phy)
+                tss.append(ts)
+            if more:
+                for k in more.split(" "):
+                    if k:
+                        keys.append(prefix + k)
+                        phys.append(phy)
+                        tss.append(ts)
+        if not keys:
+            return
+        files = self.files
+        f = files[-1] if files and files[-1].index_count < self.index_num else self._roll()
+        if f is None:
+            return
+        hashes = key_hashes(keys)
+        phy_array = np.array(phys, dtype=np.int64)
+        ts_array = np.array(tss, dtype=np.int64)
+        done = put_entries(f, hashes, phy_array, ts_array)
+        while done < len(keys):  # the file filled up: the rest go to a new one
+            f = self._roll()
+            if f is None:
+                return
+            put = put_entries(f, hashes[done:], phy_array[done:], ts_array[done:])
+            if put == 0:
+                return
+            done += put
+
     def dispatch(self, request: DispatchRequest) -> None:
         """Index a record's UNIQ_KEY and KEYS (skipping ROLLBACK records and already-indexed offsets)."""
         uniq = request.uniq_key
@@ -191,17 +246,19 @@ class IndexService:
             return
         if request.sys_flag & SysFlag.TRANSACTION_MASK == SysFlag.TRANSACTION_ROLLBACK_TYPE:
             return
-        files = self.files
-        f = files[-1] if files and files[-1].index_count < self.index_num else self._roll()
-        if f is None:
-            return
         phy = request.commit_log_offset
-        if phy < f.end_phy_offset:
+        if phy < self.end_phy_offset:
             return  # indexed before a restart
         prefix = request.topic + "#"
         hashes = [key_hash(prefix + uniq)] if uniq else []
         if keys:
             hashes += [key_hash(prefix + k) for k in keys.split(" ") if k]
+            if not hashes:
+                return  # KEYS of blanks only: nothing to index (Java skips empty keys)
+        files = self.files
+        f = files[-1] if files and files[-1].index_count < self.index_num else self._roll()
+        if f is None:
+            return
         ts = request.store_timestamp
         done = f.put_hashes(hashes, phy, ts)
         while done < len(hashes):  # the file filled up mid-record: the rest go to a new one

@@ -22,7 +22,7 @@ from broker.store.checkpoint import StoreCheckpoint
 from broker.store.commit_log import CommitLog
 from broker.store.config import StoreConfig
 from broker.store.consume_queue import BLANK_UNIT_SIZE, UNIT, ConsumeQueueStore
-from broker.store.dispatch import ArrivalListener, Dispatcher, ReputService
+from broker.store.dispatch import ArrivalListener, BatchDispatcher, ReputService
 from broker.store.flush import CommitLogFlushService, LogicsFlushService
 from broker.store.index_service import IndexService
 from broker.store.recovery import RecoveryReport, recover_commit_log
@@ -62,13 +62,18 @@ class MessageStore:
         self.consume_queue_store = ConsumeQueueStore(config.consume_queue_dir, config.mapped_file_size_consume_queue)
         self.consume_queue_store.on_write_failure = self.commit_log.allocator.release_spare
         self.index_service: IndexService | None = None
-        dispatchers: list[Dispatcher] = [self.consume_queue_store]
+        batch_dispatchers: list[BatchDispatcher] = []
         if config.message_index_enable:
             self.index_service = IndexService(
                 config.index_dir, hash_slot_num=config.max_hash_slot_num, index_num=config.max_index_num
             )
-            dispatchers.append(self.index_service)
-        self.reput = ReputService(self.commit_log, dispatchers, delay_levels=config.delay_levels())
+            batch_dispatchers.append(self.index_service)
+        self.reput = ReputService(
+            self.commit_log,
+            [self.consume_queue_store],
+            batch_dispatchers=batch_dispatchers,
+            delay_levels=config.delay_levels(),
+        )
         self.checkpoint: StoreCheckpoint | None = None
         self.flush_service: CommitLogFlushService | None = None
         self.logics_flush: LogicsFlushService | None = None
