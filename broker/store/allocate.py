@@ -2,8 +2,9 @@
 
 Used by CommitLog (broker.store.commit_log): when a file is installed, the allocator starts creating
 the following one (fallocate, or zero-fill + fdatasync when warm_mapped_file_enable) in its own
-1-thread executor, so a roll costs the event loop nothing but a list append. Zero-filling 1 GiB takes
-seconds; it must never share a thread with the group-commit fdatasync.
+1-thread executor, so a roll costs the event loop nothing but a list append. The first file, created
+at start-up, is zero-filled behind the start by a FileWarmer (broker.store.warm) in the same thread.
+Zero-filling 1 GiB takes seconds; it must never share a thread with the group-commit fdatasync.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from broker.store.mapped_file import MappedFile, file_name_for
 from broker.store.mapped_file_queue import MappedFileQueue
+from broker.store.warm import FileWarmer
 
 __all__ = ["AllocateService", "is_disk_full"]
 
@@ -33,6 +35,7 @@ class AllocateService:
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="store-allocate")
         self._next: asyncio.Future[MappedFile] | None = None
         self._next_offset = -1
+        self._warmer: FileWarmer | None = None
 
     def request_next(self) -> None:
         """Start creating the file after the current last one, unless already under way."""
@@ -58,11 +61,14 @@ class AllocateService:
             loop = asyncio.get_running_loop()
             # The first file is on the start-up path: fallocate only, which is instant. Zero-filling
             # 1 GiB here would delay "boot success" by seconds; the files after it are zero-filled
-            # ahead of need in the background, where group commit gains from it.
+            # ahead of need in the background, where group commit gains from it...
             mf = await loop.run_in_executor(
                 self._executor, lambda: MappedFile.create(path, self.queue.file_size, warm=False)
             )
             self.queue.install(mf)
+            if self.queue.preallocate:  # ...and this one is zero-filled behind the start, ahead of the writer
+                self._warmer = mf.warmer = FileWarmer(mf)
+                self._executor.submit(self._warmer.run)
             self.request_next()
             return mf
         for attempt in (1, 2):
@@ -116,6 +122,8 @@ class AllocateService:
 
     async def close(self) -> None:
         """Delete a prepared but unused file, so a restart does not find an empty file with a valid name."""
+        if self._warmer is not None:
+            self._warmer.stop()  # at its next chunk; the executor's shutdown below waits for it
         fut = self._next
         if fut is not None:
             try:

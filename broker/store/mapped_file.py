@@ -14,12 +14,17 @@ import mmap
 import os
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-__all__ = ["OS_PAGE_SIZE", "MappedFile", "file_name_for"]
+if TYPE_CHECKING:
+    from broker.store.warm import FileWarmer
+
+__all__ = ["NO_GUARD", "OS_PAGE_SIZE", "MappedFile", "file_name_for"]
 
 log = logging.getLogger(__name__)
 
 OS_PAGE_SIZE = 4096
+NO_GUARD = 1 << 62  # warm_guard while no zero-filling chunk is being written (broker.store.warm)
 _ZERO_CHUNK = bytes(1 << 20)
 
 
@@ -40,6 +45,9 @@ class MappedFile:
         "mm",
         "path",
         "store_timestamp",
+        "warm_guard",
+        "warmer",
+        "writing_to",
         "wrote_position",
     )
 
@@ -60,6 +68,11 @@ class MappedFile:
         self.wrote_position = 0
         self.flushed_position = 0
         self.store_timestamp = 0  # store timestamp of the last record written (CommitLog only)
+        # A CommitLog file zero-filled behind the start (broker.store.warm): the writer publishes the end
+        # of the record it is about to write, and waits for the warmer when that end passes the guard.
+        self.writing_to = 0
+        self.warm_guard = NO_GUARD
+        self.warmer: FileWarmer | None = None
         self._closed = False
 
     @classmethod
@@ -110,6 +123,9 @@ class MappedFile:
         end = pos + len(data)
         if end > self.file_size:
             return False
+        self.writing_to = end  # see broker.store.warm
+        if end > self.warm_guard and self.warmer is not None:
+            self.warmer.wait()
         self.mm[pos:end] = data
         self.wrote_position = end
         return True
