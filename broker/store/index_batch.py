@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = ["VECTOR_MIN", "key_hashes", "put_entries"]
 
-VECTOR_MIN = 8  # records per pass below which the per-record path is cheaper than numpy's fixed cost
+VECTOR_MIN = 32  # records per pass below which the per-record path is cheaper than numpy's fixed cost
 _INT_MAX = 0x7FFFFFFF
 _ENTRY_DTYPE = np.dtype([("hash", ">i4"), ("phy", ">i8"), ("time_diff", ">i4"), ("prev", ">i4")])
 assert _ENTRY_DTYPE.itemsize == INDEX_ENTRY_SIZE
