@@ -7,8 +7,9 @@ It prints msgs/s with p50/p99 latency under a live progress display, and with `-
 writes a results block for docs/benchmarks.md.
 
 The generator is deliberately cheap so it measures the broker: each request frame is encoded once
-with the binary ROCKETMQ header (as the Java benchmark client sends) and only its opaque is patched
-per request; responses are matched by opaque in a bare asyncio Protocol, no future per request.
+with the binary ROCKETMQ header (as the Java benchmark client sends) and only its opaque and the
+UNIQ_KEY of each message (which every RocketMQ client sets itself) are patched per request; responses
+are matched by opaque in a bare asyncio Protocol, no future per request.
 """
 
 from __future__ import annotations
@@ -48,6 +49,10 @@ _OPAQUE = struct.Struct(">i")
 _I32 = struct.Struct(">i")
 TOPIC = "BenchTopic"
 QUEUES = 8
+# The properties a Java producer sends with each message (KEYS and TAGS as the benchmark's options set
+# them); the UNIQ_KEY's counter part is patched per message.
+_UNIQ_PLACEHOLDER = b"7F0000010B6C18B4AAC2" + b"0" * 12
+_PROPS = {"KEYS": "k", "TAGS": "bench", "WAIT": "true", "UNIQ_KEY": _UNIQ_PLACEHOLDER.decode()}
 
 
 @dataclass(slots=True)
@@ -107,12 +112,24 @@ class BenchConnection(asyncio.Protocol):
         if not self.lost.done():
             self.lost.set_result(exc)
 
-    def send_frame(self, template: bytearray) -> None:
+    def send_frame(self, template: bytearray, uniq_at: tuple[int, ...] = ()) -> None:
         self.opaque += 1
         _OPAQUE.pack_into(template, _OPAQUE_AT, self.opaque)
+        for n, at in enumerate(uniq_at):  # a fresh UNIQ_KEY per message, as every RocketMQ client sets
+            template[at : at + 12] = b"%012X" % ((self.opaque << 8) + n)
         self.sent_at[self.opaque] = time.perf_counter()
         assert self.transport is not None
         self.transport.write(bytes(template))
+
+
+def _uniq_slots(template: bytearray) -> tuple[int, ...]:
+    """Where the last 12 hex digits of each UNIQ_KEY placeholder sit in a request frame."""
+    found: list[int] = []
+    at = template.find(_UNIQ_PLACEHOLDER)
+    while at >= 0:
+        found.append(at + len(_UNIQ_PLACEHOLDER) - 12)
+        at = template.find(_UNIQ_PLACEHOLDER, at + 1)
+    return tuple(found)
 
 
 def _send_template(queue_id: int, body: bytes, code: int = 310, props: str = "") -> bytearray:
@@ -136,11 +153,12 @@ async def _pipelined(conn: BenchConnection, templates: list[bytearray], requests
     done = asyncio.get_running_loop().create_future()
     state = {"sent": 0, "received": 0, "errors": 0}
     n_templates = len(templates)
+    slots = [_uniq_slots(t) for t in templates]
 
     def send_next() -> None:
         i = state["sent"]
         state["sent"] = i + 1
-        conn.send_frame(templates[i % n_templates])
+        conn.send_frame(templates[i % n_templates], slots[i % n_templates])
 
     def on_response(cmd: RemotingCommand, latency: float) -> None:
         latencies.append(latency)
@@ -242,6 +260,18 @@ def _start_broker(root: Path, port: int, flush: str, file_size: int) -> subproce
     return proc
 
 
+async def _settle(pid: int | None, idle_share: float = 0.05, window_s: float = 0.5, limit_s: float = 60.0) -> None:
+    """Wait until the broker process uses less than `idle_share` of a core over a window."""
+    if pid is None:
+        return
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        before = _process_cpu_s(pid)
+        await asyncio.sleep(window_s)
+        if _process_cpu_s(pid) - before < idle_share * window_s:
+            return
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -259,7 +289,7 @@ async def _run_flush_type(flush: str, args: argparse.Namespace, progress: Progre
         loop = asyncio.get_running_loop()
         _t, conn = await loop.create_connection(BenchConnection, "127.0.0.1", port)
         body = os.urandom(args.size)
-        props = encode_properties({"TAGS": "bench", "KEYS": "k"})
+        props = encode_properties(_PROPS)
         templates = [_send_template(q, body, props=props) for q in range(QUEUES)]
         results: list[PhaseResult] = []
         pid = proc.pid if proc is not None else None
@@ -270,6 +300,9 @@ async def _run_flush_type(flush: str, args: argparse.Namespace, progress: Progre
             result.broker_cpu_s = _process_cpu_s(pid) - cpu
             results.append(result)
 
+        # A new broker prepares its CommitLog files in the background (SYNC_FLUSH: 2 GiB of zeros): wait
+        # for that to end, so the phases measure the send path rather than the start-up.
+        await _settle(pid)
         # create the topic with 8 queues first (auto-creation from TBW102 on the first send)
         await phase(_pipelined(conn, templates, args.sync_num, 1, 1, progress, f"{flush} sync x1"))
         await phase(_pipelined(conn, templates, args.num, 64, 1, progress, f"{flush} pipelined x64"))
