@@ -19,6 +19,7 @@ import time
 import zlib
 from collections.abc import Callable
 
+from broker.protocol.javahash import tags_code as java_tags_code
 from broker.protocol.message import (
     BLANK_MAGIC_CODE,
     MESSAGE_MAGIC_CODE,
@@ -222,10 +223,18 @@ class CommitLog:
         if queued:
             table[key] = queue_offset + 1
         if len(self.dispatch_hints) < MAX_DISPATCH_HINTS:
-            request = make_request(
-                topic, queue_id, phy, total, store_ts, queue_offset, sys_flag, msg.prepared_transaction_offset,
-                props.decode(), self._delay_levels,
-            )  # fmt: skip
+            known = msg.dispatch_keys
+            if known is None:
+                request = make_request(
+                    topic, queue_id, phy, total, store_ts, queue_offset, sys_flag, msg.prepared_transaction_offset,
+                    props.decode(), self._delay_levels,
+                )  # fmt: skip
+            else:
+                tags, keys, uniq = known
+                request = DispatchRequest(
+                    topic, queue_id, phy, total, java_tags_code(tags) if tags else 0, store_ts, queue_offset, keys,
+                    uniq, sys_flag, msg.prepared_transaction_offset,
+                )  # fmt: skip
             self.dispatch_hints.append(request)
         return PutResult(PutStatus.PUT_OK, phy, total, queue_offset, store_ts, 1, (), self.store_host_prefix)
 

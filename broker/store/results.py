@@ -71,6 +71,9 @@ class MessageToStore:
     reconsume_times: int = 0
     prepared_transaction_offset: int = 0
     properties_bytes: bytes | None = None
+    # (TAGS, KEYS, UNIQ_KEY) of `properties_bytes` when the sender already looked them up: the
+    # CommitLog's dispatch hint then need not search the properties again
+    dispatch_keys: tuple[str | None, str | None, str | None] | None = None
 
 
 class PutResult:

@@ -50,7 +50,14 @@ if TYPE_CHECKING:
     from broker.server.broker import BrokerController
     from broker.transport.connection import RemotingConnection
 
-__all__ = ["PUT_STATUS_CODES", "SendProcessor", "batch_message_problem", "check_properties", "rewrite_for_delay"]
+__all__ = [
+    "PUT_STATUS_CODES",
+    "SendProcessor",
+    "batch_message_problem",
+    "check_properties",
+    "checked_properties",
+    "rewrite_for_delay",
+]
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +120,25 @@ def check_properties(text: str) -> str | None:
         if sep == 0:
             return f"message properties segment {segment[:40]!r} has an empty name"
     return None
+
+
+def checked_properties(text: str) -> dict[str, str]:
+    """The properties of a send, checked as `check_properties` does and parsed as `decode_properties`
+    does (empty values skipped, the last of a name wins), in one pass; RequestError names a fault."""
+    props: dict[str, str] = {}
+    if not text:
+        return props
+    if len(text) > MAX_PROPERTIES_LENGTH // 4 and len(text.encode()) > MAX_PROPERTIES_LENGTH:
+        raise RequestError(ResponseCode.MESSAGE_ILLEGAL, check_properties(text) or "properties too long")
+    for segment in text.split(PROPERTY_SEPARATOR):
+        if not segment:
+            continue
+        name, sep, value = segment.partition(NAME_VALUE_SEPARATOR)
+        if not sep or not name:
+            raise RequestError(ResponseCode.MESSAGE_ILLEGAL, check_properties(text) or "malformed properties")
+        if value:
+            props[name] = value
+    return props
 
 
 def batch_message_problem(properties_text: str) -> str | None:
@@ -258,15 +284,11 @@ class SendProcessor:
                 ResponseCode.MESSAGE_ILLEGAL,
                 f"the message body size {len(cmd.body)} exceeds the maximum {self.config.max_message_size}",
             )
-        problem = check_properties(props_text)
-        if problem is not None:
-            raise RequestError(ResponseCode.MESSAGE_ILLEGAL, problem)
-        # Only UNIQ_KEY, TRAN_MSG and DELAY matter here: look them up in the checked text (find_property
-        # is decode_properties(text).get without the dict; the rare two behind a substring test).
-        tran_msg = find_property(props_text, Prop.TRAN_MSG) if Prop.TRAN_MSG in props_text else None
-        delayed = Prop.DELAY in props_text and find_property(props_text, Prop.DELAY) is not None
+        props = checked_properties(props_text)  # one pass: the checks and every lookup below
+        tran_msg = props.get(Prop.TRAN_MSG)
+        delayed = Prop.DELAY in props
         extra = self._cluster_prop
-        uniq = find_property(props_text, Prop.UNIQ_KEY)
+        uniq = props.get(Prop.UNIQ_KEY)
         if not uniq:
             uniq = self.uniq.next()
             extra += f"{Prop.UNIQ_KEY}{NAME_VALUE_SEPARATOR}{uniq}{PROPERTY_SEPARATOR}"
@@ -282,6 +304,7 @@ class SendProcessor:
             born_host=born_host,
             reconsume_times=header.reconsume_times or 0,
             properties_bytes=(props_text + extra).encode(),
+            dispatch_keys=(props.get(Prop.TAGS), props.get(Prop.KEYS), uniq),
         )
         if tc.topic_filter_type == "MULTI_TAG":
             msg.sys_flag |= SysFlag.MULTI_TAGS
@@ -299,12 +322,14 @@ class SendProcessor:
             )
         if half and not to_dlq:
             # A transaction's half message waits in RMQ_SYS_TRANS_HALF_TOPIC (a delay applies at commit).
+            msg.dispatch_keys = None  # its stored properties change
             rewrite_to_half(msg, decode_properties(props_text + extra), uniq)
         elif delayed and not to_dlq:
             full = decode_properties(props_text + extra)
-            rewrite_for_delay(msg, full, self.max_delay_level)
+            if rewrite_for_delay(msg, full, self.max_delay_level):
+                msg.dispatch_keys = None  # SCHEDULE_TOPIC_XXXX's tags code is the delivery time
         # WAIT=false: answer once stored, before the flush and the slave (Java's isWaitStoreMsgOK).
-        wait = _NO_WAIT not in props_text or find_property(props_text, Prop.WAIT) != "false"
+        wait = props.get(Prop.WAIT) != "false"
         # Like Java, the reply names the queue the producer chose, even when a delay rewrote the target.
         return self._reply_to_put(cmd, self.store.append_message(msg, wait=wait), queue_id, uniq)
 
