@@ -73,7 +73,8 @@ def key_hashes(keys: list[str]) -> np.ndarray:
 def _time_diffs(tss: np.ndarray, begin: int) -> np.ndarray:
     if begin <= 0:
         return np.zeros(len(tss), dtype=np.int64)
-    diffs: np.ndarray = np.clip((tss - begin) // 1000, 0, _INT_MAX)
+    # ufuncs rather than np.clip, whose Python-level wrapper costs more than the work on a small pass
+    diffs: np.ndarray = np.minimum(np.maximum((tss - begin) // 1000, 0), _INT_MAX)
     return diffs
 
 
@@ -94,9 +95,11 @@ def put_entries(f: IndexFile, hashes: np.ndarray, phys: np.ndarray, tss: np.ndar
     order = np.argsort(slots, kind="stable")
     sorted_slots = slots[order]
     sorted_numbers = numbers[order]
-    first_of_slot = np.ones(n, dtype=bool)
-    first_of_slot[1:] = sorted_slots[1:] != sorted_slots[:-1]
-    last_of_slot = np.ones(n, dtype=bool)
+    first_of_slot = np.empty(n, dtype=bool)
+    first_of_slot[0] = True
+    np.not_equal(sorted_slots[1:], sorted_slots[:-1], out=first_of_slot[1:])
+    last_of_slot = np.empty(n, dtype=bool)
+    last_of_slot[-1] = True
     last_of_slot[:-1] = first_of_slot[1:]
 
     slot_table = np.frombuffer(f.mm, dtype=">i4", count=f.hash_slot_num, offset=HEADER_SIZE)

