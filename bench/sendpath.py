@@ -1,0 +1,139 @@
+"""Broker CPU per send without sockets: `python -m bench.sendpath [--num N] [--rounds R] [--flush F]`.
+
+An in-process BrokerController (real store in a temp dir, no NameServer) gets SEND_MESSAGE_V2 frames, as
+bench/broker.py encodes them (binary header, 1 KiB body, KEYS/TAGS/WAIT and a fresh UNIQ_KEY per
+message), fed 64 at a time into a server connection whose transport only counts the reply bytes. Each
+round runs until every reply came back (SYNC_FLUSH: after the group commits) and reports the process CPU
+time per message: the whole send path (decode, checks, CommitLog append, dispatch to ConsumeQueue and
+IndexFile, reply encoding) with neither the kernel's TCP work nor a client sharing the two cores. The
+best round is the least disturbed by the host (whose speed varies from minute to minute), which makes
+it the number to compare code changes with.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.broker import _PROPS, QUEUES, _send_template, _uniq_slots
+from broker.protocol.properties import encode_properties
+from broker.server.broker import BrokerController
+from broker.server.config import load_broker_config
+from broker.transport.loop import run
+
+__all__ = ["main"]
+
+_OPAQUE_AT = 13
+
+
+class CountingTransport(asyncio.Transport):
+    """What a server connection needs of a transport; replies are counted, not sent."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.written = 0
+        self.replies = 0
+
+    def write(self, data: Any) -> None:
+        self.written += len(data)
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return {"peername": ("127.0.0.1", 50000), "sockname": ("127.0.0.1", 10911)}.get(name, default)
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        pass
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+    def is_closing(self) -> bool:
+        return False
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def abort(self) -> None:
+        pass
+
+
+def _frames(count: int, start: int) -> bytes:
+    """`count` request frames with opaques start.. and distinct UNIQ_KEYs, back to back."""
+    body = bytes(1024)
+    props = encode_properties(_PROPS)
+    out = bytearray()
+    for i in range(start, start + count):
+        t = _send_template(i % QUEUES, body, props=props)
+        t[_OPAQUE_AT : _OPAQUE_AT + 4] = i.to_bytes(4, "big")
+        for at in _uniq_slots(t):
+            t[at : at + 12] = b"%012X" % i
+        out += t
+    return bytes(out)
+
+
+async def _rounds(args: argparse.Namespace) -> list[float]:
+    root = Path(tempfile.mkdtemp(prefix="bench-sendpath-"))
+    broker = BrokerController(
+        load_broker_config(
+            {
+                "brokerName": "sendpath",
+                "listenPort": "0",
+                "haListenPort": "0",
+                "brokerIP1": "127.0.0.1",
+                "storePathRootDir": str(root / "store"),
+                "flushDiskType": args.flush,
+                "mappedFileSizeCommitLog": str(1 << 30),
+            }
+        )
+    )
+    await broker.start()
+    try:
+        conn = broker.server._create_protocol()
+        transport = CountingTransport()
+        conn.connection_made(transport)
+        per_read = 64
+        reads = [_frames(per_read, 1 + r * per_read) for r in range(args.num // per_read)]
+        conn.data_received(reads[0])  # creates the topic (auto-creation from TBW102)
+        await asyncio.sleep(0.5)
+        results: list[float] = []
+        for _ in range(args.rounds):
+            before = transport.written
+            cpu = time.process_time()
+            for data in reads:
+                conn.data_received(data)
+                await asyncio.sleep(0)  # one loop iteration: the reput pass, group commit callbacks
+            while transport.written - before < len(reads) * per_read * 150:  # every reply (~200 B each)
+                await asyncio.sleep(0.001)
+            results.append((time.process_time() - cpu) / (len(reads) * per_read) * 1e6)
+        return results
+    finally:
+        await broker.shutdown()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--num", type=int, default=64_000, help="messages a round")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--flush", default="ASYNC_FLUSH", choices=["ASYNC_FLUSH", "SYNC_FLUSH"])
+    args = parser.parse_args(argv)
+    results = run(_rounds(args))
+    print(
+        f"{args.flush} send path, {args.num} msgs x {args.rounds} rounds: best {min(results):.1f} us/msg, "
+        f"median {statistics.median(results):.1f} (CPU of the broker process, all threads)"
+    )
+
+
+if __name__ == "__main__":
+    main()
