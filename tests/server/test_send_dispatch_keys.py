@@ -11,11 +11,12 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 from server_harness import cluster
+from store_checks import assert_requests_match_records
 
 from broker.protocol.properties import decode_properties
 from broker.server.errors import RequestError
 from broker.server.processors.send import check_properties, checked_properties
-from broker.store.dispatch import DispatchRequest, parse_record
+from broker.store.dispatch import DispatchRequest
 from broker.transport.loop import run
 
 SHAPES = [
@@ -54,13 +55,7 @@ def test_dispatch_hints_from_the_send_path_equal_the_parsed_records(tmp_path: Pa
                     break
                 await asyncio.sleep(0.02)
             assert len(seen) == 3 * len(SHAPES)
-            delay_levels = store.config.delay_levels()
-            for request in seen:
-                mf = store.commit_log.queue.find_mapped_file_by_offset(request.commit_log_offset)
-                assert mf is not None
-                pos = request.commit_log_offset - mf.file_from_offset
-                size, parsed = parse_record(mf.mm, pos, mf.wrote_position, check_crc=True, delay_levels=delay_levels)
-                assert size == request.msg_size and parsed == request
+            assert_requests_match_records(store, seen)
 
     run(scenario())
 

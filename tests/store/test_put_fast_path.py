@@ -6,10 +6,11 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from store_checks import assert_requests_match_records
 from store_helpers import message, small_config
 
 from broker.store import MessageStore, PutResult, PutStatus
-from broker.store.dispatch import DispatchRequest, parse_record
+from broker.store.dispatch import DispatchRequest
 
 
 def test_first_commit_log_file_is_created_at_start(tmp_path: Path) -> None:
@@ -82,13 +83,7 @@ def test_dispatch_hints_equal_parsed_records(tmp_path: Path) -> None:
             await asyncio.sleep(0.05)
             assert store.dispatch_behind_bytes == 0
             assert len(seen) == 305
-            delay_levels = store.config.delay_levels()
-            for request in seen:
-                mf = store.commit_log.queue.find_mapped_file_by_offset(request.commit_log_offset)
-                assert mf is not None
-                pos = request.commit_log_offset - mf.file_from_offset
-                size, parsed = parse_record(mf.mm, pos, mf.wrote_position, check_crc=True, delay_levels=delay_levels)
-                assert size == request.msg_size and parsed == request
+            assert_requests_match_records(store, seen)
         finally:
             await store.shutdown()
 
