@@ -49,13 +49,6 @@ MAX_DISPATCH_HINTS = 65_536  # a few MB at most, even when dispatch lags
 _BLANK = struct.Struct(">ii")
 
 
-def _wait_for_warmer(mf: MappedFile) -> None:
-    """The record would reach into the chunk the warmer is zeroing: wait for that chunk (rare: the warmer
-    works far ahead of the writer)."""
-    if mf.warmer is not None:
-        mf.warmer.wait()
-
-
 class CommitLog:
     def __init__(self, config: StoreConfig, store_host: tuple[str, int]) -> None:
         self.config = config
@@ -192,9 +185,9 @@ class CommitLog:
         phy = mf.file_from_offset + pos
         store_ts = time.time_ns() // 1_000_000
         if len(born_ip) == 4:
-            mf.writing_to = pos + total  # claimed before writing: see broker.store.warm
-            if pos + total > mf.warm_guard:
-                _wait_for_warmer(mf)
+            mf.writing_to = pos + total  # mf.claim(pos + total), inlined: see broker.store.warm
+            if pos + total > mf.warm_guard and mf.warmer is not None:
+                mf.warmer.wait()
             mm = mf.mm
             RECORD_FIXED_V4.pack_into(
                 mm, pos, total, MESSAGE_MAGIC_CODE, zlib.crc32(body) & 0x7FFFFFFF, queue_id, msg.flag,
@@ -214,9 +207,7 @@ class CommitLog:
             if total + END_FILE_MIN_BLANK_LENGTH > file_size - pos:
                 self._write_blank(mf)
                 return None
-            mf.writing_to = pos + total
-            if pos + total > mf.warm_guard:
-                _wait_for_warmer(mf)
+            mf.claim(pos + total)
             mf.mm[pos : pos + total] = record
         mf.wrote_position = pos + total
         mf.store_timestamp = store_ts
@@ -298,9 +289,7 @@ class CommitLog:
         key = (first.topic, first.queue_id)
         queue_offset = self.topic_queue_table.get(key, 0)
         store_ts = time.time_ns() // 1_000_000
-        mf.writing_to = pos + needed
-        if pos + needed > mf.warm_guard:
-            _wait_for_warmer(mf)
+        mf.claim(pos + needed)
         mm = mf.mm
         start_phy = mf.file_from_offset + pos
         offsets: list[int] = []
@@ -345,9 +334,7 @@ class CommitLog:
 
     def _write_blank(self, mf: MappedFile) -> None:
         pos = mf.wrote_position
-        mf.writing_to = mf.file_size
-        if mf.file_size > mf.warm_guard:
-            _wait_for_warmer(mf)
+        mf.claim(mf.file_size)
         _BLANK.pack_into(mf.mm, pos, mf.file_size - pos, BLANK_MAGIC_CODE)
         mf.wrote_position = mf.file_size
 

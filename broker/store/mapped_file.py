@@ -117,6 +117,13 @@ class MappedFile:
     def closed(self) -> bool:
         return self._closed
 
+    def claim(self, end: int) -> None:
+        """Announce that bytes up to `end` are about to be written; wait if a warmer is zeroing them
+        (broker.store.warm). The two hot writers, append_bytes and CommitLog.append_message, inline it."""
+        self.writing_to = end
+        if end > self.warm_guard and self.warmer is not None:
+            self.warmer.wait()
+
     def append_bytes(self, data: bytes | memoryview) -> bool:
         """Copy raw bytes at the write position (ConsumeQueue units, HA data); False when they don't fit."""
         pos = self.wrote_position
