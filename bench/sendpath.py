@@ -2,7 +2,7 @@
 
 An in-process BrokerController (real store in a temp dir, no NameServer) gets SEND_MESSAGE_V2 frames, as
 bench/broker.py encodes them (binary header, 1 KiB body, KEYS/TAGS/WAIT and a fresh UNIQ_KEY per
-message), fed 64 at a time into a server connection whose transport only counts the reply bytes. Each
+message), fed 64 at a time (--per-read) into a server connection whose transport only counts the reply bytes. Each
 round runs until every reply came back (SYNC_FLUSH: after the group commits) and reports the process CPU
 time per message: the whole send path (decode, checks, CommitLog append, dispatch to ConsumeQueue and
 IndexFile, reply encoding) with neither the kernel's TCP work nor a client sharing the two cores. The
@@ -102,7 +102,7 @@ async def _rounds(args: argparse.Namespace) -> list[float]:
         conn = broker.server._create_protocol()
         transport = CountingTransport()
         conn.connection_made(transport)
-        per_read = 64
+        per_read = args.per_read
         reads = [_frames(per_read, 1 + r * per_read) for r in range(args.num // per_read)]
         conn.data_received(reads[0])  # creates the topic (auto-creation from TBW102)
         await asyncio.sleep(0.5)
@@ -127,10 +127,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--num", type=int, default=64_000, help="messages a round")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--flush", default="ASYNC_FLUSH", choices=["ASYNC_FLUSH", "SYNC_FLUSH"])
+    parser.add_argument("--per-read", type=int, default=64, help="request frames handed over per read")
     args = parser.parse_args(argv)
     results = run(_rounds(args))
     print(
-        f"{args.flush} send path, {args.num} msgs x {args.rounds} rounds: best {min(results):.1f} us/msg, "
+        f"{args.flush} send path, {args.num} msgs x {args.rounds} rounds, {args.per_read} a read: best {min(results):.1f} us/msg, "
         f"median {statistics.median(results):.1f} (CPU of the broker process, all threads)"
     )
 
