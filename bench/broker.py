@@ -184,6 +184,46 @@ async def _pipelined(conn: BenchConnection, templates: list[bytearray], requests
                        _percentile(latencies, 0.99), state["errors"])
 
 
+async def _paced(conn: BenchConnection, templates: list[bytearray], requests: int, rate: float, window: int,
+                 progress: Progress, name: str) -> PhaseResult:
+    """Single sends at `rate` msgs/s (every millisecond, those due), at most `window` in flight."""
+    task = progress.add_task(name, total=requests)
+    loop = asyncio.get_running_loop()
+    latencies: list[float] = []
+    done = loop.create_future()
+    state = {"sent": 0, "received": 0, "errors": 0}
+    slots = [_uniq_slots(t) for t in templates]
+    started = time.perf_counter()
+
+    def tick() -> None:
+        due = min(requests, int((time.perf_counter() - started) * rate) + 1)
+        while state["sent"] < due and state["sent"] - state["received"] < window:
+            i = state["sent"]
+            state["sent"] = i + 1
+            conn.send_frame(templates[i % len(templates)], slots[i % len(templates)])
+        if state["sent"] < requests:
+            loop.call_later(0.001, tick)
+
+    def on_response(cmd: RemotingCommand, latency: float) -> None:
+        latencies.append(latency)
+        if cmd.code != 0:
+            state["errors"] += 1
+        state["received"] += 1
+        if state["received"] % 512 == 0:
+            progress.update(task, completed=state["received"])
+        if state["received"] == requests and not done.done():
+            done.set_result(None)
+
+    conn.on_response = on_response
+    tick()
+    await done
+    elapsed = time.perf_counter() - started
+    progress.update(task, completed=requests)
+    latencies.sort()
+    return PhaseResult(name, requests, elapsed, _percentile(latencies, 0.5), _percentile(latencies, 0.99),
+                       state["errors"])
+
+
 async def _queue_depths(port: int) -> dict[int, int]:
     """Messages stored per queue of the bench topic, as the broker counts them (GET_MAX_OFFSET)."""
     conn = await connect(("127.0.0.1", port))
@@ -306,6 +346,10 @@ async def _run_flush_type(flush: str, args: argparse.Namespace, progress: Progre
         # create the topic with 8 queues first (auto-creation from TBW102 on the first send)
         await phase(_pipelined(conn, templates, args.sync_num, 1, 1, progress, f"{flush} sync x1"))
         await phase(_pipelined(conn, templates, args.num, 64, 1, progress, f"{flush} pipelined x64"))
+        # issue 4: latency at half the rate (the target's half, or half of what the pipelined phase reached)
+        rate = args.paced_rate or results[-1].rate / 2
+        paced = max(1, int(rate * 5))  # five seconds
+        await phase(_paced(conn, templates, paced, rate, 64, progress, f"{flush} paced {rate:,.0f}/s"))
         batch_body = encode_batch([BatchMessage(body, props)] * 32)
         batch_templates = [_send_template(q, batch_body, code=320) for q in range(QUEUES)]
         batches = max(1, args.num // 32)
@@ -355,6 +399,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--file-size", type=int, default=256 << 20, help="mappedFileSizeCommitLog of the broker")
     parser.add_argument("--broker-port", type=int, help="use a broker already listening on 127.0.0.1:PORT (profiling)")
     parser.add_argument("--markdown", help="write a docs/benchmarks.md results block to this file")
+    parser.add_argument("--paced-rate", type=float, default=0.0,
+                        help="msgs/s of the paced phase (0: half of what the pipelined phase reached)")
     args = parser.parse_args(argv)
     load = os.getloadavg()
     args.load_before = f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"

@@ -131,8 +131,9 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     results = run(_rounds(args))
     print(
-        f"{args.flush} send path, {args.num} msgs x {args.rounds} rounds, {args.per_read} a read: best {min(results):.1f} us/msg, "
-        f"median {statistics.median(results):.1f} (CPU of the broker process, all threads)"
+        f"{args.flush} send path, {args.num} msgs x {args.rounds} rounds, {args.per_read} a read: "
+        f"best {min(results):.1f} us/msg, median {statistics.median(results):.1f} "
+        "(CPU of the broker process, all threads)"
     )
 
 
