@@ -24,6 +24,7 @@ from pathlib import Path
 
 import uvloop
 
+from broker.protocol.properties import encode_properties
 from broker.store import MessageStore, MessageToStore, PutStatus, StoreConfig
 
 __all__ = ["main"]
@@ -92,18 +93,25 @@ def make_config(root: Path, flush: str) -> StoreConfig:
 
 
 def make_messages(size: int, count: int = 64) -> list[MessageToStore]:
+    """Messages as the broker's send path hands them over: the wire's properties text, with TAGS and
+    UNIQ_KEY already looked up for the dispatch hint."""
     body = os.urandom(size)
-    return [
-        MessageToStore(
-            topic="BenchTopic",
-            queue_id=i % 8,
-            body=body,
-            properties={"TAGS": "TagA", "UNIQ_KEY": f"7F0000010001{i:020X}", "WAIT": "true"},
-            born_timestamp=int(time.time() * 1000),
-            born_host=("127.0.0.1", 50000),
+    messages = []
+    for i in range(count):
+        uniq = f"7F0000010001{i:020X}"
+        props = {"TAGS": "TagA", "UNIQ_KEY": uniq, "WAIT": "true"}
+        messages.append(
+            MessageToStore(
+                topic="BenchTopic",
+                queue_id=i % 8,
+                body=body,
+                born_timestamp=int(time.time() * 1000),
+                born_host=("127.0.0.1", 50000),
+                properties_bytes=(encode_properties(props) + "\x02").encode(),
+                dispatch_keys=("TagA", None, uniq),
+            )
         )
-        for i in range(count)
-    ]
+    return messages
 
 
 def pct(sorted_vals: list[float], p: float) -> float:
