@@ -147,60 +147,26 @@ def _percentile(sorted_values: list[float], q: float) -> float:
 
 
 async def _pipelined(conn: BenchConnection, templates: list[bytearray], requests: int, window: int,
-                     per_request: int, progress: Progress, name: str) -> PhaseResult:
+                     per_request: int, progress: Progress, name: str, rate: float = 0.0) -> PhaseResult:
+    """`requests` sends, at most `window` in flight: each reply makes room for the next send, or with
+    `rate` the sends go out every millisecond as they fall due (rate msgs/s)."""
     task = progress.add_task(name, total=requests * per_request)
-    latencies: list[float] = []
-    done = asyncio.get_running_loop().create_future()
-    state = {"sent": 0, "received": 0, "errors": 0}
-    n_templates = len(templates)
-    slots = [_uniq_slots(t) for t in templates]
-
-    def send_next() -> None:
-        i = state["sent"]
-        state["sent"] = i + 1
-        conn.send_frame(templates[i % n_templates], slots[i % n_templates])
-
-    def on_response(cmd: RemotingCommand, latency: float) -> None:
-        latencies.append(latency)
-        if cmd.code != 0:
-            state["errors"] += 1
-        state["received"] += 1
-        if state["received"] % 512 == 0:
-            progress.update(task, completed=state["received"] * per_request)
-        if state["sent"] < requests:
-            send_next()
-        elif state["received"] == requests and not done.done():
-            done.set_result(None)
-
-    conn.on_response = on_response
-    started = time.perf_counter()
-    for _ in range(min(window, requests)):
-        send_next()
-    await done
-    elapsed = time.perf_counter() - started
-    progress.update(task, completed=requests * per_request)
-    latencies.sort()
-    return PhaseResult(name, requests * per_request, elapsed, _percentile(latencies, 0.5),
-                       _percentile(latencies, 0.99), state["errors"])
-
-
-async def _paced(conn: BenchConnection, templates: list[bytearray], requests: int, rate: float, window: int,
-                 progress: Progress, name: str) -> PhaseResult:
-    """Single sends at `rate` msgs/s (every millisecond, those due), at most `window` in flight."""
-    task = progress.add_task(name, total=requests)
     loop = asyncio.get_running_loop()
     latencies: list[float] = []
     done = loop.create_future()
     state = {"sent": 0, "received": 0, "errors": 0}
+    n_templates = len(templates)
     slots = [_uniq_slots(t) for t in templates]
     started = time.perf_counter()
 
-    def tick() -> None:
-        due = min(requests, int((time.perf_counter() - started) * rate) + 1)
+    def send_up_to(due: int) -> None:
         while state["sent"] < due and state["sent"] - state["received"] < window:
             i = state["sent"]
             state["sent"] = i + 1
-            conn.send_frame(templates[i % len(templates)], slots[i % len(templates)])
+            conn.send_frame(templates[i % n_templates], slots[i % n_templates])
+
+    def tick() -> None:
+        send_up_to(min(requests, int((time.perf_counter() - started) * rate) + 1))
         if state["sent"] < requests:
             loop.call_later(0.001, tick)
 
@@ -210,18 +176,23 @@ async def _paced(conn: BenchConnection, templates: list[bytearray], requests: in
             state["errors"] += 1
         state["received"] += 1
         if state["received"] % 512 == 0:
-            progress.update(task, completed=state["received"])
+            progress.update(task, completed=state["received"] * per_request)
+        if not rate:
+            send_up_to(requests)
         if state["received"] == requests and not done.done():
             done.set_result(None)
 
     conn.on_response = on_response
-    tick()
+    if rate:
+        tick()
+    else:
+        send_up_to(requests)
     await done
     elapsed = time.perf_counter() - started
-    progress.update(task, completed=requests)
+    progress.update(task, completed=requests * per_request)
     latencies.sort()
-    return PhaseResult(name, requests, elapsed, _percentile(latencies, 0.5), _percentile(latencies, 0.99),
-                       state["errors"])
+    return PhaseResult(name, requests * per_request, elapsed, _percentile(latencies, 0.5),
+                       _percentile(latencies, 0.99), state["errors"])
 
 
 async def _queue_depths(port: int) -> dict[int, int]:
@@ -349,7 +320,7 @@ async def _run_flush_type(flush: str, args: argparse.Namespace, progress: Progre
         # issue 4: latency at half the rate (the target's half, or half of what the pipelined phase reached)
         rate = args.paced_rate or results[-1].rate / 2
         paced = max(1, int(rate * 5))  # five seconds
-        await phase(_paced(conn, templates, paced, rate, 64, progress, f"{flush} paced {rate:,.0f}/s"))
+        await phase(_pipelined(conn, templates, paced, 64, 1, progress, f"{flush} paced {rate:,.0f}/s", rate))
         batch_body = encode_batch([BatchMessage(body, props)] * 32)
         batch_templates = [_send_template(q, batch_body, code=320) for q in range(QUEUES)]
         batches = max(1, args.num // 32)
