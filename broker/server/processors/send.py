@@ -30,7 +30,6 @@ from broker.protocol.properties import (
     PROPERTY_SEPARATOR,
     Prop,
     decode_properties,
-    find_property,
 )
 from broker.protocol.uniq_key import UniqKeyGenerator
 from broker.server.errors import RequestError
@@ -73,8 +72,6 @@ PUT_STATUS_CODES: dict[PutStatus, int] = {
     PutStatus.PROPERTIES_SIZE_EXCEEDED: ResponseCode.MESSAGE_ILLEGAL,
     PutStatus.SERVICE_NOT_AVAILABLE: ResponseCode.SERVICE_NOT_AVAILABLE,
 }
-# A producer's "do not wait for the flush or the slave" (Message.setWaitStoreMsgOK(false)); substring test first.
-_NO_WAIT = f"{Prop.WAIT}{NAME_VALUE_SEPARATOR}false"
 _STORED_CODES = frozenset(
     {
         ResponseCode.SUCCESS,
@@ -106,46 +103,48 @@ _STORED_REPLY = (
 )
 
 
-def check_properties(text: str) -> str | None:
-    """Why a properties string is malformed, or None. Empty segments and empty values are tolerated."""
-    # UTF-8 takes at most 4 bytes a character: only a long text needs encoding to know its size
-    if len(text) > MAX_PROPERTIES_LENGTH // 4 and len(text.encode()) > MAX_PROPERTIES_LENGTH:
-        return f"message properties length {len(text.encode())} exceeds the maximum {MAX_PROPERTIES_LENGTH}"
-    for segment in text.split(PROPERTY_SEPARATOR):
-        if not segment:
-            continue
-        sep = segment.find(NAME_VALUE_SEPARATOR)
-        if sep < 0:
-            return f"message properties segment {segment[:40]!r} has no name/value separator \\x01"
-        if sep == 0:
-            return f"message properties segment {segment[:40]!r} has an empty name"
-    return None
-
-
 def checked_properties(text: str) -> dict[str, str]:
-    """The properties of a send, checked as `check_properties` does and parsed as `decode_properties`
-    does (empty values skipped, the last of a name wins), in one pass; RequestError names a fault."""
+    """A send's properties, checked and parsed in one pass (as `decode_properties` parses: empty values
+    skipped, the last of a name wins). Empty segments and empty values are tolerated; a segment without a
+    name/value separator or without a name, or a text over 32767 bytes, is a RequestError saying why."""
     props: dict[str, str] = {}
     if not text:
         return props
+    # UTF-8 takes at most 4 bytes a character: only a long text needs encoding to know its size
     if len(text) > MAX_PROPERTIES_LENGTH // 4 and len(text.encode()) > MAX_PROPERTIES_LENGTH:
-        raise RequestError(ResponseCode.MESSAGE_ILLEGAL, check_properties(text) or "properties too long")
+        raise RequestError(
+            ResponseCode.MESSAGE_ILLEGAL,
+            f"message properties length {len(text.encode())} exceeds the maximum {MAX_PROPERTIES_LENGTH}",
+        )
     for segment in text.split(PROPERTY_SEPARATOR):
         if not segment:
             continue
         name, sep, value = segment.partition(NAME_VALUE_SEPARATOR)
-        if not sep or not name:
-            raise RequestError(ResponseCode.MESSAGE_ILLEGAL, check_properties(text) or "malformed properties")
+        if not sep:
+            raise RequestError(
+                ResponseCode.MESSAGE_ILLEGAL,
+                f"message properties segment {segment[:40]!r} has no name/value separator \\x01",
+            )
+        if not name:
+            raise RequestError(
+                ResponseCode.MESSAGE_ILLEGAL, f"message properties segment {segment[:40]!r} has an empty name"
+            )
         if value:
             props[name] = value
     return props
 
 
-def batch_message_problem(properties_text: str) -> str | None:
+def check_properties(text: str) -> str | None:
+    """Why a properties string is malformed, or None (see `checked_properties`)."""
+    try:
+        checked_properties(text)
+    except RequestError as exc:
+        return exc.remark
+    return None
+
+
+def batch_message_problem(props: dict[str, str]) -> str | None:
     """Why a message cannot be part of a batch (the seed's limits: no delay, no transaction), or None."""
-    if Prop.DELAY not in properties_text and Prop.TRAN_MSG not in properties_text:
-        return None  # fast path: most batch messages have neither property
-    props = decode_properties(properties_text)
     if props.get(Prop.DELAY, "0") not in ("", "0"):
         return "delayed messages cannot be sent in a batch"
     if props.get(Prop.TRAN_MSG) == "true":
@@ -361,9 +360,10 @@ class SendProcessor:
         except BatchFormatError as exc:
             raise RequestError(ResponseCode.MESSAGE_ILLEGAL, f"malformed batch body: {exc}") from None
         batch_props = header.properties or ""
-        problem = check_properties(batch_props)
-        if problem is not None:
-            raise RequestError(ResponseCode.MESSAGE_ILLEGAL, f"batch header: {problem}")
+        try:
+            batch_level_props = checked_properties(batch_props)
+        except RequestError as exc:
+            raise RequestError(exc.code, f"batch header: {exc.remark}") from None
         batch_level = batch_props + self._cluster_prop
         messages: list[MessageToStore] = []
         uniq_ids: list[str] = []
@@ -374,11 +374,15 @@ class SendProcessor:
                     f"batch message {index}: body size {len(m.body)} exceeds the maximum "
                     f"{self.config.max_message_size}",
                 )
-            problem = check_properties(m.properties) or batch_message_problem(m.properties)
+            try:
+                props = checked_properties(m.properties)
+            except RequestError as exc:
+                raise RequestError(exc.code, f"batch message {index}: {exc.remark}") from None
+            problem = batch_message_problem(props)
             if problem is not None:
                 raise RequestError(ResponseCode.MESSAGE_ILLEGAL, f"batch message {index}: {problem}")
             text = m.properties
-            uniq = decode_properties(text).get(Prop.UNIQ_KEY) if Prop.UNIQ_KEY in text else None
+            uniq = props.get(Prop.UNIQ_KEY)
             if not uniq:
                 uniq = self.uniq.next()
                 if text and not text.endswith(PROPERTY_SEPARATOR):
@@ -401,7 +405,7 @@ class SendProcessor:
                     properties_bytes=merged.encode(),
                 )
             )
-        wait = _NO_WAIT not in batch_props or find_property(batch_props, Prop.WAIT) != "false"
+        wait = batch_level_props.get(Prop.WAIT) != "false"
         put = self.store.append_messages(messages, wait=wait)
         return self._reply_to_put(cmd, put, queue_id, ",".join(uniq_ids))
 
