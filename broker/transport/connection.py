@@ -230,7 +230,7 @@ class RemotingConnection(asyncio.Protocol):
                         response = route.call(self, cmd)
                     except Exception as exc:
                         response = _error_response(cmd, exc, self.peer)
-                    if response is not None and not flag & FLAG_ONEWAY:
+                    if response is not None and not flag & FLAG_ONEWAY:  # _reply, inlined: once per request
                         if type(response) is not bytes:  # bytes: already a frame for this request
                             response.opaque = cmd.opaque
                             response.flag |= FLAG_RESPONSE
