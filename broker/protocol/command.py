@@ -115,9 +115,7 @@ def _json_header(cmd: RemotingCommand) -> bytes:
 
 def encode(cmd: RemotingCommand) -> bytes:
     """Encode a command as one frame with a JSON header, ready to write to a socket."""
-    header = _json_header(cmd)
-    body = cmd.body
-    return b"".join((_PREFIX.pack(4 + len(header) + len(body), len(header)), header, body))
+    return frame(_json_header(cmd), cmd.body)
 
 
 def frame(header: bytes, body: bytes = b"") -> bytes:
@@ -364,26 +362,19 @@ class FrameDecoder:
         buffer = self._buffer + data if self._buffer else data
         commands: list[RemotingCommand] = []
         append = commands.append
-        unpack_prefix = _PREFIX.unpack_from
+        unpack_length = _INT.unpack_from
         max_length = self.max_frame_length
         pos = 0
         size = len(buffer)
-        # The hot loop decodes frames in place (no per-frame slice of the buffer); a frame is >= 8 bytes.
-        while size - pos >= 8:
-            length, type_and_len = unpack_prefix(buffer, pos)
+        # Frames are decoded in place (no per-frame slice of the buffer).
+        while size - pos >= 4:
+            (length,) = unpack_length(buffer, pos)
             if length < 4 or length > max_length:
                 self._check_length(length)
             end = pos + 4 + length
             if end > size:
                 break
-            body_at = pos + 8 + (type_and_len & 0xFFFFFF)
-            if body_at > end:
-                raise MalformedFrame(f"header length {type_and_len & 0xFFFFFF} exceeds the frame length {length}")
-            serialize_type = (type_and_len >> 24) & 0xFF
-            header = buffer[pos + 8 : body_at]
-            cmd = _decode_json_header(header) if serialize_type == 0 else _decode_header(serialize_type, header)
-            cmd.body = buffer[body_at:end]
-            append(cmd)
+            append(_decode_at(buffer, pos + 4, end))
             pos = end
         if size - pos >= 4:
             # A partial frame: reject a bad length word now rather than after buffering up to it.
