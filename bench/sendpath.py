@@ -1,4 +1,4 @@
-"""Broker CPU per send without sockets: `python -m bench.sendpath [--num N] [--rounds R] [--flush F]`.
+"""Broker CPU per send without sockets: `python -m bench.sendpath [--num N] [--rounds R] [--flush F] [--set K=V]`.
 
 An in-process BrokerController (real store in a temp dir, no NameServer) gets SEND_MESSAGE_V2 frames, as
 bench/broker.py encodes them (binary header, 1 KiB body, KEYS/TAGS/WAIT and a fresh UNIQ_KEY per
@@ -94,6 +94,7 @@ async def _rounds(args: argparse.Namespace) -> list[float]:
                 "storePathRootDir": str(root / "store"),
                 "flushDiskType": args.flush,
                 "mappedFileSizeCommitLog": str(1 << 30),
+                **dict(item.split("=", 1) for item in args.set),
             }
         )
     )
@@ -128,6 +129,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--flush", default="ASYNC_FLUSH", choices=["ASYNC_FLUSH", "SYNC_FLUSH"])
     parser.add_argument("--per-read", type=int, default=64, help="request frames handed over per read")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a broker.conf key for the broker under test (repeatable), e.g. messageIndexEnable=false")
     args = parser.parse_args(argv)
     results = run(_rounds(args))
     print(

@@ -117,7 +117,7 @@ class MessageStore:
         )
         self.logics_flush = LogicsFlushService(
             self._flush_logics,
-            lambda: self.reput.last_dispatch_timestamp,
+            self._dispatched_timestamp,
             checkpoint,
             self.flush_service.executor,
             interval_ms=config.flush_interval_consume_queue,
@@ -139,6 +139,13 @@ class MessageStore:
         if self.commit_log.queue.files:
             self.commit_log.allocator.request_next()  # the next file, ahead of need, in its own thread
         self._running = True
+
+    def _dispatched_timestamp(self) -> int:
+        """The store time the checkpoint may vouch for: records up to it are in the ConsumeQueues and, once
+        the index's gathered records are written here, in the index too."""
+        if self.index_service is not None:
+            self.index_service.write_pending()
+        return self.reput.last_dispatch_timestamp
 
     def _mark_running(self, checkpoint: StoreCheckpoint) -> None:
         checkpoint.flush()
@@ -208,6 +215,8 @@ class MessageStore:
         assert self.flush_service and self.logics_flush and self.clean_service and self.checkpoint
         await self.clean_service.close()
         await self.reput.close()
+        if self.index_service is not None:
+            self.index_service.write_pending()
         await self.logics_flush.close()
         await self.logics_flush.flush_once()
         await self.flush_service.close()  # flushes the whole CommitLog, answers every waiter
@@ -448,10 +457,11 @@ class MessageStore:
         result = QueryResult()
         if self.index_service is None:
             return result
+        found = self.index_service.query(topic, key, max_num, begin_ts, end_ts)
         result.index_last_update_timestamp = self.index_service.last_update_timestamp
         result.index_last_update_phy_offset = self.index_service.end_phy_offset
         min_phy = self.commit_log.min_offset
-        for phy in self.index_service.query(topic, key, max_num, begin_ts, end_ts):
+        for phy in found:
             if phy < min_phy:
                 continue
             size = self.commit_log.record_size_at(phy)
