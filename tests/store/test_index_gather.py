@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 from store_helpers import message, small_config
 
 from broker.protocol.message import decode_record
-from broker.store import MessageStore, PutStatus
+from broker.store import MessageStore, PutStatus, index_service
 from broker.store.dispatch import DispatchRequest
 from broker.store.index_service import GATHER_RECORDS, GATHER_S, IndexService
 
@@ -98,28 +100,42 @@ def test_a_store_query_right_after_the_put_finds_the_message(tmp_path: Path) -> 
     asyncio.run(run())
 
 
-def test_gathered_records_lost_in_a_crash_are_indexed_by_recovery(tmp_path: Path) -> None:
-    async def crash() -> None:
-        store = MessageStore(small_config(tmp_path, flush_disk_type="SYNC_FLUSH"), ("127.0.0.1", 10911))
-        await store.start()
-        for i in range(30):
-            assert (await store.put_message(message(i))).status is PutStatus.PUT_OK
-        assert store.index_service is not None
-        store.index_service.write_pending()
-        for i in range(30, 60):  # acknowledged (SYNC_FLUSH), dispatched, index entries only gathered
-            assert (await store.put_message(message(i))).status is PutStatus.PUT_OK
-        await asyncio.sleep(0)
-        assert _indexed(store.index_service) == 60  # the first 30 messages' two keys
-        os._exit(0)  # the process dies without any cleanup, as after kill -9
+_CRASH_CHILD = """
+import asyncio, os, sys
+from pathlib import Path
+from store_helpers import message, small_config
+from broker.store import MessageStore, PutStatus, index_service
 
-    pid = os.fork()
-    if pid == 0:
-        try:
-            asyncio.run(crash())
-        finally:
-            os._exit(1)  # an assertion failed
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
+index_service.GATHER_S = 3600.0  # a slow disk must not let the timer write the gathered records
+
+async def crash() -> None:
+    store = MessageStore(small_config(Path(sys.argv[1])), ("127.0.0.1", 10911))
+    await store.start()
+    for i in range(30):
+        assert (await store.put_message(message(i))).status is PutStatus.PUT_OK
+    await asyncio.sleep(0)  # the reput pass
+    store.index_service.write_pending()
+    for i in range(30, 60):  # acknowledged and dispatched; their index entries only gathered
+        assert (await store.put_message(message(i))).status is PutStatus.PUT_OK
+    await asyncio.sleep(0)
+    indexed = sum(f.index_count - 1 for f in store.index_service.files)
+    assert indexed == 60, indexed  # the first 30 messages' two keys
+    os._exit(0)  # the process dies without any cleanup, as after kill -9
+
+asyncio.run(crash())
+"""
+
+
+def test_gathered_records_lost_in_a_crash_are_indexed_by_recovery(tmp_path: Path) -> None:
+    child = subprocess.run(
+        [sys.executable, "-c", _CRASH_CHILD, str(tmp_path)],
+        cwd=Path(__file__).parent,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert child.returncode == 0, child.stderr
 
     async def restart() -> None:
         store = MessageStore(small_config(tmp_path), ("127.0.0.1", 10911))
@@ -134,9 +150,12 @@ def test_gathered_records_lost_in_a_crash_are_indexed_by_recovery(tmp_path: Path
     asyncio.run(restart())
 
 
-def test_the_checkpoint_flush_writes_the_gathered_records_first(tmp_path: Path) -> None:
+def test_the_checkpoint_flush_writes_the_gathered_records_first(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(index_service, "GATHER_S", 3600.0)  # only the flush below may write them
+
     async def run() -> None:
-        store = MessageStore(small_config(tmp_path), ("127.0.0.1", 10911))
+        config = small_config(tmp_path, flush_interval_consume_queue=3_600_000)
+        store = MessageStore(config, ("127.0.0.1", 10911))
         await store.start()
         for i in range(10):
             await store.put_message(message(i))
