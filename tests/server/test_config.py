@@ -76,13 +76,18 @@ def test_mqbroker_process_boots_and_stops_gracefully_on_sigterm(tmp_path: Path) 
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     conf = tmp_path / "broker.conf"
-    conf.write_text(f"brokerName=proc\nlistenPort={port}\nbrokerIP1=127.0.0.1\nstorePathRootDir={tmp_path / 'store'}\n"
-                    f"mappedFileSizeCommitLog={4 << 20}\nmaxHashSlotNum=20000\nmaxIndexNum=80000\n")
+    # haListenPort=0: the default, listenPort + 1, may belong to another test's process
+    conf.write_text(f"brokerName=proc\nlistenPort={port}\nhaListenPort=0\nbrokerIP1=127.0.0.1\n"
+                    f"storePathRootDir={tmp_path / 'store'}\nmappedFileSizeCommitLog={4 << 20}\n"
+                    "maxHashSlotNum=20000\nmaxIndexNum=80000\n")
     proc = subprocess.Popen([*MQBROKER, "-c", str(conf)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "NAMESRV_ADDR": ""})
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
+        if not line:  # it exited: say why
+            proc.wait(timeout=30)
+            raise AssertionError(f"mqbroker exited with {proc.returncode}: {proc.stderr.read() if proc.stderr else ''}")
         assert f"The broker[proc, 127.0.0.1:{port}] boot success" in line
         proc.send_signal(signal.SIGTERM)
         _out, err = proc.communicate(timeout=30)
