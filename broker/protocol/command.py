@@ -27,6 +27,7 @@ from broker.protocol.errors import FrameTooLarge, HeaderError, LocalProtocolErro
 
 __all__ = [
     "DEFAULT_MAX_FRAME_LENGTH",
+    "FRAME_PREFIX",
     "FrameDecoder",
     "RemotingCommand",
     "decode_frame",
@@ -40,6 +41,7 @@ DEFAULT_MAX_FRAME_LENGTH = 16 * 1024 * 1024
 
 _INT = struct.Struct(">i")
 _PREFIX = struct.Struct(">ii")
+FRAME_PREFIX = _PREFIX  # frame length, header length: for callers that assemble a frame themselves
 _BINARY_FIXED = struct.Struct(">hbhiii")  # code, language, version, opaque, flag, remarkLen
 _EXT_LAYOUTS = BinaryExtCache()
 _LANGUAGE_NAMES = {lang.value: lang.name for lang in LanguageCode}

@@ -115,6 +115,11 @@ class PutResult:
         return self.status in _STORED
 
     @property
+    def store_host(self) -> str:
+        """offsetMsgId's prefix: upper-case hex of the store's 4-byte IPv4 address and int32 port."""
+        return self._store_host
+
+    @property
     def msg_ids(self) -> list[str]:
         """offsetMsgId of each stored message (upper-case hex of store ip, port, commit-log offset)."""
         if self.commit_log_offset < 0:

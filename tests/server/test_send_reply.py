@@ -1,4 +1,4 @@
-"""The send path's reply template (_STORED_REPLY) writes exactly what the generic encoder would."""
+"""The send path's reply templates (_STORED_REPLY, _OK_REPLY) write exactly what the generic encoder would."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from broker.store.results import PutResult, PutStatus
     ("status", "offsets", "uniq"),
     [
         (PutStatus.PUT_OK, (), "7F0000010001AB12CD34EF5600000001"),
+        (PutStatus.PUT_OK, (), 'a client\'s own "id" \\ ünïcode'),  # one stored message: the _OK_REPLY path
         (PutStatus.PUT_OK, (100, 1300, 2500), "A,B,C"),
         (PutStatus.FLUSH_DISK_TIMEOUT, (), 'odd "id" \\ with\ncontrol \x01 and ünïcode'),
         (PutStatus.SLAVE_NOT_AVAILABLE, (), ""),

@@ -22,7 +22,7 @@ import orjson
 
 from broker.protocol.batch import MAX_PROPERTIES_LENGTH, BatchFormatError, decode_batch, merge_batch_properties
 from broker.protocol.codes import CURRENT_VERSION, FLAG_RESPONSE, RequestCode, ResponseCode
-from broker.protocol.command import RemotingCommand, frame
+from broker.protocol.command import FRAME_PREFIX, RemotingCommand, frame
 from broker.protocol.headers import SendMessageRequestHeader, parse_send_request_header
 from broker.protocol.message import SysFlag
 from broker.protocol.properties import (
@@ -100,6 +100,13 @@ _STORED_REPLY = (
     b'"MSG_REGION":"' + _MSG_REGION.encode() + b'","TRACE_ON":"true"},"flag":' + str(FLAG_RESPONSE).encode()
     + b',"language":"JAVA","opaque":%d,%s"serializeTypeCurrentRPC":"JSON","version":'
     + str(CURRENT_VERSION).encode() + b"}"
+)
+# The commonest reply, one message stored with PUT_OK: code 0, no remark, and the offsetMsgId (the store
+# host's hex, then the CommitLog offset as 16 hex digits) formatted in the same step.
+_OK_REPLY = (
+    _STORED_REPLY.replace(b'"code":%d', b'"code":0', 1)
+    .replace(b'"msgId":"%s"', b'"msgId":"%s%016X"', 1)
+    .replace(b'%s"serializeTypeCurrentRPC"', b'"serializeTypeCurrentRPC"', 1)
 )
 
 
@@ -420,6 +427,13 @@ class SendProcessor:
         self, cmd: RemotingCommand, result: PutResult, queue_id: int, uniq: str
     ) -> RemotingCommand | bytes:
         """A refusal as a command; a stored message's send result as its encoded frame (_STORED_REPLY)."""
+        if result.status is PutStatus.PUT_OK and not result.offsets:
+            self.broker.stats.put(1)
+            header = _OK_REPLY % (
+                result.store_host.encode(), result.commit_log_offset, queue_id, result.queue_offset,
+                orjson.dumps(uniq), cmd.opaque,
+            )  # fmt: skip
+            return FRAME_PREFIX.pack(4 + len(header), len(header)) + header
         code = PUT_STATUS_CODES.get(result.status, ResponseCode.SYSTEM_ERROR)
         if code not in _STORED_CODES:
             return cmd.response(code, f"store rejected the message: {result.status.name}")
