@@ -215,10 +215,8 @@ class MessageStore:
         assert self.flush_service and self.logics_flush and self.clean_service and self.checkpoint
         await self.clean_service.close()
         await self.reput.close()
-        if self.index_service is not None:
-            self.index_service.write_pending()
         await self.logics_flush.close()
-        await self.logics_flush.flush_once()
+        await self.logics_flush.flush_once()  # writes the index's gathered records first
         await self.flush_service.close()  # flushes the whole CommitLog, answers every waiter
         await self.commit_log.allocator.close()
         loop = asyncio.get_running_loop()

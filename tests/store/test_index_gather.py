@@ -168,3 +168,23 @@ def test_the_checkpoint_flush_writes_the_gathered_records_first(tmp_path: Path, 
         await store.shutdown()
 
     asyncio.run(run())
+
+
+def test_a_clean_shutdown_writes_the_gathered_records(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(index_service, "GATHER_S", 3600.0)
+
+    async def run() -> None:
+        store = MessageStore(small_config(tmp_path), ("127.0.0.1", 10911))
+        await store.start()
+        for i in range(10):
+            await store.put_message(message(i))
+        await asyncio.sleep(0)
+        assert store.index_service is not None and _indexed(store.index_service) == 0
+        await store.shutdown()
+        again = MessageStore(small_config(tmp_path), ("127.0.0.1", 10911))
+        await again.start()
+        assert again.recovery_report is not None and not again.recovery_report.abnormal
+        assert again.index_service is not None and _indexed(again.index_service) == 20  # on disk, not re-dispatched
+        await again.shutdown()
+
+    asyncio.run(run())
