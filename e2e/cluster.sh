@@ -368,6 +368,20 @@ node_images() { # pause (sandbox) and volume-helper images, built from host file
   fi
 }
 ctr_k8s() { ctr --address "$CONTAINERD_SOCK" --namespace k8s.io "$@"; }
+start_kubelet() {
+  # containerd answers `ctr version` before its CRI service is initialized; a kubelet started in that gap
+  # exits at once ("server is not initialized yet"), so start it again until it stays up.
+  local end=$((SECONDS + 60))
+  while :; do
+    start_proc kubelet "$KBIN/kubelet" --config "$DATA/node/kubelet.yaml" \
+      --kubeconfig "$PKI/kubelet.kubeconfig" --hostname-override "$NODE_NAME" --node-ip "$NODE_IP" \
+      --root-dir "$STATE/kubelet" --v=1
+    sleep 2
+    is_running kubelet && return 0
+    ((SECONDS < end)) || die "the kubelet keeps exiting at start (logs: $LOGS/kubelet.log)"
+    log "kubelet exited at start ($(tail -n 1 "$LOGS/kubelet.log" | cut -c1-200)); starting it again"
+  done
+}
 
 dns_query() { # NAME [SERVER]: print the A records CoreDNS gives for NAME (exit 1 if none)
   python3 - "$1" "${2:-$NODE_IP}" <<'EOF'
@@ -409,9 +423,7 @@ node_up() {
   start_proc coredns "$COREDNS_BIN" -conf "$DATA/node/Corefile"
   wait_for containerd 30 ctr --address "$CONTAINERD_SOCK" version
   node_images
-  start_proc kubelet "$KBIN/kubelet" --config "$DATA/node/kubelet.yaml" \
-    --kubeconfig "$PKI/kubelet.kubeconfig" --hostname-override "$NODE_NAME" --node-ip "$NODE_IP" \
-    --root-dir "$STATE/kubelet" --v=1
+  start_kubelet
   start_proc kube-proxy "$KBIN/kube-proxy" --config "$DATA/node/kube-proxy.yaml" --v=1
   kc apply -f - >/dev/null <<EOF
 apiVersion: v1
