@@ -27,7 +27,6 @@ from broker.protocol.errors import FrameTooLarge, HeaderError, LocalProtocolErro
 
 __all__ = [
     "DEFAULT_MAX_FRAME_LENGTH",
-    "FRAME_PREFIX",
     "FrameDecoder",
     "RemotingCommand",
     "decode_frame",
@@ -41,7 +40,6 @@ DEFAULT_MAX_FRAME_LENGTH = 16 * 1024 * 1024
 
 _INT = struct.Struct(">i")
 _PREFIX = struct.Struct(">ii")
-FRAME_PREFIX = _PREFIX  # frame length, header length: for callers that assemble a frame themselves
 _BINARY_FIXED = struct.Struct(">hbhiii")  # code, language, version, opaque, flag, remarkLen
 _EXT_LAYOUTS = BinaryExtCache()
 _LANGUAGE_NAMES = {lang.value: lang.name for lang in LanguageCode}
@@ -122,6 +120,8 @@ def encode(cmd: RemotingCommand) -> bytes:
 
 def frame(header: bytes, body: bytes = b"") -> bytes:
     """One frame from an already-encoded JSON header (see `encode`) and a body."""
+    if not body:  # most replies: one concatenation
+        return _PREFIX.pack(4 + len(header), len(header)) + header
     return b"".join((_PREFIX.pack(4 + len(header) + len(body), len(header)), header, body))
 
 

@@ -1,13 +1,13 @@
 """Index many records at once with numpy: the reput path's IndexFile writes, vectorized.
 
-IndexService.dispatch_batch (broker.store.index_service) uses this for a reput pass of at least
-`VECTOR_MIN` records; smaller passes and direct `dispatch` calls take the per-record path
-(`IndexFile.put_hashes`). Both write the same bytes: tests/store/test_index_batch.py holds them equal.
+IndexService.write_pending (broker.store.index_service) uses this for the records gathered from reput
+passes when there are at least `VECTOR_MIN` of them; fewer records and direct `dispatch` calls take the
+per-record path (`IndexFile.put_hashes`). Both write the same bytes: tests/store/test_index_batch.py holds them equal.
 
 Per record the per-record path costs ~2.5 us per key in Python (hash, slot read, entry pack, slot pack,
-header pack), the largest part of dispatch. Here a pass costs a fixed amount of numpy calls plus well
+header pack), the largest part of dispatch. Here a write costs a fixed amount of numpy calls plus well
 under 1 us per key: the key hashes come from one running sum, the entries are one structured array
-copied into the file, and each hash slot is written once per pass with its newest entry.
+copied into the file, and each hash slot is written once per write with its newest entry.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = ["VECTOR_MIN", "key_hashes", "put_entries"]
 
-VECTOR_MIN = 32  # records per pass below which the per-record path is cheaper than numpy's fixed cost
+VECTOR_MIN = 32  # records per write below which the per-record path is cheaper than numpy's fixed cost
 _INT_MAX = 0x7FFFFFFF
 _ENTRY_DTYPE = np.dtype([("hash", ">i4"), ("phy", ">i8"), ("time_diff", ">i4"), ("prev", ">i4")])
 assert _ENTRY_DTYPE.itemsize == INDEX_ENTRY_SIZE
@@ -31,10 +31,10 @@ assert _ENTRY_DTYPE.itemsize == INDEX_ENTRY_SIZE
 
 # Java's String.hashCode of s[a:b] is sum(s[j] * 31**(b-1-j)) mod 2**32. With P[k] = 31**k and
 # Q[k] = 31**-k (31 is odd, so it has an inverse modulo 2**64), that is P[b-1] * (S[b-1] - S[a-1]) where
-# S is the running sum of s[j] * Q[j]: every key of a pass hashed from one cumulative sum over the
+# S is the running sum of s[j] * Q[j]: every key of a batch hashed from one cumulative sum over the
 # concatenated keys, whatever their lengths. uint64 arithmetic wraps modulo 2**64, whose low 32 bits are
 # Java's int arithmetic.
-_MAX_CHARS = 1 << 16  # characters hashed in one go; longer passes go in slices
+_MAX_CHARS = 1 << 16  # characters hashed in one go; longer batches go in slices
 _INVERSE_31 = pow(31, -1, 1 << 64)
 
 
@@ -53,7 +53,7 @@ _Q = _powers(_INVERSE_31)
 def key_hashes(keys: list[str]) -> np.ndarray:
     """`key_hash` of every key (abs of Java's String.hashCode, Integer.MIN_VALUE -> 0), as int64.
 
-    ASCII keys (one Java char per byte) are hashed together, see above; a pass with another key (UTF-16
+    ASCII keys (one Java char per byte) are hashed together, see above; a batch with another key (UTF-16
     code units matter there) is hashed key by key.
     """
     joined = "".join(keys)
@@ -67,8 +67,9 @@ def key_hashes(keys: list[str]) -> np.ndarray:
         return np.zeros(len(keys), dtype=np.int64)
     chars = np.frombuffer(joined.encode("ascii"), dtype=np.uint8).astype(np.uint64)
     running = np.cumsum(chars * _Q[:n], dtype=np.uint64)
-    ends = np.cumsum(np.fromiter(map(len, keys), dtype=np.int64, count=len(keys)))
-    starts = ends - np.fromiter(map(len, keys), dtype=np.int64, count=len(keys))
+    lengths = np.fromiter(map(len, keys), dtype=np.int64, count=len(keys))
+    ends = np.cumsum(lengths)
+    starts = ends - lengths
     before = np.where(starts > 0, running[np.maximum(starts - 1, 0)], np.uint64(0))
     last = np.maximum(ends - 1, 0)
     h = (_P[last] * (running[last] - before)) & np.uint64(0xFFFFFFFF)
@@ -83,7 +84,7 @@ def key_hashes(keys: list[str]) -> np.ndarray:
 def _time_diffs(tss: np.ndarray, begin: int) -> np.ndarray:
     if begin <= 0:
         return np.zeros(len(tss), dtype=np.int64)
-    # ufuncs rather than np.clip, whose Python-level wrapper costs more than the work on a small pass
+    # ufuncs rather than np.clip, whose Python-level wrapper costs more than the work on a small batch
     diffs: np.ndarray = np.minimum(np.maximum((tss - begin) // 1000, 0), _INT_MAX)
     return diffs
 
@@ -93,7 +94,7 @@ def put_entries(f: IndexFile, hashes: np.ndarray, phys: np.ndarray, tss: np.ndar
 
     The same writes as one `put_hashes` per record, in the same crash-safe order: entries, then the
     header, then the slots. A slot's chain links each entry to the previous entry of that slot, inside
-    this pass or (for the first) the slot's current entry when that one is valid.
+    this batch or (for the first) the slot's current entry when that one is valid.
     """
     count = f.index_count
     n = min(len(hashes), f.index_num - count)
@@ -115,7 +116,7 @@ def put_entries(f: IndexFile, hashes: np.ndarray, phys: np.ndarray, tss: np.ndar
     slot_table = np.frombuffer(f.mm, dtype=">i4", count=f.hash_slot_num, offset=HEADER_SIZE)
     try:
         chained = np.empty(n, dtype=np.int64)
-        chained[1:] = sorted_numbers[:-1]  # the previous entry of the same slot in this pass...
+        chained[1:] = sorted_numbers[:-1]  # the previous entry of the same slot in this batch...
         current = slot_table[sorted_slots[first_of_slot]].astype(np.int64)  # ...or the file's, if valid
         invalid = (current <= INVALID_INDEX) | (current > sorted_numbers[first_of_slot])
         current[invalid] = INVALID_INDEX

@@ -129,13 +129,6 @@ class PutResult:
             return [f"{host}{self.commit_log_offset:016X}"]
         return [f"{host}{o:016X}" for o in self.offsets]
 
-    @property
-    def msg_ids_text(self) -> str:
-        """The msgId a send reply carries: the offsetMsgIds joined by commas (one for a single put)."""
-        if self.commit_log_offset >= 0 and not self.offsets:
-            return f"{self._store_host}{self.commit_log_offset:016X}"
-        return ",".join(self.msg_ids)
-
     def with_status(self, status: PutStatus) -> PutResult:
         self.status = status
         return self

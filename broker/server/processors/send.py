@@ -22,7 +22,7 @@ import orjson
 
 from broker.protocol.batch import MAX_PROPERTIES_LENGTH, BatchFormatError, decode_batch, merge_batch_properties
 from broker.protocol.codes import CURRENT_VERSION, FLAG_RESPONSE, RequestCode, ResponseCode
-from broker.protocol.command import FRAME_PREFIX, RemotingCommand, frame
+from broker.protocol.command import RemotingCommand, frame
 from broker.protocol.headers import SendMessageRequestHeader, parse_send_request_header
 from broker.protocol.message import SysFlag
 from broker.protocol.properties import (
@@ -433,14 +433,14 @@ class SendProcessor:
                 result.store_host.encode(), result.commit_log_offset, queue_id, result.queue_offset,
                 orjson.dumps(uniq), cmd.opaque,
             )  # fmt: skip
-            return FRAME_PREFIX.pack(4 + len(header), len(header)) + header
+            return frame(header)
         code = PUT_STATUS_CODES.get(result.status, ResponseCode.SYSTEM_ERROR)
         if code not in _STORED_CODES:
             return cmd.response(code, f"store rejected the message: {result.status.name}")
         self.broker.stats.put(result.message_count or 1)
         remark = b"" if code == ResponseCode.SUCCESS else b'"remark":%s,' % orjson.dumps(result.status.name)
         header = _STORED_REPLY % (
-            code, result.msg_ids_text.encode(), queue_id, result.queue_offset, orjson.dumps(uniq), cmd.opaque,
+            code, ",".join(result.msg_ids).encode(), queue_id, result.queue_offset, orjson.dumps(uniq), cmd.opaque,
             remark,
         )  # fmt: skip
         return frame(header)
