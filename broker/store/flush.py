@@ -124,6 +124,7 @@ class CommitLogFlushService:
         target = self.commit_log.max_offset
         if target <= self.queue.flushed_where:
             return
+        self.queue.unmap_written()
         self._flushing = done = self.executor.submit(self._flush_to, target)
         loop = self._loop
         done.add_done_callback(lambda f: loop.call_soon_threadsafe(self._flushed, f))
@@ -178,6 +179,7 @@ class CommitLogFlushService:
             # a full file is always flushed whole; then the loop continues with the next one
             for _ in range(4):
                 before = self.queue.flushed_where
+                self.queue.unmap_written()
                 await loop.run_in_executor(self.executor, self._flush_periodic, least)
                 self.flush_count += 1
                 if self.queue.flushed_where == before or self.queue.flushed_where >= self.commit_log.max_offset:

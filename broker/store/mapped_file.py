@@ -45,6 +45,7 @@ class MappedFile:
         "mm",
         "path",
         "store_timestamp",
+        "unmapped_to",
         "warm_guard",
         "warmer",
         "writing_to",
@@ -68,6 +69,7 @@ class MappedFile:
         self.wrote_position = 0
         self.flushed_position = 0
         self.store_timestamp = 0  # store timestamp of the last record written (CommitLog only)
+        self.unmapped_to = 0  # see unmap_written
         # A CommitLog file zero-filled behind the start (broker.store.warm): the writer publishes the end
         # of the record it is about to write, and waits for the warmer when that end passes the guard.
         self.writing_to = 0
@@ -146,6 +148,21 @@ class MappedFile:
         if end > wrote:
             return None
         return memoryview(self.mm)[pos:end]
+
+    def unmap_written(self) -> None:
+        """Drop this process's page-table entries of the whole pages written so far (MADV_DONTNEED; the
+        data stays in the page cache, dirty pages stay dirty). Call on the writer's thread before a flush.
+
+        Why: fdatasync write-protects every dirty page still mapped writable, and on x86 that is one TLB
+        shootdown per page (an IPI to each other CPU running this process, a VM exit each here); measured
+        ~20% of a busy store's CPU. Pages no longer mapped cost nothing to clean, and one madvise call
+        does a single shootdown for all of them. Readers map them back on access (cheap, page cache).
+        """
+        end = self.wrote_position - self.wrote_position % OS_PAGE_SIZE
+        start = self.unmapped_to
+        if end > start and not self._closed:
+            self.mm.madvise(mmap.MADV_DONTNEED, start, end - start)
+            self.unmapped_to = end
 
     # -- durability (blocking) ------------------------------------------------------------------------
 

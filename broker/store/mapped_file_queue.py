@@ -153,6 +153,14 @@ class MappedFileQueue:
         self.flushed_where = where
         return where >= self.max_offset
 
+    def unmap_written(self) -> None:
+        """`MappedFile.unmap_written` for every file not yet flushed (the writer's thread, before a flush)."""
+        mf = self.find_mapped_file_by_offset(self.flushed_where, self.flushed_where == 0)
+        if mf is None:
+            return
+        for f in self.files[self.files.index(mf) :]:
+            f.unmap_written()
+
     def flush_all(self) -> None:
         """Flush until everything written is on disk (blocking)."""
         for _ in range(len(self.files) + 1):

@@ -25,6 +25,7 @@ from broker.store.consume_queue import BLANK_UNIT_SIZE, UNIT, ConsumeQueueStore
 from broker.store.dispatch import ArrivalListener, BatchDispatcher, ReputService
 from broker.store.flush import CommitLogFlushService, LogicsFlushService
 from broker.store.index_service import IndexService
+from broker.store.populate import MIN_FILE_SIZE, PagePopulator
 from broker.store.recovery import RecoveryReport, recover_commit_log
 from broker.store.results import (
     GetResult,
@@ -83,6 +84,11 @@ class MessageStore:
         self._running = False
         self._lock_fd = -1
         self._sync = config.sync_flush
+        # fallocated CommitLog files get their pages faulted in ahead of the writer (zero-filled ones
+        # are in the page cache already)
+        self.populator: PagePopulator | None = None
+        if not config.zero_fill() and config.mapped_file_size_commit_log >= MIN_FILE_SIZE:
+            self.populator = PagePopulator(self.commit_log.queue)
 
     # -- lifecycle ------------------------------------------------------------------------------------
 
@@ -138,6 +144,8 @@ class MessageStore:
                 log.error("cannot create the first CommitLog file: %s (puts will retry)", exc)
         if self.commit_log.queue.files:
             self.commit_log.allocator.request_next()  # the next file, ahead of need, in its own thread
+        if self.populator is not None:
+            self.populator.start()
         self._running = True
 
     def _dispatched_timestamp(self) -> int:
@@ -220,6 +228,8 @@ class MessageStore:
         await self.flush_service.close()  # flushes the whole CommitLog, answers every waiter
         await self.commit_log.allocator.close()
         loop = asyncio.get_running_loop()
+        if self.populator is not None:
+            await loop.run_in_executor(None, self.populator.stop)
         checkpoint = self.checkpoint
         checkpoint.clean_shutdown_offset = self.commit_log.max_offset
         last = self.commit_log.queue.files[-1] if self.commit_log.queue.files else None
