@@ -34,6 +34,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from bench.proc import cpu_s
 from broker.protocol.batch import BatchMessage, encode_batch
 from broker.protocol.codes import RequestCode
 from broker.protocol.command import FrameDecoder, RemotingCommand, encode_binary
@@ -73,18 +74,6 @@ class PhaseResult:
     def cpu_us_per_msg(self) -> float:
         """Broker CPU per message: what the broker costs, whatever share of a core the machine gave it."""
         return self.broker_cpu_s / self.messages * 1e6 if self.messages else 0.0
-
-
-def _process_cpu_s(pid: int | None) -> float:
-    """utime + stime of a process in seconds (0 when unknown, e.g. a broker given by --broker-port)."""
-    if pid is None:
-        return 0.0
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            fields = fh.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class BenchConnection(asyncio.Protocol):
@@ -277,9 +266,9 @@ async def _settle(pid: int | None, idle_share: float = 0.05, window_s: float = 0
         return
     deadline = time.monotonic() + limit_s
     while time.monotonic() < deadline:
-        before = _process_cpu_s(pid)
+        before = cpu_s(pid)
         await asyncio.sleep(window_s)
-        if _process_cpu_s(pid) - before < idle_share * window_s:
+        if cpu_s(pid) - before < idle_share * window_s:
             return
 
 
@@ -306,9 +295,9 @@ async def _run_flush_type(flush: str, args: argparse.Namespace, progress: Progre
         pid = proc.pid if proc is not None else None
 
         async def phase(run: Any) -> None:
-            cpu = _process_cpu_s(pid)
+            cpu = cpu_s(pid)
             result = await run
-            result.broker_cpu_s = _process_cpu_s(pid) - cpu
+            result.broker_cpu_s = cpu_s(pid) - cpu
             results.append(result)
 
         # A new broker prepares its CommitLog files in the background (SYNC_FLUSH: 2 GiB of zeros): wait

@@ -32,6 +32,7 @@ from pathlib import Path
 
 import orjson
 
+from bench.proc import cpu_s
 from broker.protocol.batch import BatchMessage, encode_batch
 from broker.protocol.codes import RequestCode
 from broker.protocol.command import FrameDecoder, RemotingCommand, encode_binary
@@ -229,13 +230,6 @@ class Round:
     slave_cpu_us: float
 
 
-def _process_cpu_s(pid: int) -> float:
-    """utime + stime of a process in seconds."""
-    with open(f"/proc/{pid}/stat") as fh:
-        fields = fh.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def _pct(values: list[float], q: float) -> float:
     values = sorted(values)
     return values[min(len(values) - 1, int(q * len(values)))] * 1000 if values else 0.0
@@ -262,9 +256,9 @@ async def throughput(root: Path, role: str, seconds: float, body: bytes) -> Roun
         assert warm.transport is not None
         warm.transport.close()
         sender = await open_sender(master.addr, body)
-        cpu0 = _process_cpu_s(master.proc.pid), _process_cpu_s(slave.proc.pid)
+        cpu0 = cpu_s(master.proc.pid), cpu_s(slave.proc.pid)
         rate = await sender.closed_loop(64, seconds)
-        cpu1 = _process_cpu_s(master.proc.pid), _process_cpu_s(slave.proc.pid)
+        cpu1 = cpu_s(master.proc.pid), cpu_s(slave.proc.pid)
         assert sender.transport is not None
         sender.transport.close()
         errors = {c: n for c, n in sender.codes.items() if c != 0}

@@ -1,0 +1,55 @@
+"""What /proc says about a broker process and its helper processes (the CommitLog page populator,
+broker.store.populate): CPU time and resident memory, for the benchmarks' cost columns."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+__all__ = ["child_pids", "cpu_s", "rss_mib"]
+
+
+def child_pids(pid: int) -> list[int]:
+    """The live children of every thread of `pid`."""
+    found: list[int] = []
+    try:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            found += [int(c) for c in (task / "children").read_text().split()]
+    except OSError:
+        pass  # gone meanwhile
+    return found
+
+
+def _own_cpu_s(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_s(pid: int | None, *, children: bool = True) -> float:
+    """utime + stime of a process in seconds, with its live children's by default (0 when unknown)."""
+    if pid is None:
+        return 0.0
+    return _own_cpu_s(pid) + (sum(_own_cpu_s(c) for c in child_pids(pid)) if children else 0.0)
+
+
+def rss_mib(pid: int) -> dict[str, float]:
+    """VmRSS and its parts RssAnon, RssFile and RssShmem of `pid`, in MiB, and `children`: the VmRSS of
+    its live children (the page populator: its own memory, as it maps no file for long)."""
+    found = {"children": 0.0}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        name, _, value = line.partition(":")
+        if name in ("VmRSS", "RssAnon", "RssFile", "RssShmem"):
+            found[name] = int(value.split()[0]) / 1024
+    for child in child_pids(pid):
+        try:
+            status = Path(f"/proc/{child}/status").read_text()
+        except OSError:
+            continue
+        for line in status.splitlines():
+            if line.startswith("VmRSS:"):
+                found["children"] += int(line.split()[1]) / 1024
+    return found
