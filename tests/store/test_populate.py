@@ -188,7 +188,7 @@ def test_the_populator_follows_the_writer_of_a_queue(tmp_path: Path) -> None:
         populator = PagePopulator(queue)
         populator.start()
         try:
-            mf.wrote_position = 20 * MIB  # the writer's position, as reported every POLL_S
+            mf.wrote_position = 20 * MIB  # the writer moved: the next look (every POLL_S) reports it
             ok = await asyncio.to_thread(_wait_for, lambda: resident(mf.path, 20 * MIB, 52 * MIB) == 1.0)
             assert ok, "pages ahead of the writer were not populated"
         finally:
