@@ -124,7 +124,6 @@ class CommitLogFlushService:
         target = self.commit_log.max_offset
         if target <= self.queue.flushed_where:
             return
-        self.queue.unmap_written()
         self._flushing = done = self.executor.submit(self._flush_to, target)
         loop = self._loop
         done.add_done_callback(lambda f: loop.call_soon_threadsafe(self._flushed, f))
@@ -179,6 +178,8 @@ class CommitLogFlushService:
             # a full file is always flushed whole; then the loop continues with the next one
             for _ in range(4):
                 before = self.queue.flushed_where
+                # Not in the group commit: its few pages' shootdowns cost the event loop less in the flush
+                # thread than one madvise here (SYNC_FLUSH sends measured 5% slower with it).
                 self.queue.unmap_written()
                 await loop.run_in_executor(self.executor, self._flush_periodic, least)
                 self.flush_count += 1

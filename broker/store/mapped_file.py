@@ -151,7 +151,8 @@ class MappedFile:
 
     def unmap_written(self) -> None:
         """Drop this process's page-table entries of the whole pages written so far (MADV_DONTNEED; the
-        data stays in the page cache, dirty pages stay dirty). Call on the writer's thread before a flush.
+        data stays in the page cache, dirty pages stay dirty). Call on the writer's thread before a periodic
+        flush.
 
         Why: fdatasync write-protects every dirty page still mapped writable, and on x86 that is one TLB
         shootdown per page (an IPI to each other CPU running this process, a VM exit each here); measured
