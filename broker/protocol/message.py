@@ -14,6 +14,7 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from broker.protocol.crc import crc32
 from broker.protocol.errors import RemoteProtocolError
 from broker.protocol.properties import Prop, decode_properties, encode_properties
 
@@ -76,7 +77,7 @@ class MessageDecodeError(RemoteProtocolError):
 
 def body_crc(body: bytes | memoryview) -> int:
     """BODYCRC as stored: CRC32 masked to a non-negative int32."""
-    return zlib.crc32(body) & 0x7FFFFFFF
+    return crc32(body) & 0x7FFFFFFF
 
 
 def host_bytes(host: str) -> bytes:

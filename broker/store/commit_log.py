@@ -16,9 +16,9 @@ import collections
 import logging
 import struct
 import time
-import zlib
 from collections.abc import Callable
 
+from broker.protocol.crc import crc32
 from broker.protocol.javahash import tags_code as java_tags_code
 from broker.protocol.message import (
     BLANK_MAGIC_CODE,
@@ -190,7 +190,7 @@ class CommitLog:
                 mf.warmer.wait()
             mm = mf.mm
             RECORD_FIXED_V4.pack_into(
-                mm, pos, total, MESSAGE_MAGIC_CODE, zlib.crc32(body) & 0x7FFFFFFF, queue_id, msg.flag,
+                mm, pos, total, MESSAGE_MAGIC_CODE, crc32(body) & 0x7FFFFFFF, queue_id, msg.flag,
                 queue_offset, phy, sys_flag, msg.born_timestamp, born_ip, port, store_ts, self.store_ip,
                 self.store_port, msg.reconsume_times, msg.prepared_transaction_offset, body_len,
             )  # fmt: skip
@@ -301,7 +301,7 @@ class CommitLog:
             offsets.append(phy)
             body = msg.body
             pack_into(
-                mm, pos, total, MESSAGE_MAGIC_CODE, zlib.crc32(body) & 0x7FFFFFFF, msg.queue_id, msg.flag,
+                mm, pos, total, MESSAGE_MAGIC_CODE, crc32(body) & 0x7FFFFFFF, msg.queue_id, msg.flag,
                 queue_offset + i, phy, msg.sys_flag, msg.born_timestamp, born_ip, msg.born_host[1], store_ts,
                 self.store_ip, self.store_port, msg.reconsume_times, msg.prepared_transaction_offset, len(body),
             )  # fmt: skip

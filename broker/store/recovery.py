@@ -15,9 +15,9 @@ from __future__ import annotations
 import logging
 import mmap
 import struct
-import zlib
 from dataclasses import dataclass
 
+from broker.protocol.crc import crc32
 from broker.protocol.message import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, SysFlag
 from broker.store.checkpoint import StoreCheckpoint
 from broker.store.mapped_file import MappedFile
@@ -75,7 +75,7 @@ def check_record(
     p += 4
     if body_len < 0 or p + body_len > end:
         return (END, f"body length {body_len} does not fit the record (torn write)", 0)
-    if check_crc and zlib.crc32(buf[p : p + body_len]) & 0x7FFFFFFF != crc:
+    if check_crc and crc32(buf[p : p + body_len]) & 0x7FFFFFFF != crc:
         return (END, "BODYCRC mismatch (corrupted or torn body)", 0)
     p += body_len
     if magic == MESSAGE_MAGIC_CODE:
