@@ -19,7 +19,8 @@ import tempfile
 import time
 import zlib
 
-from bench.net import _cpu_seconds, _machine
+from bench.net import _machine
+from bench.proc import cpu_s
 from broker.namesrv.body import DataVersion, RegisterBrokerBody, TopicConfig, encode_register_body
 from broker.namesrv.config import NamesrvConfig
 from broker.namesrv.controller import NamesrvController
@@ -80,9 +81,9 @@ async def _lookups(conn: RemotingConnection, pid: int, topics: list[str], window
 
     tasks = [asyncio.ensure_future(worker(i)) for i in range(window)]
     await asyncio.sleep(0.5)
-    count0, cpu0, t0 = done, _cpu_seconds(pid), time.perf_counter()
+    count0, cpu0, t0 = done, cpu_s(pid), time.perf_counter()
     await asyncio.sleep(seconds)
-    count1, cpu1, t1 = done, _cpu_seconds(pid), time.perf_counter()
+    count1, cpu1, t1 = done, cpu_s(pid), time.perf_counter()
     stop = True
     await asyncio.gather(*tasks)
     return (count1 - count0) / (t1 - t0), (cpu1 - cpu0) / (t1 - t0)

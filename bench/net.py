@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from bench.proc import cpu_s
 from broker.protocol.codes import RequestCode, ResponseCode, SerializeType
 from broker.protocol.command import FrameDecoder, RemotingCommand, encode, encode_binary
 from broker.transport import ConnectionConfig, RemotingConnection, RemotingServer, connect
@@ -139,12 +140,6 @@ def _start_server(kind: str) -> tuple[subprocess.Popen[str], int]:
     return proc, int(proc.stdout.readline())
 
 
-def _cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as handle:
-        fields = handle.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 # ---------------------------------------------------------------------- clients
 
 
@@ -178,9 +173,9 @@ class _BareClient(asyncio.Protocol):
 async def _measure(start_load: Callable[[], object], counter: Callable[[], int], pid: int, seconds: float) -> Result:
     start_load()
     await asyncio.sleep(0.5)  # warm-up
-    count0, cpu0, own0, t0 = counter(), _cpu_seconds(pid), time.process_time(), time.perf_counter()
+    count0, cpu0, own0, t0 = counter(), cpu_s(pid), time.process_time(), time.perf_counter()
     await asyncio.sleep(seconds)
-    count1, cpu1, own1, t1 = counter(), _cpu_seconds(pid), time.process_time(), time.perf_counter()
+    count1, cpu1, own1, t1 = counter(), cpu_s(pid), time.process_time(), time.perf_counter()
     elapsed = t1 - t0
     return Result((count1 - count0) / elapsed, (cpu1 - cpu0) / elapsed, (own1 - own0) / elapsed)
 

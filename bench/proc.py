@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["child_pids", "cpu_s", "rss_mib"]
+__all__ = ["child_pids", "children_cpu_s", "cpu_s", "rss_mib"]
 
 
 def child_pids(pid: int) -> list[int]:
@@ -29,11 +29,16 @@ def _own_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def cpu_s(pid: int | None, *, children: bool = True) -> float:
-    """utime + stime of a process in seconds, with its live children's by default (0 when unknown)."""
+def children_cpu_s(pid: int) -> float:
+    """utime + stime of the live children of `pid` (the page populator of a broker), in seconds."""
+    return sum(_own_cpu_s(c) for c in child_pids(pid))
+
+
+def cpu_s(pid: int | None) -> float:
+    """utime + stime of a process and its live children, in seconds (0 when unknown)."""
     if pid is None:
         return 0.0
-    return _own_cpu_s(pid) + (sum(_own_cpu_s(c) for c in child_pids(pid)) if children else 0.0)
+    return _own_cpu_s(pid) + children_cpu_s(pid)
 
 
 def rss_mib(pid: int) -> dict[str, float]:

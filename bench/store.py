@@ -24,7 +24,7 @@ from pathlib import Path
 
 import uvloop
 
-from bench.proc import cpu_s
+from bench.proc import children_cpu_s
 from broker.protocol.properties import encode_properties
 from broker.store import MessageStore, MessageToStore, PutStatus, StoreConfig
 
@@ -160,7 +160,7 @@ async def run_puts(root: Path, flush: str, size: int, writers: int, seconds: flo
     flushes = store.flush_service.flush_count
     t0 = time.perf_counter()
     me = os.getpid()
-    c0 = time.process_time() + cpu_s(me) - cpu_s(me, children=False)
+    c0 = time.process_time() + children_cpu_s(me)
     await asyncio.gather(*(writer(w) for w in range(writers)))
     dt = time.perf_counter() - t0
     # how long the dispatcher needs to catch up (ConsumeQueue + index), part of the real cost
@@ -169,7 +169,7 @@ async def run_puts(root: Path, flush: str, size: int, writers: int, seconds: flo
         await asyncio.sleep(0.001)
     catch_up = time.perf_counter() - t1
     # every thread of the process (puts, dispatch, flush syscalls) and the page-populator helper process
-    cpu = time.process_time() + cpu_s(me) - cpu_s(me, children=False) - c0
+    cpu = time.process_time() + children_cpu_s(me) - c0
     flushes = store.flush_service.flush_count - flushes
     lat.sort()
     await store.shutdown()

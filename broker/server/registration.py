@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import zlib
 from collections.abc import Callable
 from typing import Any
 
@@ -17,6 +16,7 @@ import orjson
 
 from broker.protocol.codes import RequestCode, ResponseCode
 from broker.protocol.command import RemotingCommand
+from broker.protocol.crc import crc32
 from broker.protocol.headers import RegisterBrokerRequestHeader, UnregisterBrokerRequestHeader
 from broker.server.config import BrokerConfig
 from broker.transport.client import RemotingClient
@@ -63,7 +63,7 @@ class Registrar:
             heartbeat_timeout_millis=c.channel_expired_timeout,
             enable_acting_master=False,
             compressed=False,
-            body_crc32=zlib.crc32(body) & 0x7FFFFFFF,
+            body_crc32=crc32(body) & 0x7FFFFFFF,
         )
         return RemotingCommand(code=RequestCode.REGISTER_BROKER, ext_fields=header.to_ext_fields(), body=body)
 

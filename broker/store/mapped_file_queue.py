@@ -155,11 +155,9 @@ class MappedFileQueue:
 
     def unmap_written(self) -> None:
         """`MappedFile.unmap_written` for every file not yet flushed (the writer's thread, before a flush)."""
-        mf = self.find_mapped_file_by_offset(self.flushed_where, self.flushed_where == 0)
-        if mf is None:
-            return
-        for f in self.files[self.files.index(mf) :]:
-            f.unmap_written()
+        for f in self.files:
+            if f.file_from_offset + f.file_size > self.flushed_where:
+                f.unmap_written()
 
     def flush_all(self) -> None:
         """Flush until everything written is on disk (blocking)."""

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -105,7 +106,7 @@ def _helper() -> subprocess.Popen[bytes]:
     return subprocess.Popen([sys.executable, "-I", "-S", str(HELPER)], stdin=subprocess.PIPE)
 
 
-def _wait_for(condition, timeout: float = 10.0) -> bool:  # type: ignore[no-untyped-def]
+def _wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if condition():
