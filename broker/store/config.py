@@ -18,6 +18,7 @@ __all__ = ["DEFAULT_DELAY_LEVELS", "StoreConfig", "parse_delay_levels"]
 log = logging.getLogger(__name__)
 
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+INDEX_HELPER_MIN_FILE_SIZE = 128 << 20  # CommitLog files this large or larger: see StoreConfig.index_helper
 _UNIT_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
 
@@ -65,6 +66,9 @@ class StoreConfig(BaseModel):
     max_index_num: int = _f(20_000_000, "maxIndexNum")
     message_index_enable: bool = _f(True, "messageIndexEnable")
     message_index_safe: bool = _f(False, "messageIndexSafe")
+    # Ours, not RocketMQ's. Unset: the index is written by a helper process (broker.store.index_process)
+    # when the CommitLog files have a real broker's size; a small store (tests, tools) indexes in process.
+    index_helper_enable: bool | None = _f(None, "indexHelperEnable")
     # Unset: zero-fill new CommitLog files only where it pays, on SYNC_FLUSH masters (group commit into
     # zero-filled files is ~40% faster); elsewhere it would only double the disk writes (see zero_fill).
     warm_mapped_file_enable: bool | None = _f(None, "warmMapedFileEnable", "warmMappedFileEnable")
@@ -140,6 +144,14 @@ class StoreConfig(BaseModel):
         if self.warm_mapped_file_enable is not None:
             return self.warm_mapped_file_enable
         return self.sync_flush and self.broker_role != "SLAVE"
+
+    def index_helper(self) -> bool:
+        """Whether a helper process writes the IndexFiles (indexHelperEnable, see index_process)."""
+        if not self.message_index_enable:
+            return False
+        if self.index_helper_enable is not None:
+            return self.index_helper_enable
+        return self.mapped_file_size_commit_log >= INDEX_HELPER_MIN_FILE_SIZE
 
     def delay_levels(self) -> dict[int, int]:
         return parse_delay_levels(self.message_delay_level)

@@ -197,13 +197,16 @@ def _done(result: PutResult) -> asyncio.Future[PutResult]:
 class LogicsFlushService:
     """Every flushIntervalConsumeQueue ms: flush ConsumeQueues and the index, then the checkpoint.
 
+    `flush_logics` returns the store time the index covers when it may lag dispatch (the index helper
+    process), or None when the index is written in step with it.
+
     The logics timestamp recorded is the store time of the last dispatched record before the flush,
     so a crash scan that starts at min(physic, logics) timestamps rebuilds anything not yet flushed.
     """
 
     def __init__(
         self,
-        flush_logics: Callable[[], None],
+        flush_logics: Callable[[], int | None],
         last_dispatched_ts: Callable[[], int],
         checkpoint: StoreCheckpoint,
         executor: ThreadPoolExecutor,
@@ -226,11 +229,14 @@ class LogicsFlushService:
     async def flush_once(self) -> None:
         ts = self.last_dispatched_ts()
         loop = asyncio.get_running_loop()
-        await loop.run_in_executor(self.executor, self.flush_logics)
+        index_ts = await loop.run_in_executor(self.executor, self.flush_logics)
         if ts:
             self.checkpoint.logics_msg_timestamp = ts
-            if self.index_enabled:
-                self.checkpoint.index_msg_timestamp = ts
+        if self.index_enabled:
+            # an index written by the helper process covers its own (possibly earlier) time
+            index_ts = ts if index_ts is None else min(ts, index_ts)
+            if index_ts:
+                self.checkpoint.index_msg_timestamp = index_ts
         await loop.run_in_executor(self.executor, self.checkpoint.flush)
 
     async def _run(self) -> None:

@@ -21,9 +21,8 @@ from broker.store.index_file import HEADER_SIZE, INDEX_ENTRY_SIZE, INVALID_INDEX
 if TYPE_CHECKING:
     from broker.store.index_file import IndexFile
 
-__all__ = ["VECTOR_MIN", "key_hashes", "put_entries"]
+__all__ = ["key_hashes", "put_entries", "utf8_key_hashes"]
 
-VECTOR_MIN = 32  # records per write below which the per-record path is cheaper than numpy's fixed cost
 _INT_MAX = 0x7FFFFFFF
 _ENTRY_DTYPE = np.dtype([("hash", ">i4"), ("phy", ">i8"), ("time_diff", ">i4"), ("prev", ">i4")])
 assert _ENTRY_DTYPE.itemsize == INDEX_ENTRY_SIZE
@@ -62,10 +61,23 @@ def key_hashes(keys: list[str]) -> np.ndarray:
             half = len(keys) // 2
             return np.concatenate((key_hashes(keys[:half]), key_hashes(keys[half:])))
         return np.array([key_hash(k) for k in keys], dtype=np.int64)
+    return _ascii_hashes(joined.encode("ascii"), keys)
+
+
+def utf8_key_hashes(keys: list[bytes]) -> np.ndarray:
+    """`key_hashes` of UTF-8 keys (as cut out of a record by the index helper), without decoding ASCII."""
+    joined = b"".join(keys)
+    if not joined.isascii() or len(joined) > _MAX_CHARS:
+        return key_hashes([k.decode(errors="replace") for k in keys])
+    return _ascii_hashes(joined, keys)
+
+
+def _ascii_hashes(joined: bytes, keys: list[str] | list[bytes]) -> np.ndarray:
+    """The hashes of `keys`, ASCII and at most _MAX_CHARS together, given joined."""
     n = len(joined)
     if n == 0:
         return np.zeros(len(keys), dtype=np.int64)
-    chars = np.frombuffer(joined.encode("ascii"), dtype=np.uint8).astype(np.uint64)
+    chars = np.frombuffer(joined, dtype=np.uint8).astype(np.uint64)
     running = np.cumsum(chars * _Q[:n], dtype=np.uint64)
     lengths = np.fromiter(map(len, keys), dtype=np.int64, count=len(keys))
     ends = np.cumsum(lengths)

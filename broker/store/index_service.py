@@ -22,13 +22,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from broker.protocol.message import SysFlag
-from broker.store.index_batch import VECTOR_MIN, key_hashes, put_entries
 from broker.store.index_file import IndexFile, index_file_size, key_hash
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from broker.store.dispatch import DispatchRequest
 
 __all__ = ["IndexService"]
@@ -39,6 +38,10 @@ log = logging.getLogger(__name__)
 # key, 1.66 us/msg at 64 records a write, 1.07 at 256
 GATHER_RECORDS = 512
 GATHER_S = 0.01
+# records per write below which the per-record path is cheaper than numpy's fixed cost (bench/index.py);
+# numpy itself is imported with the first larger write, so a broker whose index is written by the helper
+# process (broker.store.index_process) never loads it
+VECTOR_MIN = 32
 
 _NAME_FORMAT = "%Y%m%d%H%M%S"
 _NAME_LEN = 17  # yyyyMMddHHmmssSSS
@@ -260,17 +263,26 @@ class IndexService:
                         keys.append(prefix + k)
                         phys.append(phy)
                         tss.append(ts)
-        if not keys:
-            return
+        if keys:
+            from broker.store.index_batch import key_hashes
+
+            self.write_hashed(key_hashes(keys), phys, tss)
+
+    def write_hashed(self, hashes: np.ndarray, phys: list[int], tss: list[int]) -> None:
+        """Append entries (key hashes with their records' CommitLog offsets and store times, in CommitLog
+        order) in one vectorized write, rolling to a new file when this one fills up."""
+        import numpy as np
+
+        from broker.store.index_batch import put_entries
+
         files = self.files
         f = files[-1] if files and files[-1].index_count < self.index_num else self._roll()
         if f is None:
             return
-        hashes = key_hashes(keys)
         phy_array = np.array(phys, dtype=np.int64)
         ts_array = np.array(tss, dtype=np.int64)
         done = put_entries(f, hashes, phy_array, ts_array)
-        while done < len(keys):  # the file filled up: the rest go to a new one
+        while done < len(hashes):  # the file filled up: the rest go to a new one
             f = self._roll()
             if f is None:
                 return
@@ -324,8 +336,11 @@ class IndexService:
         Matching is by hash (as in RocketMQ); the caller checks the records' keys when it must be exact.
         Times are compared at the index's one-second resolution.
         """
+        return self.query_hash(key_hash(f"{topic}#{key}"), max_num, begin_ts, end_ts)
+
+    def query_hash(self, khash: int, max_num: int, begin_ts: int, end_ts: int) -> list[int]:
+        """`query` by the key's hash (`index_file.key_hash`), as the index helper process is asked."""
         self.write_pending()
-        khash = key_hash(f"{topic}#{key}")
         found: list[int] = []
         files = self.files
         for i in range(len(files) - 1, -1, -1):

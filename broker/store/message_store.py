@@ -24,6 +24,7 @@ from broker.store.config import StoreConfig
 from broker.store.consume_queue import BLANK_UNIT_SIZE, UNIT, ConsumeQueueStore
 from broker.store.dispatch import ArrivalListener, BatchDispatcher, ReputService
 from broker.store.flush import CommitLogFlushService, LogicsFlushService
+from broker.store.index_process import IndexProcess
 from broker.store.index_service import IndexService
 from broker.store.populate import MIN_FILE_SIZE, PagePopulator
 from broker.store.recovery import RecoveryReport, recover_commit_log
@@ -41,6 +42,8 @@ from broker.store.retention import CleanService
 __all__ = ["MessageStore", "TagsFilter"]
 
 log = logging.getLogger(__name__)
+
+LOCK_WAIT_S = 10.0  # see start()
 
 TagsFilter = set[int] | frozenset[int] | Callable[[int, "dict[str, str] | None"], bool] | None
 
@@ -62,13 +65,17 @@ class MessageStore:
         self.commit_log = CommitLog(config, store_host)
         self.consume_queue_store = ConsumeQueueStore(config.consume_queue_dir, config.mapped_file_size_consume_queue)
         self.consume_queue_store.on_write_failure = self.commit_log.allocator.release_spare
+        # the in-process index (recovery always uses it) and the one in use once started: the same, or
+        # the helper process's (StoreConfig.index_helper)
         self.index_service: IndexService | None = None
+        self.index: IndexService | IndexProcess | None = None
         batch_dispatchers: list[BatchDispatcher] = []
         if config.message_index_enable:
             self.index_service = IndexService(
                 config.index_dir, hash_slot_num=config.max_hash_slot_num, index_num=config.max_index_num
             )
             batch_dispatchers.append(self.index_service)
+            self.index = self.index_service
         self.reput = ReputService(
             self.commit_log,
             [self.consume_queue_store],
@@ -97,12 +104,18 @@ class MessageStore:
         root = self.config.store_path_root_dir
         root.mkdir(parents=True, exist_ok=True)
         self._lock_fd = os.open(self.config.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(self._lock_fd)
-            self._lock_fd = -1
-            raise StoreError(f"{root} is locked by another running store") from None
+        # The index helper of a store that was just killed holds the lock until it has finished: wait
+        deadline = time.monotonic() + LOCK_WAIT_S
+        while True:
+            try:
+                fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    os.close(self._lock_fd)
+                    self._lock_fd = -1
+                    raise StoreError(f"{root} is locked by another running store") from None
+                await asyncio.sleep(0.1)
         abnormal = self.config.abort_path.exists()
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, self._load_and_recover, abnormal)
@@ -130,6 +143,8 @@ class MessageStore:
             index_enabled=self.index_service is not None,
         )
         self.clean_service = CleanService(config, self.commit_log.queue, self._after_commit_log_delete)
+        if config.index_helper() and self.index_service is not None:
+            self._start_index_helper(self.index_service)
         self.flush_service.start()
         self.logics_flush.start()
         self.reput.start()
@@ -148,11 +163,21 @@ class MessageStore:
             self.populator.start()
         self._running = True
 
+    def _start_index_helper(self, in_process: IndexService) -> None:
+        """Hand the index over to a helper process, from where recovery left it (in process)."""
+        helper = IndexProcess(self.config, lock_fd=self._lock_fd)
+        in_process.write_pending()
+        if not helper.start(self.reput.reput_from_offset):
+            return  # indexed in process, as before
+        in_process.close()
+        self.index = helper
+        self.reput.batch_dispatchers = [helper]
+
     def _dispatched_timestamp(self) -> int:
         """The store time the checkpoint may vouch for: records up to it are in the ConsumeQueues and, once
-        the index's gathered records are written here, in the index too."""
-        if self.index_service is not None:
-            self.index_service.write_pending()
+        the index's gathered records are written here (or announced to the helper), in the index too."""
+        if self.index is not None:
+            self.index.write_pending()
         return self.reput.last_dispatch_timestamp
 
     def _mark_running(self, checkpoint: StoreCheckpoint) -> None:
@@ -210,10 +235,15 @@ class MessageStore:
             start,
         )
 
-    def _flush_logics(self) -> None:
+    def _flush_logics(self) -> int | None:
+        """Flush the ConsumeQueues and the index; the store time the index covers when the helper writes it
+        (it may lag dispatch), None when the index is written in step with dispatch."""
         self.consume_queue_store.flush()
-        if self.index_service is not None:
-            self.index_service.flush()
+        if isinstance(self.index, IndexProcess):
+            return self.index.flush()
+        if self.index is not None:
+            self.index.flush()
+        return None
 
     async def shutdown(self) -> None:
         """Stop accepting puts, dispatch and flush everything, write the checkpoint, remove `abort`."""
@@ -223,11 +253,13 @@ class MessageStore:
         assert self.flush_service and self.logics_flush and self.clean_service and self.checkpoint
         await self.clean_service.close()
         await self.reput.close()
+        loop = asyncio.get_running_loop()
+        if isinstance(self.index, IndexProcess):  # it indexes everything dispatched, flushes, and exits
+            await loop.run_in_executor(None, self.index.stop)
         await self.logics_flush.close()
         await self.logics_flush.flush_once()  # writes the index's gathered records first
         await self.flush_service.close()  # flushes the whole CommitLog, answers every waiter
         await self.commit_log.allocator.close()
-        loop = asyncio.get_running_loop()
         if self.populator is not None:
             await loop.run_in_executor(None, self.populator.stop)
         checkpoint = self.checkpoint
@@ -463,11 +495,12 @@ class MessageStore:
 
     def query_message(self, topic: str, key: str, max_num: int, begin_ts: int, end_ts: int) -> QueryResult:
         result = QueryResult()
-        if self.index_service is None:
+        index = self.index
+        if index is None:
             return result
-        found = self.index_service.query(topic, key, max_num, begin_ts, end_ts)
-        result.index_last_update_timestamp = self.index_service.last_update_timestamp
-        result.index_last_update_phy_offset = self.index_service.end_phy_offset
+        found = index.query(topic, key, max_num, begin_ts, end_ts)
+        result.index_last_update_timestamp = index.last_update_timestamp
+        result.index_last_update_phy_offset = index.end_phy_offset
         min_phy = self.commit_log.min_offset
         for phy in found:
             if phy < min_phy:
@@ -496,8 +529,8 @@ class MessageStore:
 
     def _after_commit_log_delete(self, min_phy: int) -> None:
         self.consume_queue_store.clean_expired(min_phy)
-        if self.index_service is not None:
-            self.index_service.delete_expired(min_phy)
+        if self.index is not None:
+            self.index.delete_expired(min_phy)
 
     # -- offsets and info -----------------------------------------------------------------------------
 

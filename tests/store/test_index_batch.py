@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 
 from broker.protocol.message import SysFlag
 from broker.store.dispatch import DispatchRequest
-from broker.store.index_batch import VECTOR_MIN, key_hashes
+from broker.store.index_batch import key_hashes, utf8_key_hashes
 from broker.store.index_file import key_hash
-from broker.store.index_service import IndexService
+from broker.store.index_service import VECTOR_MIN, IndexService
 
 T0 = 1_700_000_000_000
 
@@ -96,8 +96,15 @@ def test_vectorized_key_hashes_equal_key_hash(keys: list[str]) -> None:
     assert key_hashes(keys).tolist() == [key_hash(k) for k in keys]
 
 
+@given(st.lists(st.text(max_size=60), min_size=1, max_size=40))
+def test_utf8_key_hashes_equal_key_hash(keys: list[str]) -> None:
+    # the index helper hashes keys cut out of records as UTF-8 bytes
+    assert utf8_key_hashes([k.encode() for k in keys]).tolist() == [key_hash(k) for k in keys]
+
+
 def test_key_hash_edge_values() -> None:
     # "polygenelubricants" hashes to Integer.MIN_VALUE in Java; abs() keeps it negative, the index maps it to 0
     keys = ["polygenelubricants", "", "a", "T#" + "F" * 32, "x" * 500]
     assert key_hashes(keys).tolist() == [key_hash(k) for k in keys]
+    assert utf8_key_hashes([k.encode() for k in keys]).tolist() == [key_hash(k) for k in keys]
     assert key_hash("polygenelubricants") == 0
