@@ -122,14 +122,16 @@ def main() -> None:
     print(f"| broker start to ready, empty store, 1 GiB CommitLog files | {ready_s:.2f} s | <= 2 s |")
     print(
         f"| broker RSS, idle after start | {idle['VmRSS']:.0f} MiB (anon {idle['RssAnon']:.0f}), "
-        f"+ {idle['children']:.0f} MiB page-populator helper | <= 80 MiB |"
+        f"+ {idle['children']:.0f} MiB helper processes (anon {idle['children_own']:.0f}); together "
+        f"{idle['VmRSS'] + idle['children']:.0f} MiB | <= 80 MiB |"
     )
     peak = sampler.peak
     print(
         f"| broker RSS, peak while {args.messages} x {args.size} B were produced and consumed ({elapsed:.0f} s) "
         f"| {peak['RssAnon'] + peak['RssShmem']:.0f} MiB own (RssAnon + RssShmem) + {peak['RssFile']:.0f} MiB of "
-        f"mapped store files (page cache); VmRSS {peak['VmRSS']:.0f} MiB; + {peak['children']:.0f} MiB "
-        "page-populator helper | <= 200 MiB plus page cache |"
+        f"mapped store files (page cache); VmRSS {peak['VmRSS']:.0f} MiB; helper processes "
+        f"{peak['children_own']:.0f} MiB own (VmRSS {peak['children']:.0f} MiB with their mapped store files) "
+        "| <= 200 MiB plus page cache |"
     )
 
 

@@ -1,5 +1,6 @@
 """What /proc says about a broker process and its helper processes (the CommitLog page populator,
-broker.store.populate): CPU time and resident memory, for the benchmarks' cost columns."""
+broker.store.populate, and the index helper, broker.store.index_process): CPU time and resident memory,
+for the benchmarks' cost columns."""
 
 from __future__ import annotations
 
@@ -41,20 +42,29 @@ def cpu_s(pid: int | None) -> float:
     return _own_cpu_s(pid) + children_cpu_s(pid)
 
 
-def rss_mib(pid: int) -> dict[str, float]:
-    """VmRSS and its parts RssAnon, RssFile and RssShmem of `pid`, in MiB, and `children`: the VmRSS of
-    its live children (the page populator: its own memory, as it maps no file for long)."""
-    found = {"children": 0.0}
+_PARTS = ("VmRSS", "RssAnon", "RssFile", "RssShmem")
+
+
+def _status_mib(pid: int) -> dict[str, float]:
+    found = dict.fromkeys(_PARTS, 0.0)
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         name, _, value = line.partition(":")
-        if name in ("VmRSS", "RssAnon", "RssFile", "RssShmem"):
+        if name in found:
             found[name] = int(value.split()[0]) / 1024
+    return found
+
+
+def rss_mib(pid: int) -> dict[str, float]:
+    """VmRSS and its parts RssAnon, RssFile and RssShmem of `pid`, in MiB; `children`: the VmRSS of its
+    live children, and `children_own` their RssAnon + RssShmem (the index helper maps CommitLog and index
+    files, whose pages, page cache, are in its VmRSS as in the broker's)."""
+    found = _status_mib(pid)
+    found["children"] = found["children_own"] = 0.0
     for child in child_pids(pid):
         try:
-            status = Path(f"/proc/{child}/status").read_text()
+            part = _status_mib(child)
         except OSError:
             continue
-        for line in status.splitlines():
-            if line.startswith("VmRSS:"):
-                found["children"] += int(line.split()[1]) / 1024
+        found["children"] += part["VmRSS"]
+        found["children_own"] += part["RssAnon"] + part["RssShmem"]
     return found

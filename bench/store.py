@@ -27,6 +27,7 @@ import uvloop
 from bench.proc import children_cpu_s
 from broker.protocol.properties import encode_properties
 from broker.store import MessageStore, MessageToStore, PutStatus, StoreConfig
+from broker.store.index_process import IndexProcess
 
 __all__ = ["main"]
 
@@ -167,6 +168,8 @@ async def run_puts(root: Path, flush: str, size: int, writers: int, seconds: flo
     t1 = time.perf_counter()
     while store.dispatch_behind_bytes > 0:
         await asyncio.sleep(0.001)
+    if isinstance(store.index, IndexProcess):  # and the index helper: a query waits until it has caught up
+        await asyncio.to_thread(store.query_message, "BenchTopic", "-", 1, 0, 0)
     catch_up = time.perf_counter() - t1
     # every thread of the process (puts, dispatch, flush syscalls) and the page-populator helper process
     cpu = time.process_time() + children_cpu_s(me) - c0
