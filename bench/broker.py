@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -244,11 +245,14 @@ async def _consume(conn: BenchConnection, per_queue: dict[int, int], window: int
                        _percentile(latencies, 0.99), state["errors"])
 
 
-def _start_broker(root: Path, port: int, flush: str, file_size: int) -> subprocess.Popen[str]:
+def _start_broker(
+    root: Path, port: int, flush: str, file_size: int, extra: Sequence[str] = ()
+) -> subprocess.Popen[str]:
     conf = root / "broker.conf"
     conf.write_text(
         f"brokerName=bench\nlistenPort={port}\nbrokerIP1=127.0.0.1\nstorePathRootDir={root / 'store'}\n"
         f"flushDiskType={flush}\nmappedFileSizeCommitLog={file_size}\nmaxTransferCountOnMessageInMemory=32\n"
+        + "".join(f"{line}\n" for line in extra)
     )
     proc = subprocess.Popen([sys.executable, "-m", "broker.cli.mqbroker", "-c", str(conf), "--log-level", "WARNING"],
                             stdout=subprocess.PIPE, text=True, env={**os.environ, "NAMESRV_ADDR": ""})
@@ -284,7 +288,7 @@ async def _run_flush_type(flush: str, args: argparse.Namespace, progress: Progre
         port, proc = args.broker_port, None
     else:
         port = _free_port()
-        proc = _start_broker(root, port, flush, args.file_size)
+        proc = _start_broker(root, port, flush, args.file_size, args.set)
     try:
         loop = asyncio.get_running_loop()
         _t, conn = await loop.create_connection(BenchConnection, "127.0.0.1", port)
@@ -338,7 +342,8 @@ def _markdown(results: list[PhaseResult], args: argparse.Namespace, command: str
         f"Python {platform.python_version()}",
         f"- load average before/after (1/5/15 min): {args.load_before} / {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}",
         f"- {args.size} B bodies, 1 connection, broker in its own process (mqbroker), CommitLog files of "
-        f"{args.file_size >> 20} MiB, loopback TCP\n",
+        f"{args.file_size >> 20} MiB, loopback TCP" + (f"; broker.conf also {', '.join(args.set)}" if args.set else "")
+        + "\n",
         "| phase | messages | msgs/s | p50 ms | p99 ms | errors | broker CPU µs/msg |",
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
@@ -358,6 +363,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--flush", choices=["ASYNC_FLUSH", "SYNC_FLUSH", "both"], default="both")
     parser.add_argument("--file-size", type=int, default=256 << 20, help="mappedFileSizeCommitLog of the broker")
     parser.add_argument("--broker-port", type=int, help="use a broker already listening on 127.0.0.1:PORT (profiling)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a broker.conf line for the broker under test (repeatable), e.g. indexHelperEnable=false")
     parser.add_argument("--markdown", help="write a docs/benchmarks.md results block to this file")
     parser.add_argument("--paced-rate", type=float, default=0.0,
                         help="msgs/s of the paced phase (0: half of what the pipelined phase reached)")

@@ -104,17 +104,18 @@ class IndexProcess:
         """Close the pipe; the helper indexes what was announced, flushes and exits. Blocking: run in an
         executor."""
         self._stopping = True
-        proc, self._proc = self._proc, None
-        if proc is None:
-            return
-        self._send(proc, f"W {self._announced}\n", block=True)
-        try:
-            out, _ = proc.communicate(timeout=STOP_TIMEOUT_S)  # closes the pipe: the helper finishes
-        except subprocess.TimeoutExpired:
-            log.error("index helper did not finish in %.0f s: killed (recovery re-indexes the rest)", STOP_TIMEOUT_S)
-            proc.kill()
-            proc.wait()
-            return
+        with self._ask_lock:  # after a question in flight (the answers share the pipe)
+            proc, self._proc = self._proc, None
+            if proc is None:
+                return
+            self._send(proc, f"W {self._announced}\n", block=True)
+            try:
+                out, _ = proc.communicate(timeout=STOP_TIMEOUT_S)  # closes the pipe: the helper finishes
+            except subprocess.TimeoutExpired:
+                log.error("index helper did not finish in %.0f s: killed (recovery indexes the rest)", STOP_TIMEOUT_S)
+                proc.kill()
+                proc.wait()
+                return
         for line in (self._answers + out).splitlines():
             if line.startswith(b"E "):
                 self.last_timestamp = int(line.split()[1])

@@ -253,10 +253,10 @@ class MessageStore:
         assert self.flush_service and self.logics_flush and self.clean_service and self.checkpoint
         await self.clean_service.close()
         await self.reput.close()
+        await self.logics_flush.close()
         loop = asyncio.get_running_loop()
         if isinstance(self.index, IndexProcess):  # it indexes everything dispatched, flushes, and exits
             await loop.run_in_executor(None, self.index.stop)
-        await self.logics_flush.close()
         await self.logics_flush.flush_once()  # writes the index's gathered records first
         await self.flush_service.close()  # flushes the whole CommitLog, answers every waiter
         await self.commit_log.allocator.close()
