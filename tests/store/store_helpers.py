@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,3 +34,21 @@ def message(i: int, topic: str = "TopicTest", queue_id: int = 0, size: int = 100
         born_timestamp=1_700_000_000_000 + i,
         born_host=("127.0.0.1", 40000),
     )
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> bool:
+    """Poll `condition` every 20 ms until it holds (True) or `timeout` seconds passed (False)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.02)
+    return condition()
+
+
+def process_gone(pid: int) -> bool:
+    """The process exited (a zombie not yet reaped by its parent counts as gone)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True

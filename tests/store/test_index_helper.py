@@ -13,11 +13,10 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from store_helpers import message, small_config
+from store_helpers import message, process_gone, small_config, wait_for
 
 from broker.protocol.message import SysFlag
 from broker.store import MessageStore, MessageToStore, PutStatus, StoreConfig
@@ -28,22 +27,6 @@ from broker.store.index_process import IndexProcess
 
 TOPIC = "TopicTest"
 FAR_FUTURE = 1 << 62
-
-
-def _wait_for(check: Callable[[], bool], timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.02)
-    return check()
-
-
-def _gone(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(")")[1].split()[0] == "Z"
-    except FileNotFoundError:
-        return True
 
 
 def helper_config(root: Path, **kw: object) -> StoreConfig:
@@ -167,7 +150,7 @@ def test_shutdown_leaves_a_complete_index_for_the_next_start(tmp_path: Path) -> 
         store = await _store_with(helper_config(tmp_path), first)
         pid = store.index.pid  # type: ignore[union-attr]
         await store.shutdown()
-        assert pid is not None and _gone(pid), "shutdown did not reap the helper"
+        assert pid is not None and process_gone(pid), "shutdown did not reap the helper"
         assert store.checkpoint is not None and store.checkpoint.index_msg_timestamp > 0
         store = await _store_with(helper_config(tmp_path), second)
         try:
@@ -195,7 +178,7 @@ def test_a_killed_helper_is_started_again_and_catches_up(tmp_path: Path, monkeyp
             assert isinstance(index, IndexProcess) and index.pid is not None
             old = index.pid
             os.kill(old, signal.SIGKILL)
-            assert await asyncio.to_thread(_wait_for, lambda: _gone(old))
+            assert await asyncio.to_thread(wait_for, lambda: process_gone(old))
             for i in range(300, 600):
                 assert (await store.put_message(message(i))).status is PutStatus.PUT_OK
             await dispatched(store)
@@ -215,7 +198,7 @@ def test_the_helper_exits_when_the_broker_is_killed_and_recovery_indexes_the_res
         import asyncio, sys
         sys.path.insert(0, {str(Path(__file__).parent)!r})
         from pathlib import Path
-        from store_helpers import message, small_config
+        from store_helpers import message, process_gone, small_config, wait_for
         from broker.store import MessageStore
 
         async def main():
@@ -246,7 +229,7 @@ def test_the_helper_exits_when_the_broker_is_killed_and_recovery_indexes_the_res
         store = MessageStore(helper_config(tmp_path))
         await store.start()
         try:
-            assert _gone(helper_pid), "the helper outlived its broker"
+            assert process_gone(helper_pid), "the helper outlived its broker"
             report = store.recovery_report
             assert report is not None and report.abnormal
             count = store.get_max_offset_in_queue(TOPIC, 0)

@@ -16,11 +16,10 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from store_helpers import message, small_config
+from store_helpers import message, process_gone, small_config, wait_for
 
 from broker.store import MessageStore, PutStatus
 from broker.store.mapped_file import MappedFile, file_name_for
@@ -106,15 +105,6 @@ def _helper() -> subprocess.Popen[bytes]:
     return subprocess.Popen([sys.executable, "-I", "-S", str(HELPER)], stdin=subprocess.PIPE)
 
 
-def _wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.02)
-    return False
-
-
 def test_the_helper_survives_garbage_on_its_pipe_and_exits_when_it_closes(tmp_path: Path) -> None:
     path = fresh_file(tmp_path, 0, 64 * MIB)
     proc = _helper()
@@ -138,7 +128,7 @@ def test_the_helper_survives_garbage_on_its_pipe_and_exits_when_it_closes(tmp_pa
         assert proc.poll() is None, line
     proc.stdin.write(b"4567\n")  # completes the last line: position 1234567
     proc.stdin.flush()
-    assert _wait_for(lambda: resident(path, MIB, 32 * MIB) == 1.0), "the helper stopped populating"
+    assert wait_for(lambda: resident(path, MIB, 32 * MIB) == 1.0), "the helper stopped populating"
     assert proc.poll() is None
     proc.stdin.close()
     assert proc.wait(10) == 0
@@ -169,14 +159,8 @@ def test_the_helper_exits_when_the_broker_is_killed(tmp_path: Path) -> None:
     parent.send_signal(signal.SIGKILL)
     parent.wait()
 
-    def helper_gone() -> bool:
-        try:
-            return Path(f"/proc/{helper_pid}/stat").read_text().split(")")[1].split()[0] == "Z"
-        except FileNotFoundError:
-            return True
-
     # orphaned, the helper is reparented to init, which reaps it once it exits
-    assert _wait_for(helper_gone), "the helper outlived its broker"
+    assert wait_for(lambda: process_gone(helper_pid)), "the helper outlived its broker"
 
 
 def test_the_populator_follows_the_writer_of_a_queue(tmp_path: Path) -> None:
@@ -190,7 +174,7 @@ def test_the_populator_follows_the_writer_of_a_queue(tmp_path: Path) -> None:
         populator.start()
         try:
             mf.wrote_position = 20 * MIB  # the writer moved: the next look (every POLL_S) reports it
-            ok = await asyncio.to_thread(_wait_for, lambda: resident(mf.path, 20 * MIB, 52 * MIB) == 1.0)
+            ok = await asyncio.to_thread(wait_for, lambda: resident(mf.path, 20 * MIB, 52 * MIB) == 1.0)
             assert ok, "pages ahead of the writer were not populated"
         finally:
             populator.stop()
