@@ -240,8 +240,11 @@ class Indexer:
 
 def _reply(out_fd: int, text: str) -> None:
     data = (text + "\n").encode()
-    while data:
-        data = data[os.write(out_fd, data) :]
+    try:
+        while data:
+            data = data[os.write(out_fd, data) :]
+    except BrokenPipeError:  # the broker died while asking: the end of input follows, and the helper finishes
+        pass
 
 
 def handle(indexer: Indexer, line: bytes, out_fd: int) -> None:
