@@ -14,6 +14,7 @@ __all__ = [
     "decode_properties",
     "encode_properties",
     "find_property",
+    "find_property_bytes",
 ]
 
 NAME_VALUE_SEPARATOR = "\x01"
@@ -89,6 +90,30 @@ def find_property(text: str, name: str) -> str | None:
     value = text[start:] if end < 0 else text[start:end]
     if not value:
         return decode_properties(text).get(name)
+    return value
+
+
+_BYTE_NEEDLES: dict[str, bytes] = {}
+
+
+def find_property_bytes(raw: bytes, name: str) -> bytes | None:
+    """`find_property` on properties as stored (UTF-8 bytes), without decoding them in the common case:
+    the index helper (broker.store.index_helper) cuts keys out of CommitLog records with it."""
+    marker = _BYTE_NEEDLES.get(name)
+    if marker is None:
+        marker = _BYTE_NEEDLES[name] = (PROPERTY_SEPARATOR + name + NAME_VALUE_SEPARATOR).encode()
+    at = raw.rfind(marker)
+    if at >= 0:
+        start = at + len(marker)
+    elif raw.startswith(marker[1:]):
+        start = len(marker) - 1
+    else:
+        return None
+    end = raw.find(b"\x02", start)
+    value = raw[start:] if end < 0 else raw[start:end]
+    if not value:  # an empty pair, which Java skips: the text parser decides (rare)
+        text = find_property(raw.decode(errors="replace"), name)
+        return text.encode() if text else None
     return value
 
 

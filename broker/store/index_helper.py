@@ -36,7 +36,7 @@ import sys
 from pathlib import Path
 
 from broker.protocol.message import MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, SysFlag
-from broker.protocol.properties import find_property
+from broker.protocol.properties import Prop, find_property_bytes
 from broker.store.dispatch import BLANK, parse_record
 from broker.store.index_service import GATHER_RECORDS, GATHER_S, IndexService
 
@@ -98,24 +98,6 @@ _V4_HEAD_SIZE = 88
 _U16 = struct.Struct(">H")
 _MAGICS = (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2)
 _HOSTS_V6 = SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6
-
-
-def _property(props: bytes, name: bytes) -> bytes | None:
-    """`find_property` on the record's properties bytes: no decoding for the common case."""
-    marker = b"\x02" + name + b"\x01"
-    at = props.rfind(marker)
-    if at >= 0:
-        start = at + len(marker)
-    elif props.startswith(marker[1:]):
-        start = len(marker) - 1
-    else:
-        return None
-    end = props.find(b"\x02", start)
-    value = props[start:] if end < 0 else props[start:end]
-    if not value:  # an empty pair, which Java skips: the text parser decides (rare)
-        text = find_property(props.decode(errors="replace"), name.decode())
-        return text.encode() if text else None
-    return value
 
 
 class Indexer:
@@ -191,7 +173,8 @@ class Indexer:
                     return pos
                 if props_len and sys_flag & SysFlag.TRANSACTION_MASK != SysFlag.TRANSACTION_ROLLBACK_TYPE:
                     props = mm[p:end]
-                    self._gather(topic, _property(props, b"UNIQ_KEY"), _property(props, b"KEYS"), base + pos, store_ts)
+                    uniq, more = find_property_bytes(props, Prop.UNIQ_KEY), find_property_bytes(props, Prop.KEYS)
+                    self._gather(topic, uniq, more, base + pos, store_ts)
             else:
                 size, request = parse_record(mm, pos, limit, check_crc=False)
                 if request is None:
@@ -199,9 +182,9 @@ class Indexer:
                 end = pos + size
                 store_ts = request.store_timestamp
                 if request.sys_flag & SysFlag.TRANSACTION_MASK != SysFlag.TRANSACTION_ROLLBACK_TYPE:
-                    uniq, more = request.uniq_key, request.keys
-                    self._gather(request.topic.encode(), uniq.encode() if uniq else None,
-                                 more.encode() if more else None, base + pos, store_ts)  # fmt: skip
+                    uniq_text, keys_text = request.uniq_key, request.keys
+                    self._gather(request.topic.encode(), uniq_text.encode() if uniq_text else None,
+                                 keys_text.encode() if keys_text else None, base + pos, store_ts)  # fmt: skip
             self._scanned_timestamp = store_ts
             pos = end
             if len(keys) >= GATHER_RECORDS:

@@ -122,9 +122,6 @@ class IndexProcess:
         if proc.returncode:
             log.error("index helper exited with status %d", proc.returncode)
 
-    def close(self) -> None:
-        self.stop()
-
     def _running(self) -> subprocess.Popen[bytes] | None:
         """The helper, started again if it died (not more often than every RESTART_S)."""
         proc = self._proc

@@ -1,4 +1,5 @@
-"""find_property (the store's dispatch path) agrees with decode_properties on any properties text."""
+"""find_property (the store's dispatch path) and find_property_bytes (the index helper's) agree with
+decode_properties on any properties text."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import random
 
 import pytest
 
-from broker.protocol.properties import decode_properties, find_property
+from broker.protocol.properties import decode_properties, find_property, find_property_bytes
 
 _PIECES = ["TAGS", "KEYS", "UNIQ_KEY", "A", "x", "\x01", "\x02", "", "TAGSX", "XTAGS", "é"]
 
@@ -19,6 +20,8 @@ def test_find_property_matches_the_dict(seed: int) -> None:
         decoded = decode_properties(text)
         for name in ("TAGS", "KEYS", "UNIQ_KEY", "A"):
             assert find_property(text, name) == decoded.get(name), (text, name)
+            expected = decoded.get(name)
+            assert find_property_bytes(text.encode(), name) == (expected.encode() if expected else None), (text, name)
 
 
 def test_last_valid_segment_wins() -> None:
