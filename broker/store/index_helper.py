@@ -104,8 +104,8 @@ class Indexer:
     """Follows the CommitLog up to what the broker announced and writes the index keys of its records.
 
     Only what the index needs is read from a record (system flag, store time, topic, UNIQ_KEY and KEYS
-    cut out of the properties bytes): ~1 us a record, against ~4 for the dispatch parser, which is only
-    used for records with IPv6 hosts.
+    cut out of the properties bytes): 3.5 us a record with the index write, against 5.3 with the dispatch
+    parser, which is only used for records with IPv6 hosts.
     """
 
     def __init__(self, reader: CommitLogReader, index: IndexService, start: int | None = None) -> None:
