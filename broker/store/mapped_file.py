@@ -19,13 +19,29 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from broker.store.warm import FileWarmer
 
-__all__ = ["NO_GUARD", "OS_PAGE_SIZE", "MappedFile", "file_name_for"]
+__all__ = ["NO_GUARD", "OS_PAGE_SIZE", "MappedFile", "file_name_for", "write_zeros"]
 
 log = logging.getLogger(__name__)
 
 OS_PAGE_SIZE = 4096
 NO_GUARD = 1 << 62  # warm_guard while no zero-filling chunk is being written (broker.store.warm)
 _ZERO_CHUNK = bytes(1 << 20)
+# Zero-filling writes this much at a time. The kernel gives a buffered write a page-cache folio as large as
+# the write (ext4 since Linux 6.16, XFS), and a store through the mapping dirties its whole folio: after a
+# 1 MiB zero-fill write, each group commit wrote back ~2 MiB for ~40 KiB of records (12.6 GiB reached the
+# disk for 260 MB of SYNC_FLUSH sends). With 16 KiB folios a flush writes what it covers, plus a few KiB.
+ZERO_FILL_WRITE = 16 << 10
+_ZERO_PIECE = bytes(ZERO_FILL_WRITE)
+
+
+def write_zeros(fd: int, start: int, end: int) -> None:
+    """Write zeros over [start, end) of a file in ZERO_FILL_WRITE pieces (blocking: a worker thread).
+    Each piece is one short syscall with the GIL released, so the event loop is barely held up."""
+    pos = start
+    piece = _ZERO_PIECE
+    while pos < end:
+        n = end - pos
+        pos += os.pwrite(fd, piece if n >= ZERO_FILL_WRITE else piece[:n], pos)
 
 
 def file_name_for(offset: int) -> str:
@@ -89,10 +105,7 @@ class MappedFile:
         fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
             if warm:
-                written = 0
-                while written < file_size:
-                    n = min(len(_ZERO_CHUNK), file_size - written)
-                    written += os.pwrite(fd, _ZERO_CHUNK[:n] if n < len(_ZERO_CHUNK) else _ZERO_CHUNK, written)
+                write_zeros(fd, 0, file_size)
             else:
                 os.posix_fallocate(fd, 0, file_size)
             os.fdatasync(fd)

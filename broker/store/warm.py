@@ -24,7 +24,7 @@ import logging
 import os
 import threading
 
-from broker.store.mapped_file import NO_GUARD, OS_PAGE_SIZE, MappedFile
+from broker.store.mapped_file import NO_GUARD, OS_PAGE_SIZE, MappedFile, write_zeros
 
 __all__ = ["FileWarmer"]
 
@@ -34,7 +34,6 @@ CHUNK = 4 << 20
 # fdatasync the zeros this often, so the extents are written before the writer's flushes; small, so a
 # group commit meanwhile never waits behind many of them
 SYNC_EVERY = 16 << 20
-_ZEROS = bytes(CHUNK)
 
 
 class FileWarmer:
@@ -82,7 +81,7 @@ class FileWarmer:
                         pos = self._ahead_of_writer()
                         continue
                     try:
-                        os.pwrite(fd, _ZEROS if n == CHUNK else memoryview(_ZEROS)[:n], pos)
+                        write_zeros(fd, pos, pos + n)
                     finally:
                         mf.warm_guard = NO_GUARD
                 pos += n

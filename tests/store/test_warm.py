@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import asyncio
 import os
+
+import pytest
 import threading
 import zlib
 from pathlib import Path
 
 from broker.protocol.message import decode_records
 from broker.store.config import StoreConfig
-from broker.store.mapped_file import MappedFile
+from broker.store.mapped_file import ZERO_FILL_WRITE, MappedFile, write_zeros
 from broker.store.message_store import MessageStore
 from broker.store.results import MessageToStore, PutStatus
 from broker.store.warm import FileWarmer
@@ -92,3 +94,45 @@ def test_a_sync_flush_store_warms_its_first_file_and_keeps_every_message(tmp_pat
         await store.shutdown()
 
     asyncio.run(scenario())
+
+
+def _bytes_dirtied() -> int:
+    """What this process has dirtied in the page cache so far (the kernel counts whole folios)."""
+    with open("/proc/self/io") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("write_bytes"))
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/io"), reason="needs the kernel's per-task I/O accounting")
+@pytest.mark.parametrize("how", ["created warm", "warmed behind the writer"])
+def test_a_store_into_a_zero_filled_file_dirties_a_small_folio(tmp_path: Path, how: str) -> None:
+    # The folio a page-cache write creates is as large as the write (Linux 6.16+ ext4, XFS), and a store
+    # through the mapping dirties, so a group commit writes back, the whole folio: ~2 MiB after a 1 MiB
+    # zero-fill write. This is the accounting the kernel does when the folio turns dirty.
+    if how == "created warm":
+        mf = MappedFile.create(tmp_path / f"{0:020d}", SIZE, warm=True)
+    else:
+        mf = MappedFile.create(tmp_path / f"{0:020d}", SIZE)
+        FileWarmer(mf, margin=1 << 20, margin_min=4096).run()
+    os.fdatasync(mf.fd)  # every zero-filled page clean
+    before = _bytes_dirtied()
+    spots = 16
+    for n in range(spots):  # one small record every 64 KiB, in the warmed part
+        at = (2 << 20) + n * (64 << 10)
+        mf.mm[at : at + 100] = b"r" * 100
+    dirtied = _bytes_dirtied() - before
+    assert dirtied <= spots * (16 << 10), f"{dirtied} bytes of page cache dirtied by {spots} stores"
+    mf.close()
+
+
+def test_write_zeros_covers_exactly_its_range(tmp_path: Path) -> None:
+    path = tmp_path / "f"
+    path.write_bytes(b"\xee" * 100_000)
+    fd = os.open(path, os.O_RDWR)
+    try:
+        write_zeros(fd, 1, 1 + ZERO_FILL_WRITE * 3 + 5)  # unaligned start and a short last piece
+    finally:
+        os.close(fd)
+    data = path.read_bytes()
+    end = 1 + ZERO_FILL_WRITE * 3 + 5
+    assert data[:1] == b"\xee" and data[end:] == b"\xee" * (100_000 - end)
+    assert data[1:end] == bytes(end - 1)
