@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["child_pids", "children_cpu_s", "cpu_s", "rss_mib"]
+__all__ = ["child_pids", "children_cpu_s", "cpu_s", "disk_bytes_written", "rss_mib"]
 
 
 def child_pids(pid: int) -> list[int]:
@@ -68,3 +68,14 @@ def rss_mib(pid: int) -> dict[str, float]:
         found["children"] += part["VmRSS"]
         found["children_own"] += part["RssAnon"] + part["RssShmem"]
     return found
+
+
+def disk_bytes_written(path: Path) -> int:
+    """Bytes the block device holding `path` has written so far (its sysfs stat, in 512-byte sectors);
+    0 where the device has no such file (a network or overlay filesystem)."""
+    dev = os.stat(path).st_dev
+    try:
+        fields = Path(f"/sys/dev/block/{os.major(dev)}:{os.minor(dev)}/stat").read_text().split()
+    except OSError:
+        return 0
+    return int(fields[6]) * 512

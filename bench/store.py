@@ -24,7 +24,7 @@ from pathlib import Path
 
 import uvloop
 
-from bench.proc import children_cpu_s
+from bench.proc import children_cpu_s, disk_bytes_written
 from broker.protocol.properties import encode_properties
 from broker.store import MessageStore, MessageToStore, PutStatus, StoreConfig
 from broker.store.index_process import IndexProcess
@@ -162,8 +162,10 @@ async def run_puts(root: Path, flush: str, size: int, writers: int, seconds: flo
     t0 = time.perf_counter()
     me = os.getpid()
     c0 = time.process_time() + children_cpu_s(me)
+    disk0 = disk_bytes_written(root)
     await asyncio.gather(*(writer(w) for w in range(writers)))
     dt = time.perf_counter() - t0
+    disk = disk_bytes_written(root) - disk0  # SYNC_FLUSH: every acknowledged put is on the disk by now
     # how long the dispatcher needs to catch up (ConsumeQueue + index), part of the real cost
     t1 = time.perf_counter()
     while store.dispatch_behind_bytes > 0:
@@ -186,6 +188,7 @@ async def run_puts(root: Path, flush: str, size: int, writers: int, seconds: flo
         "rate_incl_dispatch": count / (dt + catch_up),
         "cpu_us": cpu / count * 1e6 if count else 0.0,
         "per_flush": count / flushes if flushes else 0.0,
+        "disk_per_put": disk / count if count else 0.0,
     }
 
 
@@ -288,7 +291,8 @@ def main() -> None:
                     ratio = (
                         f"{r['mb_s'] / seq:.0%} of disk MB/s"
                         if flush == "ASYNC_FLUSH"
-                        else f"{r['per_flush']:.0f} msgs per fdatasync; {r['rate'] / fsr:.1f}x disk fsync rate"
+                        else f"{r['per_flush']:.0f} msgs per fdatasync; {r['rate'] / fsr:.1f}x disk fsync rate; "
+                        f"disk wrote {r['disk_per_put'] / (size + 180):.1f}x the records"
                     )
                     row = (
                         f"| {flush} | {size} | {writers} | {r['rate']:,.0f} | {r['mb_s']:.0f} | {r['p50_ms']:.2f} | "
