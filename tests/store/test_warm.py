@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import os
-
-import pytest
 import threading
 import zlib
 from pathlib import Path
+
+import pytest
 
 from broker.protocol.message import decode_records
 from broker.store.config import StoreConfig
