@@ -28,7 +28,7 @@ NO_GUARD = 1 << 62  # warm_guard while no zero-filling chunk is being written (b
 _ZERO_CHUNK = bytes(1 << 20)
 # Zero-filling writes this much at a time. The kernel gives a buffered write a page-cache folio as large as
 # the write (ext4 since Linux 6.16, XFS), and a store through the mapping dirties its whole folio: after a
-# 1 MiB zero-fill write, each group commit wrote back ~2 MiB for ~40 KiB of records (12.6 GiB reached the
+# 1 MiB zero-fill write, each group commit wrote back ~2 MiB for ~40 KiB of records (12.3 GiB reached the
 # disk for 260 MB of SYNC_FLUSH sends). With 16 KiB folios a flush writes what it covers, plus a few KiB.
 ZERO_FILL_WRITE = 16 << 10
 _ZERO_PIECE = bytes(ZERO_FILL_WRITE)
