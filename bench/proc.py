@@ -31,7 +31,7 @@ def _own_cpu_s(pid: int) -> float:
 
 
 def children_cpu_s(pid: int) -> float:
-    """utime + stime of the live children of `pid` (the page populator of a broker), in seconds."""
+    """utime + stime of the live children of `pid` (a broker's helper processes), in seconds."""
     return sum(_own_cpu_s(c) for c in child_pids(pid))
 
 

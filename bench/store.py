@@ -173,7 +173,7 @@ async def run_puts(root: Path, flush: str, size: int, writers: int, seconds: flo
     if isinstance(store.index, IndexProcess):  # and the index helper: a query waits until it has caught up
         await asyncio.to_thread(store.query_message, "BenchTopic", "-", 1, 0, 0)
     catch_up = time.perf_counter() - t1
-    # every thread of the process (puts, dispatch, flush syscalls) and the page-populator helper process
+    # every thread of the process (puts, dispatch, flush syscalls) and its helper processes (populator, index)
     cpu = time.process_time() + children_cpu_s(me) - c0
     flushes = store.flush_service.flush_count - flushes
     lat.sort()
@@ -341,7 +341,7 @@ def main() -> None:
         print()
         print("In process, one event loop. *rate* counts acknowledged puts (SYNC_FLUSH: after the group fdatasync);")
         print("*incl. dispatch* adds the time the reput service needed afterwards to build ConsumeQueue and index;")
-        print("*CPU µs/put* is the process CPU time (all threads, and the page-populator helper process) of puts plus")
+        print("*CPU µs/put* is the process CPU time (all threads, and the helper processes) of puts plus")
         print("their dispatch, per put.")
         print()
         print(

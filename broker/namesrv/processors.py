@@ -19,8 +19,8 @@ from broker.namesrv.kvconfig import ORDER_TOPIC_CONFIG, KVConfigManager
 from broker.namesrv.route import RouteInfoManager
 from broker.protocol.codes import RequestCode, ResponseCode
 from broker.protocol.command import RemotingCommand
-from broker.protocol.crc import crc32
 from broker.protocol.errors import ProtocolError
+from broker.protocol.message import body_crc
 from broker.transport.connection import RemotingConnection
 from broker.transport.dispatcher import Dispatcher
 
@@ -119,7 +119,7 @@ class NamesrvProcessors:
         ha_server_addr = _field(cmd, "haServerAddr")
         broker_id = _int_field(cmd, "brokerId")
         crc = _int_field(cmd, "bodyCrc32", 0)
-        if crc != 0 and crc != crc32(cmd.body) & 0x7FFFFFFF:
+        if crc != 0 and crc != body_crc(cmd.body):
             log.warning("register from %s (%s): body crc32 does not match %d", conn.peer, broker_addr, crc)
             return cmd.response(ResponseCode.SYSTEM_ERROR, "crc32 not match")
         ext = cmd.ext_fields

@@ -16,8 +16,8 @@ import orjson
 
 from broker.protocol.codes import RequestCode, ResponseCode
 from broker.protocol.command import RemotingCommand
-from broker.protocol.crc import crc32
 from broker.protocol.headers import RegisterBrokerRequestHeader, UnregisterBrokerRequestHeader
+from broker.protocol.message import body_crc
 from broker.server.config import BrokerConfig
 from broker.transport.client import RemotingClient
 from broker.transport.errors import RemotingError
@@ -63,7 +63,7 @@ class Registrar:
             heartbeat_timeout_millis=c.channel_expired_timeout,
             enable_acting_master=False,
             compressed=False,
-            body_crc32=crc32(body) & 0x7FFFFFFF,
+            body_crc32=body_crc(body),
         )
         return RemotingCommand(code=RequestCode.REGISTER_BROKER, ext_fields=header.to_ext_fields(), body=body)
 
