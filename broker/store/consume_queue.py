@@ -48,7 +48,8 @@ _PHY = struct.Struct(">q")
 _SIZE_AT = 8
 _I32 = struct.Struct(">i")
 _SCAN_CHUNK = 4096  # units unpacked per step when scanning for the min offset
-_NOT_DISPATCHED = (SysFlag.TRANSACTION_PREPARED_TYPE, SysFlag.TRANSACTION_ROLLBACK_TYPE)
+# PREPARED (0x4) and ROLLBACK (0xC) records get no unit: the one bit both have set, tested per record
+_NO_QUEUE_OFFSET = SysFlag.TRANSACTION_PREPARED_TYPE
 
 
 def _valid(phy: int, size: int) -> bool:
@@ -454,7 +455,7 @@ class ConsumeQueueStore:
     # -- dispatch (hot) -------------------------------------------------------------------------------
 
     def dispatch(self, request: DispatchRequest) -> None:
-        if request.sys_flag & SysFlag.TRANSACTION_MASK in _NOT_DISPATCHED:
+        if request.sys_flag & _NO_QUEUE_OFFSET:
             return
         queues = self._table.get(request.topic)
         cq = queues.get(request.queue_id) if queues is not None else None

@@ -143,6 +143,35 @@ def test_a_query_sees_every_message_put_before_it(tmp_path: Path) -> None:
     asyncio.run(run())
 
 
+def test_small_dispatch_passes_share_one_announcement(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each announcement wakes the helper: passes of a few records wait up to ANNOUNCE_S to go together,
+    and the last one still reaches the helper without another put."""
+    lines: list[str] = []
+    real_send = IndexProcess._send
+
+    def recording_send(self: IndexProcess, proc: subprocess.Popen[bytes], line: str, *, block: bool) -> bool:
+        lines.append(line)
+        return real_send(self, proc, line, block=block)
+
+    monkeypatch.setattr(IndexProcess, "_send", recording_send)
+
+    async def run() -> None:
+        store = await _store_with(helper_config(tmp_path), [])
+        try:
+            await asyncio.sleep(index_process_module.ANNOUNCE_S * 4)
+            lines.clear()
+            for i in range(50):  # one dispatch pass per put
+                assert (await store.put_message(message(i))).status is PutStatus.PUT_OK
+                await dispatched(store)
+            assert len(lines) <= 10, lines  # one per pass would be 50
+            await asyncio.sleep(index_process_module.ANNOUNCE_S * 4)
+            assert lines and lines[-1] == f"W {store.max_phy_offset}\n"
+        finally:
+            await store.shutdown()
+
+    asyncio.run(run())
+
+
 def test_shutdown_leaves_a_complete_index_for_the_next_start(tmp_path: Path) -> None:
     first, second = varied_messages(400), varied_messages(800)[400:]
 
