@@ -95,6 +95,11 @@ class BatchDispatcher(Protocol):
     def dispatch_batch(self, requests: list[DispatchRequest]) -> None: ...
 
 
+# Told, after each pass, the CommitLog offset the pass dispatched up to (the index helper reads the
+# records itself: it needs no list of them).
+EndListener = Callable[[int], Any]
+
+
 ArrivalListener = Callable[[str, int, int, int, "dict[str, str] | None"], Any]
 
 
@@ -226,6 +231,7 @@ class ReputService:
         self.batch_dispatchers = batch_dispatchers or []
         self.delay_levels = delay_levels
         self.listeners: list[ArrivalListener] = []
+        self.end_listeners: list[EndListener] = []
         self.reput_from_offset = 0
         self.last_dispatch_timestamp = 0
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -277,17 +283,22 @@ class ReputService:
         """Dispatch every whole record up to the CommitLog's written end (or `limit`); returns how many.
 
         The per-record dispatchers and the listeners see each record as it is read; the batch
-        dispatchers get the pass's records at the end, also when a record failed (those before it are
-        in the ConsumeQueue already, so they must be indexed too).
+        dispatchers get the pass's records at the end, and the end listeners the offset it reached, also
+        when a record failed (those before it are in the ConsumeQueue already, so they must be indexed
+        too).
         """
         end = self.commit_log.max_offset if limit is None else limit
         batch: list[DispatchRequest] = []
+        start = self.reput_from_offset
         try:
             return self._dispatch_until(end, batch if self.batch_dispatchers else None, notify_listeners)
         finally:
             if batch:
                 for bd in self.batch_dispatchers:
                     bd.dispatch_batch(batch)
+            if self.reput_from_offset != start:
+                for told in self.end_listeners:
+                    told(self.reput_from_offset)
 
     def _dispatch_until(self, end: int, batch: list[DispatchRequest] | None, notify_listeners: bool) -> int:
         count = 0

@@ -5,8 +5,8 @@ the way Java does, and the hash-slot and entry writes, numpy-vectorized already)
 whole send path, on the one thread that limits a broker's throughput (docs/benchmarks.md, Session 6).
 Nothing on the send or pull path needs the index: only queries by key do, and RocketMQ builds it
 asynchronously too. So a helper process builds it on the other core, from the CommitLog itself: the
-broker only tells it, once per dispatch pass, where the whole records end (one short line on a
-non-blocking pipe), and asks it for queries and flushes.
+broker only tells it where the dispatched records end (one short line on a non-blocking pipe, at most
+one per ANNOUNCE_BYTES or ANNOUNCE_S), and asks it for queries and flushes.
 
 MessageStore starts it after recovery (which still indexes in process, so a restart finds a complete
 index) and stops it at shutdown, after it has indexed everything announced. The helper inherits the
@@ -28,7 +28,6 @@ import time
 from collections.abc import Sequence
 
 from broker.store.config import StoreConfig
-from broker.store.dispatch import DispatchRequest
 from broker.store.index_file import key_hash
 
 __all__ = ["IndexProcess"]
@@ -46,7 +45,7 @@ ANNOUNCE_S = 0.005
 
 
 class IndexProcess:
-    """What MessageStore needs of an index (dispatch_batch, query, flush, delete_expired), done by the helper."""
+    """What MessageStore needs of an index (dispatched_to, query, flush, delete_expired), done by the helper."""
 
     def __init__(self, config: StoreConfig, *, lock_fd: int = -1) -> None:
         self.config = config
@@ -166,12 +165,10 @@ class IndexProcess:
             except (OSError, ValueError):  # gone (EPIPE), or closed meanwhile
                 return False
 
-    def dispatch_batch(self, requests: Sequence[DispatchRequest]) -> None:
-        """A dispatch pass's records: tell the helper where they end, now or within ANNOUNCE_S (never
-        blocks; off an event loop, now)."""
-        if requests:
-            last = requests[-1]
-            self._announced = max(self._announced, last.commit_log_offset + last.msg_size)
+    def dispatched_to(self, end: int) -> None:
+        """A dispatch pass ended at CommitLog offset `end`: tell the helper, now or within ANNOUNCE_S
+        (never blocks; off an event loop, now)."""
+        self._announced = max(self._announced, end)
         if self._announced - self._sent >= ANNOUNCE_BYTES:
             self.write_pending()
         elif self._timer is None and self._announced > self._sent:

@@ -171,7 +171,8 @@ class MessageStore:
             return  # indexed in process, as before
         in_process.close()
         self.index = helper
-        self.reput.batch_dispatchers = [helper]
+        self.reput.batch_dispatchers = []
+        self.reput.end_listeners = [helper.dispatched_to]
 
     def _dispatched_timestamp(self) -> int:
         """The store time the checkpoint may vouch for: records up to it are in the ConsumeQueues and, once
