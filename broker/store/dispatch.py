@@ -35,7 +35,9 @@ __all__ = [
     "BatchDispatcher",
     "DispatchRequest",
     "Dispatcher",
+    "EndListener",
     "ReputService",
+    "call_later_or_now",
     "make_request",
     "parse_record",
 ]
@@ -101,6 +103,18 @@ EndListener = Callable[[int], Any]
 
 
 ArrivalListener = Callable[[str, int, int, int, "dict[str, str] | None"], Any]
+
+
+def call_later_or_now(delay: float, callback: Callable[[], Any]) -> asyncio.TimerHandle | None:
+    """`callback` in `delay` seconds on the running event loop; off any loop (recovery's thread), now.
+
+    For dispatchers that gather reput passes into fewer, larger writes: what is left waits for a timer."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        callback()
+        return None
+    return loop.call_later(delay, callback)
 
 
 def parse_record(

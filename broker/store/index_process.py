@@ -28,6 +28,7 @@ import time
 from collections.abc import Sequence
 
 from broker.store.config import StoreConfig
+from broker.store.dispatch import call_later_or_now
 from broker.store.index_file import key_hash
 
 __all__ = ["IndexProcess"]
@@ -172,12 +173,7 @@ class IndexProcess:
         if self._announced - self._sent >= ANNOUNCE_BYTES:
             self.write_pending()
         elif self._timer is None and self._announced > self._sent:
-            try:
-                loop = asyncio.get_running_loop()
-            except RuntimeError:
-                self.write_pending()
-                return
-            self._timer = loop.call_later(ANNOUNCE_S, self.write_pending)
+            self._timer = call_later_or_now(ANNOUNCE_S, self.write_pending)
 
     def write_pending(self) -> None:
         """Send the newest announcement if the helper has not got it yet."""

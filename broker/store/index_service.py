@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from broker.protocol.message import SysFlag
+from broker.store.dispatch import call_later_or_now
 from broker.store.index_file import IndexFile, index_file_size, key_hash
 
 if TYPE_CHECKING:
@@ -216,12 +217,7 @@ class IndexService:
         if len(self._pending) >= GATHER_RECORDS:
             self.write_pending()
         elif self._timer is None:
-            try:
-                loop = asyncio.get_running_loop()
-            except RuntimeError:
-                self.write_pending()
-                return
-            self._timer = loop.call_later(GATHER_S, self.write_pending)
+            self._timer = call_later_or_now(GATHER_S, self.write_pending)
 
     def write_pending(self) -> None:
         """Write the records gathered by `dispatch_batch` now."""
