@@ -75,7 +75,7 @@ class MessageDecodeError(RemoteProtocolError):
     """A record is truncated, has an unknown magic code, or its BODYCRC does not match."""
 
 
-def body_crc(body: bytes | memoryview) -> int:
+def body_crc(body: bytes | bytearray | memoryview) -> int:
     """BODYCRC as stored: CRC32 masked to a non-negative int32."""
     return crc32(body) & 0x7FFFFFFF
 

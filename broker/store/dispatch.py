@@ -18,9 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from broker.protocol.crc import crc32
 from broker.protocol.javahash import tags_code as java_tags_code
-from broker.protocol.message import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, SysFlag
+from broker.protocol.message import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, SysFlag, body_crc
 from broker.protocol.properties import Prop, find_property
 from broker.store.results import StoreError
 
@@ -154,7 +153,7 @@ def parse_record(
             p += 4
         if body_len < 0 or p + body_len > end:
             return (CORRUPT, None)
-        if check_crc and (crc32(buf[p : p + body_len]) & 0x7FFFFFFF) != crc:
+        if check_crc and body_crc(buf[p : p + body_len]) != crc:
             return (CORRUPT, None)
         p += body_len
         if magic == MESSAGE_MAGIC_CODE:

@@ -17,8 +17,7 @@ import mmap
 import struct
 from dataclasses import dataclass
 
-from broker.protocol.crc import crc32
-from broker.protocol.message import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, SysFlag
+from broker.protocol.message import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, SysFlag, body_crc
 from broker.store.checkpoint import StoreCheckpoint
 from broker.store.mapped_file import MappedFile
 from broker.store.mapped_file_queue import MappedFileQueue
@@ -75,7 +74,7 @@ def check_record(
     p += 4
     if body_len < 0 or p + body_len > end:
         return (END, f"body length {body_len} does not fit the record (torn write)", 0)
-    if check_crc and crc32(buf[p : p + body_len]) & 0x7FFFFFFF != crc:
+    if check_crc and body_crc(buf[p : p + body_len]) != crc:
         return (END, "BODYCRC mismatch (corrupted or torn body)", 0)
     p += body_len
     if magic == MESSAGE_MAGIC_CODE:
