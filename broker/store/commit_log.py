@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 
 from broker.protocol.crc import crc32  # body_crc's CRC, inlined on the put path (one call less a put)
-from broker.protocol.javahash import tags_code as java_tags_code
+from broker.protocol.javahash import java_string_hash
 from broker.protocol.message import (
     BLANK_MAGIC_CODE,
     MESSAGE_MAGIC_CODE,
@@ -33,10 +33,10 @@ from broker.protocol.message import (
 from broker.protocol.properties import decode_properties, encode_properties
 from broker.store.allocate import AllocateService, is_disk_full
 from broker.store.config import StoreConfig
-from broker.store.dispatch import DispatchRequest, make_request
+from broker.store.dispatch import DirectDispatch, DispatchRequest, make_request
 from broker.store.mapped_file import MappedFile
 from broker.store.mapped_file_queue import MappedFileQueue
-from broker.store.results import MessageToStore, PutResult, PutStatus
+from broker.store.results import PUT_OK, MessageToStore, PutResult, PutStatus
 
 __all__ = ["END_FILE_MIN_BLANK_LENGTH", "CommitLog"]
 
@@ -47,6 +47,7 @@ MAX_TOPIC_LENGTH = 127  # v1 records have a 1-byte topic length
 MAX_PROPERTIES_LENGTH = 0x7FFF  # int16 length field
 MAX_DISPATCH_HINTS = 65_536  # a few MB at most, even when dispatch lags
 _BLANK = struct.Struct(">ii")
+_NO_QUEUE_OFFSET = SysFlag.TRANSACTION_PREPARED_TYPE
 
 
 class CommitLog:
@@ -70,6 +71,9 @@ class CommitLog:
         # The DispatchRequest of each record appended here, built while its fields are at hand, so the
         # reput service need not parse it back out of the file; bounded (reput parses past a gap).
         self.dispatch_hints: collections.deque[DispatchRequest] = collections.deque()
+        # Set by the reput service while it takes records from the put path directly (ReputService
+        # .dispatch_appended): a record it took needs no hint.
+        self.dispatch_now: DirectDispatch | None = None
         self._delay_levels = config.delay_levels()
         self.begin_time_in_lock = 0  # monotonic ns when an append started, 0 when idle (page-cache busy check)
 
@@ -178,7 +182,7 @@ class CommitLog:
         sys_flag = msg.sys_flag
         queue_id = msg.queue_id
         # PREPARED (0x4) and ROLLBACK (0xC) records get no queue offset: both have bit 0x4 set
-        queued = not sys_flag & SysFlag.TRANSACTION_PREPARED_TYPE
+        queued = not sys_flag & _NO_QUEUE_OFFSET
         key = (topic, queue_id)
         table = self.topic_queue_table
         queue_offset = table.get(key, 0) if queued else 0
@@ -213,21 +217,23 @@ class CommitLog:
         mf.store_timestamp = store_ts
         if queued:
             table[key] = queue_offset + 1
-        if len(self.dispatch_hints) < MAX_DISPATCH_HINTS:
-            known = msg.dispatch_keys
-            if known is None:
-                request = make_request(
-                    topic, queue_id, phy, total, store_ts, queue_offset, sys_flag, msg.prepared_transaction_offset,
-                    props.decode(), self._delay_levels,
-                )  # fmt: skip
-            else:
-                tags, keys, uniq = known
-                request = DispatchRequest(
-                    topic, queue_id, phy, total, java_tags_code(tags) if tags else 0, store_ts, queue_offset, keys,
-                    uniq, sys_flag, msg.prepared_transaction_offset,
-                )  # fmt: skip
-            self.dispatch_hints.append(request)
-        return PutResult(PutStatus.PUT_OK, phy, total, queue_offset, store_ts, 1, (), self.store_host_prefix)
+        known = msg.dispatch_keys
+        if known is not None:
+            tags = known[0]
+            code = java_string_hash(tags) if tags else 0  # tags_code, without its call
+            direct = self.dispatch_now
+            taken = direct is not None and direct(topic, queue_id, phy, total, code, store_ts, queue_offset, sys_flag)
+            if not taken and len(self.dispatch_hints) < MAX_DISPATCH_HINTS:
+                self.dispatch_hints.append(DispatchRequest(
+                    topic, queue_id, phy, total, code, store_ts, queue_offset, known[1], known[2], sys_flag,
+                    msg.prepared_transaction_offset,
+                ))  # fmt: skip
+        elif len(self.dispatch_hints) < MAX_DISPATCH_HINTS:
+            self.dispatch_hints.append(make_request(
+                topic, queue_id, phy, total, store_ts, queue_offset, sys_flag, msg.prepared_transaction_offset,
+                props.decode(), self._delay_levels,
+            ))  # fmt: skip
+        return PutResult(PUT_OK, phy, total, queue_offset, store_ts, 1, (), self.store_host_prefix)
 
     def _encode_slow(self, msg: MessageToStore, queue_offset: int, phy: int, store_ts: int) -> bytes:
         ext = MessageExt(
@@ -322,7 +328,7 @@ class CommitLog:
         mf.store_timestamp = store_ts
         self.topic_queue_table[key] = queue_offset + len(encoded)
         return PutResult(
-            PutStatus.PUT_OK, start_phy, needed, queue_offset, store_ts, len(encoded), offsets, self.store_host_prefix
+            PUT_OK, start_phy, needed, queue_offset, store_ts, len(encoded), offsets, self.store_host_prefix
         )
 
     def _current_file(self) -> MappedFile | None:

@@ -32,10 +32,12 @@ __all__ = [
     "SCHEDULE_TOPIC",
     "ArrivalListener",
     "BatchDispatcher",
+    "DirectDispatch",
     "DispatchRequest",
     "Dispatcher",
     "EndListener",
     "ReputService",
+    "UnitWriter",
     "call_later_or_now",
     "make_request",
     "parse_record",
@@ -58,6 +60,7 @@ _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _U16 = struct.Struct(">H")
 _PREPARED_OR_ROLLBACK = (SysFlag.TRANSACTION_PREPARED_TYPE, SysFlag.TRANSACTION_ROLLBACK_TYPE)
+_NO_QUEUE_OFFSET = SysFlag.TRANSACTION_PREPARED_TYPE  # PREPARED (0x4) and ROLLBACK (0xC) both have it
 
 
 @dataclass(slots=True)
@@ -90,6 +93,14 @@ class Dispatcher(Protocol):
     def dispatch(self, request: DispatchRequest) -> None: ...
 
 
+class UnitWriter(Dispatcher, Protocol):
+    """The ConsumeQueueStore: also takes a unit's fields without a request (the direct dispatch)."""
+
+    def put_unit(
+        self, topic: str, queue_id: int, phy_offset: int, size: int, tags_code: int, cq_offset: int
+    ) -> bool: ...
+
+
 class BatchDispatcher(Protocol):
     """A dispatcher that takes a whole reput pass at once (the IndexService), after the per-record ones."""
 
@@ -100,6 +111,10 @@ class BatchDispatcher(Protocol):
 # records itself: it needs no list of them).
 EndListener = Callable[[int], Any]
 
+
+# ReputService.dispatch_appended, as the put path calls it: (topic, queue_id, phy, size, tags_code,
+# store_ts, cq_offset, sys_flag) -> taken
+DirectDispatch = Callable[[str, int, int, int, int, int, int, int], bool]
 
 ArrivalListener = Callable[[str, int, int, int, "dict[str, str] | None"], Any]
 
@@ -229,6 +244,12 @@ class ReputService:
     of requests was handled and dispatches all of it in one go, with no task, event or wake-up per
     record. Records appended by this process come with the request the put path built for them
     (`CommitLog.dispatch_hints`), so only recovered or replicated records are parsed from the file.
+
+    Direct dispatch: when the ConsumeQueues are the only per-record dispatcher (the index is in its
+    helper process, which reads the records itself), the put path hands a record that is next in line
+    straight to `dispatch_appended`: no request object, no hint, nothing for the pass but to tell the end
+    listeners. A record that is not next in line (the reput is behind: a roll's blank record, a failed
+    unit, replicated bytes) takes the hint path, so the order of dispatch is always the CommitLog's.
     """
 
     def __init__(
@@ -238,15 +259,18 @@ class ReputService:
         *,
         batch_dispatchers: list[BatchDispatcher] | None = None,
         delay_levels: dict[int, int] | None = None,
+        units: UnitWriter | None = None,
     ) -> None:
         self.commit_log = commit_log
         self.dispatchers = dispatchers
         self.batch_dispatchers = batch_dispatchers or []
         self.delay_levels = delay_levels
+        self.units = units  # the dispatcher the put path may write to directly (one of `dispatchers`)
         self.listeners: list[ArrivalListener] = []
         self.end_listeners: list[EndListener] = []
         self.reput_from_offset = 0
         self.last_dispatch_timestamp = 0
+        self._told = -1  # the offset the end listeners were last told
         self._loop: asyncio.AbstractEventLoop | None = None
         self._scheduled = False
         self._closing = False
@@ -260,6 +284,44 @@ class ReputService:
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._closing = False
+        self._refresh_direct()
+
+    def add_dispatcher(self, dispatcher: Dispatcher) -> None:
+        """Another per-record dispatcher: from now on it sees every record, so the put path stops
+        dispatching directly."""
+        self.dispatchers.append(dispatcher)
+        self._refresh_direct()
+
+    def _refresh_direct(self) -> None:
+        direct = (
+            self.units is not None
+            and self._loop is not None
+            and not self._closing
+            and self.dispatchers == [self.units]
+            and not self.batch_dispatchers
+        )
+        self.commit_log.dispatch_now = self.dispatch_appended if direct else None
+
+    def dispatch_appended(
+        self, topic: str, queue_id: int, phy: int, size: int, tags_code: int, store_ts: int, cq_offset: int,
+        sys_flag: int,
+    ) -> bool:  # fmt: skip
+        """Dispatch the record the put path just appended, now, if it is next in line; False: it was not
+        (or its unit could not be written), and the put path leaves a hint for the pass instead."""
+        if phy != self.reput_from_offset:
+            return False
+        if not sys_flag & _NO_QUEUE_OFFSET:
+            assert self.units is not None
+            if not self.units.put_unit(topic, queue_id, phy, size, tags_code, cq_offset):
+                return False  # the pass retries it, and reports what keeps failing
+        self.reput_from_offset = phy + size
+        self.last_dispatch_timestamp = store_ts
+        for listener in self.listeners:
+            try:
+                listener(topic, queue_id, cq_offset + 1, tags_code, None)
+            except Exception:  # a listener bug must not stop dispatch
+                log.exception("arrival listener failed")
+        return True  # the store's put path calls notify(): the end listeners hear of it after the pass
 
     def _run_once(self) -> None:
         self._scheduled = False
@@ -283,6 +345,7 @@ class ReputService:
         """Dispatch what is left, then stop (what cannot be dispatched now is redone after a restart)."""
         self._closing = True
         self._loop = None
+        self.commit_log.dispatch_now = None
         try:
             self.dispatch_available()
         except Exception as exc:
@@ -302,16 +365,16 @@ class ReputService:
         """
         end = self.commit_log.max_offset if limit is None else limit
         batch: list[DispatchRequest] = []
-        start = self.reput_from_offset
         try:
             return self._dispatch_until(end, batch if self.batch_dispatchers else None, notify_listeners)
         finally:
             if batch:
                 for bd in self.batch_dispatchers:
                     bd.dispatch_batch(batch)
-            if self.reput_from_offset != start:
+            if self.reput_from_offset != self._told:  # moved by this pass, or by direct dispatch
+                self._told = self.reput_from_offset
                 for told in self.end_listeners:
-                    told(self.reput_from_offset)
+                    told(self._told)
 
     def _dispatch_until(self, end: int, batch: list[DispatchRequest] | None, notify_listeners: bool) -> int:
         count = 0

@@ -29,6 +29,7 @@ from broker.store.index_service import IndexService
 from broker.store.populate import MIN_FILE_SIZE, PagePopulator
 from broker.store.recovery import RecoveryReport, recover_commit_log
 from broker.store.results import (
+    PUT_OK,
     GetResult,
     GetStatus,
     MessageToStore,
@@ -81,6 +82,7 @@ class MessageStore:
             [self.consume_queue_store],
             batch_dispatchers=batch_dispatchers,
             delay_levels=config.delay_levels(),
+            units=self.consume_queue_store,
         )
         self.checkpoint: StoreCheckpoint | None = None
         self.flush_service: CommitLogFlushService | None = None
@@ -333,7 +335,7 @@ class MessageStore:
         return result if type(result) is PutResult else await result  # type: ignore[misc]
 
     def _after_append(self, result: PutResult, wait: bool) -> PutResult | asyncio.Future[PutResult]:
-        if result.status is not PutStatus.PUT_OK:
+        if result.status is not PUT_OK:
             return result
         self.reput.notify()
         end = result.commit_log_offset + result.wrote_bytes
@@ -356,7 +358,7 @@ class MessageStore:
         """SYNC_FLUSH and SYNC_MASTER: the group commit, then the slave's acknowledgement."""
         assert self.flush_service is not None
         await self.flush_service.wait_flushed(end, result)
-        if result.status is not PutStatus.PUT_OK:
+        if result.status is not PUT_OK:
             return result
         acked = replica.wait_acked(end, result)
         return acked if type(acked) is PutResult else await acked  # type: ignore[misc]

@@ -44,7 +44,7 @@ def test_dispatch_hints_from_the_send_path_equal_the_parsed_records(tmp_path: Pa
                 def dispatch(self, request: DispatchRequest) -> None:
                     seen.append(request)
 
-            store.reput.dispatchers.append(Recorder())
+            store.reput.add_dispatcher(Recorder())
             client = await c.client()
             for i in range(3):
                 for text in SHAPES:

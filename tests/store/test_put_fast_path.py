@@ -72,7 +72,7 @@ def test_dispatch_hints_equal_parsed_records(tmp_path: Path) -> None:
             def dispatch(self, request: DispatchRequest) -> None:
                 seen.append(request)
 
-        store.reput.dispatchers.append(Recorder())
+        store.reput.add_dispatcher(Recorder())
         try:
             for i in range(300):  # several 64 KiB files: rolls, blank records, batches
                 m = message(i, queue_id=i % 3, tags=f"T{i % 5}")
