@@ -38,6 +38,11 @@ __all__ = [
 
 DEFAULT_MAX_FRAME_LENGTH = 16 * 1024 * 1024
 
+# Plain ints for the per-frame paths: on Python 3.11 an attribute lookup on an Enum class goes through
+# EnumType.__getattr__'s hook (~75 ns; a module constant ~10 ns), and every frame made several.
+_JSON = int(SerializeType.JSON)
+_ROCKETMQ = int(SerializeType.ROCKETMQ)
+
 _INT = struct.Struct(">i")
 _PREFIX = struct.Struct(">ii")
 _BINARY_FIXED = struct.Struct(">hbhiii")  # code, language, version, opaque, flag, remarkLen
@@ -133,7 +138,7 @@ def encode_binary(cmd: RemotingCommand) -> bytes:
     ext = _binary_ext_section(cmd.ext_fields)
     header_len = _BINARY_FIXED.size + len(remark) + 4 + len(ext)
     return b"".join((
-        _PREFIX.pack(4 + header_len + len(cmd.body), (SerializeType.ROCKETMQ << 24) | header_len),
+        _PREFIX.pack(4 + header_len + len(cmd.body), (_ROCKETMQ << 24) | header_len),
         _BINARY_FIXED.pack(cmd.code, cmd.language, cmd.version, cmd.opaque, cmd.flag, len(remark)),
         remark,
         _INT.pack(len(ext)),
@@ -210,7 +215,7 @@ def _decode_json_header(raw: bytes | memoryview) -> RemotingCommand:
         return _decode_json_header_lenient(raw)
     language = _LANGUAGE_BY_NAME.get(h.language, LanguageCode.OTHER)
     return RemotingCommand(
-        h.code, h.opaque, h.flag, h.extFields, b"", h.remark, language, h.version, SerializeType.JSON
+        h.code, h.opaque, h.flag, h.extFields, b"", h.remark, language, h.version, _JSON
     )
 
 
@@ -260,7 +265,7 @@ def _decode_json_header_lenient(raw: bytes | memoryview) -> RemotingCommand:
             if type(value) is not str:
                 ext = _stringify_ext(raw_ext)
                 break
-    return RemotingCommand(code, opaque, flag, ext, b"", remark, language_code, version, SerializeType.JSON)
+    return RemotingCommand(code, opaque, flag, ext, b"", remark, language_code, version, _JSON)
 
 
 def _decode_binary_header(raw: bytes) -> RemotingCommand:
@@ -282,7 +287,7 @@ def _decode_binary_header(raw: bytes) -> RemotingCommand:
         # Fast path: a remembered layout of this client's extFields (see broker/protocol/_binary_ext.py).
         cached = _EXT_LAYOUTS.decode(code, raw, pos, end)
         if cached is not None:
-            return RemotingCommand(code, opaque, flag, cached, b"", remark, language, version, SerializeType.ROCKETMQ)
+            return RemotingCommand(code, opaque, flag, cached, b"", remark, language, version, _ROCKETMQ)
         ext_start = pos
         ext: dict[str, str] = {}
         while pos < end:
@@ -313,7 +318,7 @@ def _decode_binary_header(raw: bytes) -> RemotingCommand:
         remark=remark,
         language=language,
         version=version,
-        serialize_type=SerializeType.ROCKETMQ,
+        serialize_type=_ROCKETMQ,
     )
 
 
@@ -336,9 +341,9 @@ def _decode_at(buffer: bytes, start: int, end: int) -> RemotingCommand:
 
 
 def _decode_header(serialize_type: int, header: bytes) -> RemotingCommand:
-    if serialize_type == SerializeType.JSON:
+    if serialize_type == _JSON:
         return _decode_json_header(header)
-    if serialize_type == SerializeType.ROCKETMQ:
+    if serialize_type == _ROCKETMQ:
         return _decode_binary_header(header)
     raise HeaderError(f"unknown serialize type {serialize_type}")
 

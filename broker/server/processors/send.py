@@ -43,7 +43,7 @@ from broker.server.topics import (
     validate_topic,
 )
 from broker.server.transaction.messages import rewrite_to_half
-from broker.store.results import MessageToStore, PutResult, PutStatus
+from broker.store.results import PUT_OK, MessageToStore, PutResult, PutStatus
 
 if TYPE_CHECKING:
     from broker.server.broker import BrokerController
@@ -80,6 +80,7 @@ _STORED_CODES = frozenset(
         ResponseCode.SLAVE_NOT_AVAILABLE,
     }
 )
+_SEND_BATCH_MESSAGE = int(RequestCode.SEND_BATCH_MESSAGE)  # looked up per send: an int, not an Enum member
 # Topics producers may not write to directly (TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET).
 _NOT_ALLOWED_SEND_TOPICS = frozenset(
     {
@@ -276,7 +277,7 @@ class SendProcessor:
         """The response, or the pending put when the store must wait (see `_reply_to_put`)."""
         header = parse_send_request_header(cmd.code, cmd.ext_fields)
         tc = self._check(header, cmd)
-        batch = cmd.code == RequestCode.SEND_BATCH_MESSAGE or header.batch
+        batch = cmd.code == _SEND_BATCH_MESSAGE or header.batch
         queue_id = header.queue_id
         if queue_id < 0:
             queue_id = random.randrange(tc.write_queue_nums)
@@ -427,7 +428,7 @@ class SendProcessor:
         self, cmd: RemotingCommand, result: PutResult, queue_id: int, uniq: str
     ) -> RemotingCommand | bytes:
         """A refusal as a command; a stored message's send result as its encoded frame (_STORED_REPLY)."""
-        if result.status is PutStatus.PUT_OK and not result.offsets:
+        if result.status is PUT_OK and not result.offsets:
             self.broker.stats.put(1)
             header = _OK_REPLY % (
                 result.store_host.encode(), result.commit_log_offset, queue_id, result.queue_offset,
