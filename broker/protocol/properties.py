@@ -93,20 +93,23 @@ def find_property(text: str, name: str) -> str | None:
     return value
 
 
-_BYTE_NEEDLES: dict[str, bytes] = {}
+# name -> (b"\x02NAME\x01", b"NAME\x01"): the pair in the middle of the text, and at its start
+_BYTE_NEEDLES: dict[str, tuple[bytes, bytes]] = {}
 
 
 def find_property_bytes(raw: bytes, name: str) -> bytes | None:
     """`find_property` on properties as stored (UTF-8 bytes), without decoding them in the common case:
     the index helper (broker.store.index_helper) cuts keys out of CommitLog records with it."""
-    marker = _BYTE_NEEDLES.get(name)
-    if marker is None:
-        marker = _BYTE_NEEDLES[name] = (PROPERTY_SEPARATOR + name + NAME_VALUE_SEPARATOR).encode()
+    needles = _BYTE_NEEDLES.get(name)
+    if needles is None:
+        inner = (PROPERTY_SEPARATOR + name + NAME_VALUE_SEPARATOR).encode()
+        needles = _BYTE_NEEDLES[name] = (inner, inner[1:])
+    marker, first = needles
     at = raw.rfind(marker)
     if at >= 0:
         start = at + len(marker)
-    elif raw.startswith(marker[1:]):
-        start = len(marker) - 1
+    elif raw.startswith(first):
+        start = len(first)
     else:
         return None
     end = raw.find(b"\x02", start)

@@ -222,7 +222,7 @@ class CommitLog:
             tags = known[0]
             code = java_string_hash(tags) if tags else 0  # tags_code, without its call
             direct = self.dispatch_now
-            taken = direct is not None and direct(topic, queue_id, phy, total, code, store_ts, queue_offset, sys_flag)
+            taken = direct is not None and direct(key, phy, total, code, store_ts, queue_offset, sys_flag)
             if not taken and len(self.dispatch_hints) < MAX_DISPATCH_HINTS:
                 self.dispatch_hints.append(DispatchRequest(
                     topic, queue_id, phy, total, code, store_ts, queue_offset, known[1], known[2], sys_flag,

@@ -412,6 +412,9 @@ class ConsumeQueueStore:
         self.root = Path(root)
         self.file_size = file_size
         self._table: dict[str, dict[int, ConsumeQueue]] = {}
+        # The same queues by (topic, queue id), the CommitLog's key: read by the put path's direct
+        # dispatch (broker.store.dispatch.ReputService.dispatch_appended), one lookup a put.
+        self.by_key: dict[tuple[str, int], ConsumeQueue] = {}
         self._failed: set[tuple[str, int]] = set()  # queues whose last write failed (logged once)
         # Called when a unit cannot be written (a full disk): frees space if it can (the CommitLog's
         # prepared spare file) and says whether it did, for one more try.
@@ -435,6 +438,7 @@ class ConsumeQueueStore:
             raise ValueError(f"queue id {queue_id} is negative")
         cq = ConsumeQueue(topic, queue_id, self.root, self.file_size)
         self._table.setdefault(topic, {})[queue_id] = cq
+        self.by_key[(topic, queue_id)] = cq
         return cq
 
     def get_max_offset(self, topic: str, queue_id: int) -> int:
@@ -457,31 +461,25 @@ class ConsumeQueueStore:
     def dispatch(self, request: DispatchRequest) -> None:
         if request.sys_flag & _NO_QUEUE_OFFSET:
             return
-        r = request
-        if not self.put_unit(r.topic, r.queue_id, r.commit_log_offset, r.msg_size, r.tags_code, r.consume_queue_offset):
-            self._write_failed(request)
-
-    def put_unit(self, topic: str, queue_id: int, phy_offset: int, size: int, tags_code: int, cq_offset: int) -> bool:
-        """Write one unit (the put path's direct dispatch and `dispatch`); False when it could not be."""
-        queues = self._table.get(topic)
-        cq = queues.get(queue_id) if queues is not None else None
+        queues = self._table.get(request.topic)
+        cq = queues.get(request.queue_id) if queues is not None else None
         if cq is None:
-            cq = self.find_or_create(topic, queue_id)
-        if cq.put(phy_offset, size, tags_code, cq_offset):
+            cq = self.find_or_create(request.topic, request.queue_id)
+        if cq.put(request.commit_log_offset, request.msg_size, request.tags_code, request.consume_queue_offset):
             if self._failed:
-                self._failed.discard((topic, queue_id))
-            return True
-        return False
+                self._failed.discard((request.topic, request.queue_id))
+            return
+        self._write_failed(cq, request)
 
-    def _write_failed(self, request: DispatchRequest) -> None:
+    def _write_failed(self, cq: ConsumeQueue, request: DispatchRequest) -> None:
         """A unit could not be written (a full disk): free space and try once more, else stop dispatch.
 
         Never skip the unit: the message was acknowledged. Dispatch stops at it and retries later; a
         skipped unit would be filled with a blank by the next one, and the message never delivered.
         """
-        r = request
-        args = (r.topic, r.queue_id, r.commit_log_offset, r.msg_size, r.tags_code, r.consume_queue_offset)
-        if self.on_write_failure is not None and self.on_write_failure() and self.put_unit(*args):
+        args = (request.commit_log_offset, request.msg_size, request.tags_code, request.consume_queue_offset)
+        if self.on_write_failure is not None and self.on_write_failure() and cq.put(*args):
+            self._failed.discard((request.topic, request.queue_id))
             return
         key = (request.topic, request.queue_id)
         if key not in self._failed:
@@ -544,6 +542,7 @@ class ConsumeQueueStore:
         queues = self._table.pop(topic, None)
         if queues:
             for cq in queues.values():
+                del self.by_key[(topic, cq.queue_id)]
                 cq.destroy()
                 deleted += 1
         topic_dir = self.root / topic

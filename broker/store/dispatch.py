@@ -25,6 +25,7 @@ from broker.store.results import StoreError
 
 if TYPE_CHECKING:
     from broker.store.commit_log import CommitLog
+    from broker.store.consume_queue import ConsumeQueue
 
 __all__ = [
     "BLANK",
@@ -94,11 +95,9 @@ class Dispatcher(Protocol):
 
 
 class UnitWriter(Dispatcher, Protocol):
-    """The ConsumeQueueStore: also takes a unit's fields without a request (the direct dispatch)."""
+    """The ConsumeQueueStore: its queues by (topic, queue id), for the direct dispatch."""
 
-    def put_unit(
-        self, topic: str, queue_id: int, phy_offset: int, size: int, tags_code: int, cq_offset: int
-    ) -> bool: ...
+    by_key: dict[tuple[str, int], ConsumeQueue]
 
 
 class BatchDispatcher(Protocol):
@@ -112,9 +111,9 @@ class BatchDispatcher(Protocol):
 EndListener = Callable[[int], Any]
 
 
-# ReputService.dispatch_appended, as the put path calls it: (topic, queue_id, phy, size, tags_code,
+# ReputService.dispatch_appended, as the put path calls it: ((topic, queue_id), phy, size, tags_code,
 # store_ts, cq_offset, sys_flag) -> taken
-DirectDispatch = Callable[[str, int, int, int, int, int, int, int], bool]
+DirectDispatch = Callable[[tuple[str, int], int, int, int, int, int, int], bool]
 
 ArrivalListener = Callable[[str, int, int, int, "dict[str, str] | None"], Any]
 
@@ -303,24 +302,27 @@ class ReputService:
         self.commit_log.dispatch_now = self.dispatch_appended if direct else None
 
     def dispatch_appended(
-        self, topic: str, queue_id: int, phy: int, size: int, tags_code: int, store_ts: int, cq_offset: int,
-        sys_flag: int,
-    ) -> bool:  # fmt: skip
+        self, key: tuple[str, int], phy: int, size: int, tags_code: int, store_ts: int, cq_offset: int, sys_flag: int
+    ) -> bool:
         """Dispatch the record the put path just appended, now, if it is next in line; False: it was not
-        (or its unit could not be written), and the put path leaves a hint for the pass instead."""
+        (or its queue is new, or its unit could not be written), and the put path leaves a hint for the
+        pass instead, which creates the queue or retries and reports the write."""
         if phy != self.reput_from_offset:
             return False
         if not sys_flag & _NO_QUEUE_OFFSET:
             assert self.units is not None
-            if not self.units.put_unit(topic, queue_id, phy, size, tags_code, cq_offset):
-                return False  # the pass retries it, and reports what keeps failing
+            cq = self.units.by_key.get(key)
+            if cq is None or not cq.put(phy, size, tags_code, cq_offset):
+                return False
         self.reput_from_offset = phy + size
         self.last_dispatch_timestamp = store_ts
-        for listener in self.listeners:
-            try:
-                listener(topic, queue_id, cq_offset + 1, tags_code, None)
-            except Exception:  # a listener bug must not stop dispatch
-                log.exception("arrival listener failed")
+        if self.listeners:
+            topic, queue_id = key
+            for listener in self.listeners:
+                try:
+                    listener(topic, queue_id, cq_offset + 1, tags_code, None)
+                except Exception:  # a listener bug must not stop dispatch
+                    log.exception("arrival listener failed")
         return True  # the store's put path calls notify(): the end listeners hear of it after the pass
 
     def _run_once(self) -> None:

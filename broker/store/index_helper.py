@@ -98,6 +98,9 @@ _V4_HEAD_SIZE = 88
 _U16 = struct.Struct(">H")
 _MAGICS = (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2)
 _HOSTS_V6 = SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6
+_TRANSACTION_MASK = SysFlag.TRANSACTION_MASK  # constants for the per-record loop
+_ROLLBACK = SysFlag.TRANSACTION_ROLLBACK_TYPE
+_UNIQ_KEY, _KEYS = Prop.UNIQ_KEY, Prop.KEYS
 
 
 class Indexer:
@@ -171,9 +174,9 @@ class Indexer:
                 if p + props_len != end:
                     log.error("unreadable record at CommitLog offset %d: not indexed further", base + pos)
                     return pos
-                if props_len and sys_flag & SysFlag.TRANSACTION_MASK != SysFlag.TRANSACTION_ROLLBACK_TYPE:
+                if props_len and sys_flag & _TRANSACTION_MASK != _ROLLBACK:
                     props = mm[p:end]
-                    uniq, more = find_property_bytes(props, Prop.UNIQ_KEY), find_property_bytes(props, Prop.KEYS)
+                    uniq, more = find_property_bytes(props, _UNIQ_KEY), find_property_bytes(props, _KEYS)
                     self._gather(topic, uniq, more, base + pos, store_ts)
             else:
                 size, request = parse_record(mm, pos, limit, check_crc=False)
