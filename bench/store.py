@@ -349,7 +349,9 @@ def main() -> None:
             f"4 KiB write+fdatasync **{fsr:.0f}/s**"
         )
         print()
-        print("In process, one event loop. *rate* counts acknowledged puts (SYNC_FLUSH: after the group fdatasync);")
+        print("In process, one event loop. Each writer puts as the broker's send path does (`append_message`: the")
+        print("result at once, or a future to await) and lets the loop turn every 64 puts.")
+        print("*rate* counts acknowledged puts (SYNC_FLUSH: after the group fdatasync);")
         print("*incl. dispatch* adds the time the reput service needed afterwards to build ConsumeQueue and index;")
         print("*CPU µs/put* is the process CPU time (all threads, and the helper processes) of puts plus")
         print("their dispatch, per put.")
