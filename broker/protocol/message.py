@@ -22,6 +22,7 @@ __all__ = [
     "BLANK_MAGIC_CODE",
     "MESSAGE_MAGIC_CODE",
     "MESSAGE_MAGIC_CODE_V2",
+    "NO_QUEUE_OFFSET",
     "RECORD_FIXED_SIZE_V4",
     "RECORD_FIXED_V4",
     "MessageDecodeError",
@@ -69,6 +70,11 @@ class SysFlag:
     INNER_BATCH = 0x80
     COMPRESSION_TYPE_MASK = 0x700
     COMPRESSION_ZLIB = 0x300
+
+
+# PREPARED (0x4) and ROLLBACK (0xC) records get no queue offset and no ConsumeQueue unit: the one bit
+# both have set, tested per record (a module constant: cheaper than the class attribute on hot paths)
+NO_QUEUE_OFFSET = SysFlag.TRANSACTION_PREPARED_TYPE
 
 
 class MessageDecodeError(RemoteProtocolError):

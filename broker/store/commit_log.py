@@ -23,6 +23,7 @@ from broker.protocol.javahash import java_string_hash
 from broker.protocol.message import (
     BLANK_MAGIC_CODE,
     MESSAGE_MAGIC_CODE,
+    NO_QUEUE_OFFSET,
     RECORD_FIXED_SIZE_V4,
     RECORD_FIXED_V4,
     MessageExt,
@@ -47,7 +48,6 @@ MAX_TOPIC_LENGTH = 127  # v1 records have a 1-byte topic length
 MAX_PROPERTIES_LENGTH = 0x7FFF  # int16 length field
 MAX_DISPATCH_HINTS = 65_536  # a few MB at most, even when dispatch lags
 _BLANK = struct.Struct(">ii")
-_NO_QUEUE_OFFSET = SysFlag.TRANSACTION_PREPARED_TYPE
 
 
 class CommitLog:
@@ -181,8 +181,7 @@ class CommitLog:
         born_ip = self._born_ips.get(host) or self._born_ip(host)
         sys_flag = msg.sys_flag
         queue_id = msg.queue_id
-        # PREPARED (0x4) and ROLLBACK (0xC) records get no queue offset: both have bit 0x4 set
-        queued = not sys_flag & _NO_QUEUE_OFFSET
+        queued = not sys_flag & NO_QUEUE_OFFSET
         key = (topic, queue_id)
         table = self.topic_queue_table
         queue_offset = table.get(key, 0) if queued else 0

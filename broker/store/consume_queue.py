@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from broker.protocol.message import SysFlag
+from broker.protocol.message import NO_QUEUE_OFFSET
 from broker.store.mapped_file import MappedFile
 from broker.store.mapped_file_queue import MappedFileQueue
 from broker.store.results import StoreError
@@ -48,8 +48,6 @@ _PHY = struct.Struct(">q")
 _SIZE_AT = 8
 _I32 = struct.Struct(">i")
 _SCAN_CHUNK = 4096  # units unpacked per step when scanning for the min offset
-# PREPARED (0x4) and ROLLBACK (0xC) records get no unit: the one bit both have set, tested per record
-_NO_QUEUE_OFFSET = SysFlag.TRANSACTION_PREPARED_TYPE
 
 
 def _valid(phy: int, size: int) -> bool:
@@ -459,7 +457,7 @@ class ConsumeQueueStore:
     # -- dispatch (hot) -------------------------------------------------------------------------------
 
     def dispatch(self, request: DispatchRequest) -> None:
-        if request.sys_flag & _NO_QUEUE_OFFSET:
+        if request.sys_flag & NO_QUEUE_OFFSET:
             return
         queues = self._table.get(request.topic)
         cq = queues.get(request.queue_id) if queues is not None else None

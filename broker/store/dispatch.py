@@ -19,7 +19,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from broker.protocol.javahash import tags_code as java_tags_code
-from broker.protocol.message import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, SysFlag, body_crc
+from broker.protocol.message import (
+    BLANK_MAGIC_CODE,
+    MESSAGE_MAGIC_CODE,
+    MESSAGE_MAGIC_CODE_V2,
+    NO_QUEUE_OFFSET,
+    SysFlag,
+    body_crc,
+)
 from broker.protocol.properties import Prop, find_property
 from broker.store.results import StoreError
 
@@ -61,7 +68,6 @@ _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _U16 = struct.Struct(">H")
 _PREPARED_OR_ROLLBACK = (SysFlag.TRANSACTION_PREPARED_TYPE, SysFlag.TRANSACTION_ROLLBACK_TYPE)
-_NO_QUEUE_OFFSET = SysFlag.TRANSACTION_PREPARED_TYPE  # PREPARED (0x4) and ROLLBACK (0xC) both have it
 
 
 @dataclass(slots=True)
@@ -309,7 +315,7 @@ class ReputService:
         pass instead, which creates the queue or retries and reports the write."""
         if phy != self.reput_from_offset:
             return False
-        if not sys_flag & _NO_QUEUE_OFFSET:
+        if not sys_flag & NO_QUEUE_OFFSET:
             assert self.units is not None
             cq = self.units.by_key.get(key)
             if cq is None or not cq.put(phy, size, tags_code, cq_offset):
