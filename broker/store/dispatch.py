@@ -271,6 +271,7 @@ class ReputService:
         self.batch_dispatchers = batch_dispatchers or []
         self.delay_levels = delay_levels
         self.units = units  # the dispatcher the put path may write to directly (one of `dispatchers`)
+        self._unit_queues = units.by_key if units is not None else {}  # the same dict, never replaced
         self.listeners: list[ArrivalListener] = []
         self.end_listeners: list[EndListener] = []
         self.reput_from_offset = 0
@@ -316,8 +317,7 @@ class ReputService:
         if phy != self.reput_from_offset:
             return False
         if not sys_flag & NO_QUEUE_OFFSET:
-            assert self.units is not None
-            cq = self.units.by_key.get(key)
+            cq = self._unit_queues.get(key)
             if cq is None or not cq.put(phy, size, tags_code, cq_offset):
                 return False
         self.reput_from_offset = phy + size

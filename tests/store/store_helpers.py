@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from broker.store import MessageToStore, StoreConfig
+from broker.store import MessageStore, MessageToStore, StoreConfig
 
 
 def small_config(root: Path, **kw: Any) -> StoreConfig:
@@ -34,6 +35,16 @@ def message(i: int, topic: str = "TopicTest", queue_id: int = 0, size: int = 100
         born_timestamp=1_700_000_000_000 + i,
         born_host=("127.0.0.1", 40000),
     )
+
+
+async def dispatched(store: MessageStore, timeout: float = 10.0) -> None:
+    """Until the reput has passed every record on (it runs in the loop turns a real broker has between a
+    send and a query); fails after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while store.dispatch_behind_bytes:
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"dispatch is {store.dispatch_behind_bytes} bytes behind")
+        await asyncio.sleep(0)  # a loop turn: the reput pass runs in it
 
 
 def wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> bool:

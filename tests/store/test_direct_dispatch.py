@@ -11,7 +11,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from store_helpers import small_config
+from store_helpers import dispatched, small_config
 
 from broker.protocol.javahash import tags_code
 from broker.protocol.properties import encode_properties
@@ -55,14 +55,6 @@ def assert_units_match_records(store: MessageStore, expected: dict[int, int]) ->
             assert parsed.tags_code == code
 
 
-async def settle(store: MessageStore) -> None:
-    for _ in range(100):
-        if store.dispatch_behind_bytes == 0:
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"dispatch is {store.dispatch_behind_bytes} bytes behind")
-
-
 def test_direct_units_equal_the_records_across_rolls(tmp_path: Path) -> None:
     async def main() -> None:
         store = MessageStore(small_config(tmp_path, index_helper_enable=True))
@@ -95,7 +87,7 @@ def test_direct_units_equal_the_records_across_rolls(tmp_path: Path) -> None:
             batch = await store.put_messages([sent(1000 + i, queue_id=1) for i in range(5)])
             assert batch.status is PutStatus.PUT_OK
             expected[1] += 5
-            await settle(store)
+            await dispatched(store)
             assert_units_match_records(store, expected)
             # every record with keys went direct but the first of each queue (the pass creates the queue)
             # and the first of each new file (after the blank record)
@@ -134,14 +126,14 @@ def test_a_unit_that_fails_is_retried_by_the_pass_in_order(tmp_path: Path, monke
         try:
             assert store.commit_log.dispatch_now is not None  # no index at all: direct too
             assert (await store.put_message(sent(0, size=100))).status is PutStatus.PUT_OK
-            await settle(store)  # a new queue: the pass creates it, and the next records go direct
+            await dispatched(store)  # a new queue: the pass creates it, and the next records go direct
             for i in range(1, 10):
                 assert (await store.put_message(sent(i, size=100))).status is PutStatus.PUT_OK
             # the failed record and the four after it wait for the pass, as hints; the first five are in
             assert failures[0] == 1
             assert cqs.get_max_offset(TOPIC, 0) == 5
             assert len(store.commit_log.dispatch_hints) == 5
-            await settle(store)
+            await dispatched(store)
             assert_units_match_records(store, {0: 10})
             # caught up: the next record goes direct again
             assert (await store.put_message(sent(10, size=100))).status is PutStatus.PUT_OK
@@ -168,7 +160,7 @@ def test_another_dispatcher_turns_direct_dispatch_off(tmp_path: Path) -> None:
             assert store.commit_log.dispatch_now is None
             for i in range(3):
                 await store.put_message(sent(i, size=100))
-            await settle(store)
+            await dispatched(store)
             assert len(seen) == 3
             assert_units_match_records(store, {0: 3})
         finally:
@@ -185,7 +177,7 @@ def test_the_in_process_index_keeps_the_hint_path(tmp_path: Path) -> None:
             assert store.commit_log.dispatch_now is None  # the index needs each record's keys: hints
             for i in range(3):
                 await store.put_message(sent(i, size=100))
-            await settle(store)
+            await dispatched(store)
             assert_units_match_records(store, {0: 3})
             found = store.query_message(TOPIC, "key-1", 10, 0, 2**62)
             assert len(found.buffers) == 1

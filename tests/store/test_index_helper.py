@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from store_helpers import message, process_gone, small_config, wait_for
+from store_helpers import dispatched, message, process_gone, small_config, wait_for
 
 from broker.protocol.message import SysFlag
 from broker.store import MessageStore, MessageToStore, PutStatus, StoreConfig
@@ -94,13 +94,6 @@ async def _store_with(config: StoreConfig, messages: list[MessageToStore]) -> Me
         assert (await store.put_message(m)).status is PutStatus.PUT_OK
     await dispatched(store)
     return store
-
-
-async def dispatched(store: MessageStore) -> None:
-    """Until the reput has passed every record on (it runs in the loop turns a real broker has between a
-    send and a query)."""
-    while store.dispatch_behind_bytes:
-        await asyncio.sleep(0)
 
 
 def test_the_helper_answers_queries_as_the_in_process_index_does(tmp_path: Path) -> None:
