@@ -45,10 +45,10 @@ __all__ = ["CommitLogReader", "Indexer", "main", "serve"]
 log = logging.getLogger("index-helper")
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"  # on stderr, which is the broker's
-MAX_LINE = 4096
+MAX_LINE = 4096  # commands are a few numbers; a longer line is garbage and dropped
 # Below the broker's threads: the index is background work, and a starved helper only writes bigger
 # batches (SYNC_FLUSH pipelined x64 sends, three alternating pairs: 21.1/24.3/27.0k at nice 0, 23.9/28.6/27.0k)
-NICE = 10  # commands are a few numbers; a longer line is garbage and dropped
+NICE = 10
 
 
 class CommitLogReader:
