@@ -1,5 +1,6 @@
 # The two commands a new user needs: `make run` and `make test`. Both build the venv when missing.
-PYTHON ?= python3.11
+# Debian's interpreter when there is one: the one the images run, and faster than a pyenv build (scripts/venv.sh)
+PYTHON ?= $(firstword $(wildcard /usr/bin/python3.11) python3.11)
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
@@ -9,7 +10,7 @@ DATA   := .data
 .PHONY: run test lint fmt peers system-deps bench clean
 
 $(STAMP): pyproject.toml
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@bash scripts/venv.sh $(PYTHON) $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
 	@touch $(STAMP)
