@@ -278,13 +278,13 @@ class ReputService:
         self.last_dispatch_timestamp = 0
         self._told = -1  # the offset the end listeners were last told
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._scheduled = False
+        self.scheduled = False  # a pass is queued on the loop: the put path then skips notify()
         self._closing = False
         self._failed_at = -1
 
     def notify(self) -> None:
-        if not self._scheduled and self._loop is not None:
-            self._scheduled = True
+        if not self.scheduled and self._loop is not None:
+            self.scheduled = True
             self._loop.call_soon(self._run_once)
 
     def start(self) -> None:
@@ -332,7 +332,7 @@ class ReputService:
         return True  # the store's put path calls notify(): the end listeners hear of it after the pass
 
     def _run_once(self) -> None:
-        self._scheduled = False
+        self.scheduled = False
         if self._closing:
             return
         try:

@@ -302,12 +302,19 @@ class MessageStore:
         before the flush and the slave as in RocketMQ); otherwise a future of it (SYNC_FLUSH group commit,
         SYNC_MASTER replica, or a roll to the next CommitLog file).
         """
-        refused = self._check_put()
-        if refused is not None:
-            return PutResult(refused)
+        # _check_put's test and _after_append's common case written out: a put costs ~2.5 us, the two
+        # calls ~0.15 (the refusal's status still comes from _check_put)
+        clean = self.clean_service
+        if not self._running or self.config.broker_role == "SLAVE" or (clean is not None and clean.disk_full):
+            return PutResult(self._check_put() or PutStatus.SERVICE_NOT_AVAILABLE)
         result = self.commit_log.append_message(msg)
         if result is None:
             return asyncio.ensure_future(self._roll_and_put(lambda: self.commit_log.append_message(msg), wait))
+        if self._replica is None and not self._sync and result.status is PUT_OK:
+            reput = self.reput
+            if not reput.scheduled:
+                reput.notify()
+            return result
         return self._after_append(result, wait)
 
     def append_messages(

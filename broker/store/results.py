@@ -12,6 +12,8 @@ import logging
 import struct
 from dataclasses import dataclass, field
 
+import msgspec
+
 __all__ = [
     "PUT_OK",
     "GetResult",
@@ -83,55 +85,30 @@ class MessageToStore:
     dispatch_keys: tuple[str | None, str | None, str | None] | None = None
 
 
-class PutResult:
-    """Outcome of a put. Slotted and lazy (msg_ids) because one is built per put on the hot path."""
+class PutResult(msgspec.Struct, gc=False):
+    """Outcome of a put. A msgspec Struct because one is built per put on the hot path: its constructor
+    is C (~80 ns here against ~180 for a slotted class's Python __init__); msg_ids are made on demand.
+    Not tracked by the GC: its fields never refer back to it."""
 
-    __slots__ = (
-        "_store_host",
-        "commit_log_offset",
-        "message_count",
-        "offsets",
-        "queue_offset",
-        "status",
-        "store_timestamp",
-        "wrote_bytes",
-    )
-
-    def __init__(
-        self,
-        status: PutStatus,
-        commit_log_offset: int = -1,
-        wrote_bytes: int = 0,
-        queue_offset: int = -1,
-        store_timestamp: int = 0,
-        message_count: int = 0,
-        offsets: tuple[int, ...] | list[int] = (),
-        store_host: str = "",
-    ) -> None:
-        self.status = status
-        self.commit_log_offset = commit_log_offset
-        self.wrote_bytes = wrote_bytes
-        self.queue_offset = queue_offset
-        self.store_timestamp = store_timestamp
-        self.message_count = message_count
-        self.offsets = offsets  # commit-log offset of each message (batch); empty for a single put
-        self._store_host = store_host  # upper-case hex of the 4-byte ip + int32 port: offsetMsgId's prefix
+    status: PutStatus
+    commit_log_offset: int = -1
+    wrote_bytes: int = 0
+    queue_offset: int = -1
+    store_timestamp: int = 0
+    message_count: int = 0
+    offsets: tuple[int, ...] | list[int] = ()  # commit-log offset of each message (batch); empty for a single put
+    store_host: str = ""  # upper-case hex of the 4-byte ip + int32 port: offsetMsgId's prefix
 
     @property
     def ok(self) -> bool:
         return self.status in _STORED
 
     @property
-    def store_host(self) -> str:
-        """offsetMsgId's prefix: upper-case hex of the store's 4-byte IPv4 address and int32 port."""
-        return self._store_host
-
-    @property
     def msg_ids(self) -> list[str]:
         """offsetMsgId of each stored message (upper-case hex of store ip, port, commit-log offset)."""
         if self.commit_log_offset < 0:
             return []
-        host = self._store_host
+        host = self.store_host
         if not self.offsets:
             return [f"{host}{self.commit_log_offset:016X}"]
         return [f"{host}{o:016X}" for o in self.offsets]
