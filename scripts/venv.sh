@@ -4,7 +4,7 @@
 # The Makefile passes Debian's /usr/bin/python3.11 when there is one: the interpreter the broker image runs
 # (images/broker), and a faster one than a default pyenv build, whose interpreter calls into a shared
 # libpython (position-independent code, calls through the PLT) where Debian's links it in statically:
-# pure-Python loops ran ~25% faster on it here, the store's put path 2-26% (docs/benchmarks.md,
+# the store's put path took 9-13% less time on it here, bench.hostspeed's loop ~10-15% (docs/benchmarks.md,
 # "Session 10"). Debian ships `venv`'s pip bootstrap separately (python3.11-venv); it is installed here
 # when missing, as root with apt-get.
 set -euo pipefail
