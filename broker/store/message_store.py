@@ -302,14 +302,13 @@ class MessageStore:
         before the flush and the slave as in RocketMQ); otherwise a future of it (SYNC_FLUSH group commit,
         SYNC_MASTER replica, or a roll to the next CommitLog file).
         """
-        # _check_put's test and _after_append's common case written out: a put costs ~2.5 us, the two
-        # calls ~0.15 (the refusal's status still comes from _check_put)
-        clean = self.clean_service
-        if not self._running or self.config.broker_role == "SLAVE" or (clean is not None and clean.disk_full):
-            return PutResult(self._check_put() or PutStatus.SERVICE_NOT_AVAILABLE)
+        refused = self._check_put()
+        if refused is not None:
+            return PutResult(refused)
         result = self.commit_log.append_message(msg)
         if result is None:
             return asyncio.ensure_future(self._roll_and_put(lambda: self.commit_log.append_message(msg), wait))
+        # _after_append's ASYNC_FLUSH case written out (a call less on a ~2.5 us put)
         if self._replica is None and not self._sync and result.status is PUT_OK:
             reput = self.reput
             if not reput.scheduled:
