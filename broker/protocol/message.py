@@ -25,6 +25,7 @@ __all__ = [
     "NO_QUEUE_OFFSET",
     "RECORD_FIXED_SIZE_V4",
     "RECORD_FIXED_V4",
+    "RECORD_FIXED_V4_HOSTS",
     "MessageDecodeError",
     "MessageExt",
     "SysFlag",
@@ -47,6 +48,9 @@ BLANK_MAGIC_CODE = -875286124  # 0xCBD43194: end-of-file filler
 # BORNIP BORNPORT STORETS STOREIP STOREPORT RECONSUME PREPAREDOFFSET BODYLEN).
 RECORD_FIXED_V4 = struct.Struct(">iiiiiqqiq4siq4siiqi")
 RECORD_FIXED_SIZE_V4 = RECORD_FIXED_V4.size
+# The same 88 bytes with each host (address and port) as one 8-byte field: the put path packs a host
+# field it keeps ready, dispatch's parser skips the hosts.
+RECORD_FIXED_V4_HOSTS = struct.Struct(">iiiiiqqiq8sq8siqi")
 _HEAD = struct.Struct(">iiiiiqqiq")  # TOTALSIZE .. BORNTIMESTAMP, common to every host size
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")

@@ -25,7 +25,7 @@ from broker.protocol.message import (
     MESSAGE_MAGIC_CODE,
     NO_QUEUE_OFFSET,
     RECORD_FIXED_SIZE_V4,
-    RECORD_FIXED_V4,
+    RECORD_FIXED_V4_HOSTS,
     MessageExt,
     SysFlag,
     encode_record,
@@ -58,15 +58,17 @@ class CommitLog:
         )
         self.allocator = AllocateService(self.queue)
         self.topic_queue_table: dict[tuple[str, int], int] = {}
-        self.store_ip = host_bytes(store_host[0])
-        if len(self.store_ip) != 4:
+        self.store_host = store_host
+        store_ip = host_bytes(store_host[0])
+        if len(store_ip) != 4:
             raise ValueError("the store host must be an IPv4 address (v1 records, readable by every client)")
-        self.store_port = store_host[1]
+        # STOREHOST as the record holds it (address, int32 port), packed once
+        self.store_host_field = store_ip + store_host[1].to_bytes(4, "big", signed=True)
         # offsetMsgId = hex(store ip + int32 port + int64 offset): the constant part, formatted once
-        self.store_host_prefix = (self.store_ip + store_host[1].to_bytes(4, "big", signed=True)).hex().upper()
+        self.store_host_prefix = self.store_host_field.hex().upper()
         self.max_message_size = config.max_message_size
         self._topics: dict[str, bytes] = {}
-        self._born_ips: dict[str, bytes] = {}
+        self._born_fields: dict[tuple[str, int], bytes] = {}
         self._roll_lock = asyncio.Lock()
         # The DispatchRequest of each record appended here, built while its fields are at hand, so the
         # reput service need not parse it back out of the file; bounded (reput parses past a gap).
@@ -133,13 +135,15 @@ class CommitLog:
                 self._topics[topic] = field
         return field
 
-    def _born_ip(self, host: str) -> bytes:
-        ip = self._born_ips.get(host)
-        if ip is None:
-            ip = host_bytes(host)
-            if len(self._born_ips) < 10_000:
-                self._born_ips[host] = ip
-        return ip
+    def _born_field(self, born_host: tuple[str, int]) -> bytes:
+        """BORNHOST as the record holds it: address (4 or 16 bytes) and int32 port, cached per producer
+        connection (a bounded number of them)."""
+        field = self._born_fields.get(born_host)
+        if field is None:
+            field = host_bytes(born_host[0]) + born_host[1].to_bytes(4, "big", signed=True)
+            if len(self._born_fields) < 10_000:
+                self._born_fields[born_host] = field
+        return field
 
     def append_message(self, msg: MessageToStore) -> PutResult | None:
         """Append one message now, without awaiting: the store's hot path.
@@ -177,8 +181,8 @@ class CommitLog:
                 return PutResult(PutStatus.MESSAGE_ILLEGAL)
             self._write_blank(mf)
             return None
-        host, port = msg.born_host
-        born_ip = self._born_ips.get(host) or self._born_ip(host)
+        born = msg.born_host
+        born_field = self._born_fields.get(born) or self._born_field(born)
         sys_flag = msg.sys_flag
         queue_id = msg.queue_id
         queued = not sys_flag & NO_QUEUE_OFFSET
@@ -187,22 +191,20 @@ class CommitLog:
         queue_offset = table.get(key, 0) if queued else 0
         phy = mf.file_from_offset + pos
         store_ts = time.time_ns() // 1_000_000
-        if len(born_ip) == 4:
-            mf.writing_to = pos + total  # mf.claim(pos + total), inlined: see broker.store.warm
-            if pos + total > mf.warm_guard and mf.warmer is not None:
+        if len(born_field) == 8:  # an IPv4 producer
+            end = pos + total
+            mf.writing_to = end  # mf.claim(end), inlined: see broker.store.warm
+            if end > mf.warm_guard and mf.warmer is not None:
                 mf.warmer.wait()
             mm = mf.mm
-            RECORD_FIXED_V4.pack_into(
+            RECORD_FIXED_V4_HOSTS.pack_into(
                 mm, pos, total, MESSAGE_MAGIC_CODE, crc32(body) & 0x7FFFFFFF, queue_id, msg.flag,
-                queue_offset, phy, sys_flag, msg.born_timestamp, born_ip, port, store_ts, self.store_ip,
-                self.store_port, msg.reconsume_times, msg.prepared_transaction_offset, body_len,
+                queue_offset, phy, sys_flag, msg.born_timestamp, born_field, store_ts, self.store_host_field,
+                msg.reconsume_times, msg.prepared_transaction_offset, body_len,
             )  # fmt: skip
-            p = pos + RECORD_FIXED_SIZE_V4
-            end = p + body_len
-            mm[p:end] = body
-            p = end + len(topic_field)
-            mm[end:p] = topic_field
-            mm[p : p + 2 + props_len] = props_len.to_bytes(2, "big") + props
+            p = pos + RECORD_FIXED_SIZE_V4 + body_len
+            mm[pos + RECORD_FIXED_SIZE_V4 : p] = body
+            mm[p:end] = topic_field + props_len.to_bytes(2, "big") + props
         else:
             # IPv6 born host: the general encoder (20-byte host field), rare enough to allocate
             record = self._encode_slow(msg, queue_offset, phy, store_ts)
@@ -210,9 +212,10 @@ class CommitLog:
             if total + END_FILE_MIN_BLANK_LENGTH > file_size - pos:
                 self._write_blank(mf)
                 return None
-            mf.claim(pos + total)
-            mf.mm[pos : pos + total] = record
-        mf.wrote_position = pos + total
+            end = pos + total
+            mf.claim(end)
+            mf.mm[pos:end] = record
+        mf.wrote_position = end
         mf.store_timestamp = store_ts
         if queued:
             table[key] = queue_offset + 1
@@ -247,7 +250,7 @@ class CommitLog:
             born_timestamp=msg.born_timestamp,
             born_host=msg.born_host,
             store_timestamp=store_ts,
-            store_host=(str(self.store_ip[0]) + "." + ".".join(str(b) for b in self.store_ip[1:]), self.store_port),
+            store_host=self.store_host,
             reconsume_times=msg.reconsume_times,
             prepared_transaction_offset=msg.prepared_transaction_offset,
             queue_offset=queue_offset,
@@ -279,11 +282,11 @@ class CommitLog:
                 return PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED)
             if len(msg.body) > self.max_message_size:
                 return PutResult(PutStatus.MESSAGE_ILLEGAL)
-            born_ip = self._born_ip(msg.born_host[0])
-            if len(born_ip) != 4:
+            born_field = self._born_field(msg.born_host)
+            if len(born_field) != 8:
                 return PutResult(PutStatus.MESSAGE_ILLEGAL)  # batches from IPv6 producers: not supported
             total = 90 + len(msg.body) + len(topic_field) + len(props)
-            encoded.append((msg, props, total, born_ip))
+            encoded.append((msg, props, total, born_field))
             needed += total
         if needed + END_FILE_MIN_BLANK_LENGTH > mf.file_size:
             return PutResult(PutStatus.MESSAGE_ILLEGAL)
@@ -298,17 +301,17 @@ class CommitLog:
         mm = mf.mm
         start_phy = mf.file_from_offset + pos
         offsets: list[int] = []
-        pack_into = RECORD_FIXED_V4.pack_into
+        pack_into = RECORD_FIXED_V4_HOSTS.pack_into
         hints = self.dispatch_hints
         hint = len(hints) + len(encoded) <= MAX_DISPATCH_HINTS
-        for i, (msg, props, total, born_ip) in enumerate(encoded):
+        for i, (msg, props, total, born_field) in enumerate(encoded):
             phy = mf.file_from_offset + pos
             offsets.append(phy)
             body = msg.body
             pack_into(
                 mm, pos, total, MESSAGE_MAGIC_CODE, crc32(body) & 0x7FFFFFFF, msg.queue_id, msg.flag,
-                queue_offset + i, phy, msg.sys_flag, msg.born_timestamp, born_ip, msg.born_host[1], store_ts,
-                self.store_ip, self.store_port, msg.reconsume_times, msg.prepared_transaction_offset, len(body),
+                queue_offset + i, phy, msg.sys_flag, msg.born_timestamp, born_field, store_ts,
+                self.store_host_field, msg.reconsume_times, msg.prepared_transaction_offset, len(body),
             )  # fmt: skip
             p = pos + RECORD_FIXED_SIZE_V4
             end = p + len(body)

@@ -99,15 +99,24 @@ class ConsumeQueue:
         """
         if phy_offset + size <= self.max_physic_offset:
             return True  # dispatched again after a restart
+        return self.put_next(phy_offset, size, tags_code, cq_offset) or self._put_slow(
+            phy_offset, size, tags_code, cq_offset * CQ_STORE_UNIT_SIZE
+        )
+
+    def put_next(self, phy_offset: int, size: int, tags_code: int, cq_offset: int) -> bool:
+        """`put`'s common case alone: a new record's unit right after the last one, with room for it in the
+        last file. The put path's direct dispatch calls it (its record is new by construction); False when
+        that is not the case, and nothing was written."""
         mf = self._last
-        if mf is not None:
-            pos = mf.wrote_position
-            if pos < mf.file_size and mf.file_from_offset + pos == cq_offset * CQ_STORE_UNIT_SIZE:
-                UNIT.pack_into(mf.mm, pos, phy_offset, size, tags_code)
-                mf.wrote_position = pos + CQ_STORE_UNIT_SIZE
-                self.max_physic_offset = phy_offset + size
-                return True
-        return self._put_slow(phy_offset, size, tags_code, cq_offset * CQ_STORE_UNIT_SIZE)
+        if mf is None:
+            return False
+        pos = mf.wrote_position
+        if pos >= mf.file_size or mf.file_from_offset + pos != cq_offset * CQ_STORE_UNIT_SIZE:
+            return False
+        UNIT.pack_into(mf.mm, pos, phy_offset, size, tags_code)
+        mf.wrote_position = pos + CQ_STORE_UNIT_SIZE
+        self.max_physic_offset = phy_offset + size
+        return True
 
     def _put_slow(self, phy_offset: int, size: int, tags_code: int, expect: int) -> bool:
         queue = self.queue

@@ -24,6 +24,7 @@ from broker.protocol.message import (
     MESSAGE_MAGIC_CODE,
     MESSAGE_MAGIC_CODE_V2,
     NO_QUEUE_OFFSET,
+    RECORD_FIXED_V4_HOSTS,
     SysFlag,
     body_crc,
 )
@@ -62,7 +63,6 @@ CORRUPT = -2  # parse_record: not a whole valid record (end of data, torn write 
 # TOTALSIZE MAGIC BODYCRC QUEUEID FLAG QUEUEOFFSET PHYSICALOFFSET SYSFLAG BORNTS
 _PREFIX = struct.Struct(">ii")  # TOTALSIZE MAGIC
 _MAGICS = (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2)
-_FIXED_V4 = struct.Struct(">iiiiiqqiq8sq8siqi")  # up to and including BODYLEN, IPv4 hosts
 _HOSTS_V6 = SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
@@ -161,7 +161,7 @@ def parse_record(
     try:
         # the common case in one unpack: IPv4 hosts (v1 or v2 magic); IPv6 hosts re-read below
         (_, _, crc, queue_id, _f, queue_offset, phy, sys_flag, _b, _bh, store_ts, _sh, _r, prepared_offset,
-         body_len) = _FIXED_V4.unpack_from(buf, pos)  # fmt: skip
+         body_len) = RECORD_FIXED_V4_HOSTS.unpack_from(buf, pos)  # fmt: skip
         p = pos + 88
         if sys_flag & _HOSTS_V6:
             p = pos + 48 + (20 if sys_flag & SysFlag.BORNHOST_V6 else 8)
@@ -312,13 +312,13 @@ class ReputService:
         self, key: tuple[str, int], phy: int, size: int, tags_code: int, store_ts: int, cq_offset: int, sys_flag: int
     ) -> bool:
         """Dispatch the record the put path just appended, now, if it is next in line; False: it was not
-        (or its queue is new, or its unit could not be written), and the put path leaves a hint for the
-        pass instead, which creates the queue or retries and reports the write."""
+        (or its queue is new, or its unit needs more than `ConsumeQueue.put_next`: a new file, a gap), and
+        the put path leaves a hint for the pass instead, which does that, or retries and reports the write."""
         if phy != self.reput_from_offset:
             return False
         if not sys_flag & NO_QUEUE_OFFSET:
             cq = self._unit_queues.get(key)
-            if cq is None or not cq.put(phy, size, tags_code, cq_offset):
+            if cq is None or not cq.put_next(phy, size, tags_code, cq_offset):
                 return False
         self.reput_from_offset = phy + size
         self.last_dispatch_timestamp = store_ts

@@ -93,6 +93,9 @@ class MessageStore:
         self._running = False
         self._lock_fd = -1
         self._sync = config.sync_flush
+        # What a put depends on, worked out again when it changes (_update_put_path), not on every put
+        self._refusal: PutStatus | None = PutStatus.SERVICE_NOT_AVAILABLE
+        self._answer_at_once = False  # taking puts, ASYNC_FLUSH, no slave to wait for
         # fallocated CommitLog files get their pages faulted in ahead of the writer (zero-filled ones
         # are in the page cache already)
         self.populator: PagePopulator | None = None
@@ -144,7 +147,9 @@ class MessageStore:
             interval_ms=config.flush_interval_consume_queue,
             index_enabled=self.index_service is not None,
         )
-        self.clean_service = CleanService(config, self.commit_log.queue, self._after_commit_log_delete)
+        self.clean_service = CleanService(
+            config, self.commit_log.queue, self._after_commit_log_delete, on_disk_full_change=self._update_put_path
+        )
         if config.index_helper() and self.index_service is not None:
             self._start_index_helper(self.index_service)
         self.flush_service.start()
@@ -164,6 +169,7 @@ class MessageStore:
         if self.populator is not None:
             self.populator.start()
         self._running = True
+        self._update_put_path()
 
     def _start_index_helper(self, in_process: IndexService) -> None:
         """Hand the index over to a helper process, from where recovery left it (in process)."""
@@ -253,6 +259,7 @@ class MessageStore:
         if not self._running:
             return
         self._running = False
+        self._update_put_path()
         assert self.flush_service and self.logics_flush and self.clean_service and self.checkpoint
         await self.clean_service.close()
         await self.reput.close()
@@ -287,12 +294,17 @@ class MessageStore:
 
     # -- put ------------------------------------------------------------------------------------------
 
-    def _check_put(self) -> PutStatus | None:
-        if not self._running or self.config.broker_role == "SLAVE":  # the role may change at run time (HA)
-            return PutStatus.SERVICE_NOT_AVAILABLE
-        if self.clean_service is not None and self.clean_service.disk_full:
-            return PutStatus.DISK_FULL
-        return None
+    def _update_put_path(self) -> None:
+        """Work out what puts get from what they depend on; called when any of it changes (start, shutdown,
+        the disk filling or freed, an HA replica set). The role is the configured one: classic RocketMQ HA
+        does not switch a broker's role while it runs."""
+        if not self._running or self.config.broker_role == "SLAVE":
+            self._refusal = PutStatus.SERVICE_NOT_AVAILABLE
+        elif self.clean_service is not None and self.clean_service.disk_full:
+            self._refusal = PutStatus.DISK_FULL
+        else:
+            self._refusal = None
+        self._answer_at_once = self._refusal is None and self._replica is None and not self._sync
 
     def append_message(self, msg: MessageToStore, *, wait: bool = True) -> PutResult | asyncio.Future[PutResult]:
         """Put one message now: the send path's fast path, with no coroutine per message.
@@ -302,27 +314,28 @@ class MessageStore:
         before the flush and the slave as in RocketMQ); otherwise a future of it (SYNC_FLUSH group commit,
         SYNC_MASTER replica, or a roll to the next CommitLog file).
         """
-        refused = self._check_put()
-        if refused is not None:
-            return PutResult(refused)
-        result = self.commit_log.append_message(msg)
+        if self._answer_at_once:
+            result = self.commit_log.append_message(msg)
+            if result is not None and result.status is PUT_OK:
+                # _after_append's ASYNC_FLUSH case written out (a call less on a ~2.5 us put)
+                reput = self.reput
+                if not reput.scheduled:
+                    reput.notify()
+                return result
+        elif self._refusal is not None:
+            return PutResult(self._refusal)
+        else:
+            result = self.commit_log.append_message(msg)
         if result is None:
             return asyncio.ensure_future(self._roll_and_put(lambda: self.commit_log.append_message(msg), wait))
-        # _after_append's ASYNC_FLUSH case written out (a call less on a ~2.5 us put)
-        if self._replica is None and not self._sync and result.status is PUT_OK:
-            reput = self.reput
-            if not reput.scheduled:
-                reput.notify()
-            return result
         return self._after_append(result, wait)
 
     def append_messages(
         self, msgs: list[MessageToStore], *, wait: bool = True
     ) -> PutResult | asyncio.Future[PutResult]:
         """A batch (same topic and queue), with the same answer shape as `append_message`."""
-        refused = self._check_put()
-        if refused is not None:
-            return PutResult(refused)
+        if self._refusal is not None:
+            return PutResult(self._refusal)
         result = self.commit_log.append_messages(msgs)
         if result is None:
             return asyncio.ensure_future(self._roll_and_put(lambda: self.commit_log.append_messages(msgs), wait))
@@ -372,6 +385,7 @@ class MessageStore:
     def set_replica(self, replica: Replica | None) -> None:
         """The HA master (broker.ha.master) on master brokers: told of new data, waited on by SYNC_MASTER."""
         self._replica = replica
+        self._update_put_path()
 
     # -- get ------------------------------------------------------------------------------------------
 

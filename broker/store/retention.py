@@ -49,6 +49,7 @@ class CleanService:
         *,
         now: Callable[[], datetime.datetime] = datetime.datetime.now,
         usage: Callable[[Path], float] = disk_usage_ratio,
+        on_disk_full_change: Callable[[], None] | None = None,
     ) -> None:
         self.config = config
         self.queue = queue
@@ -56,6 +57,7 @@ class CleanService:
         self.now = now
         self.usage = usage
         self.disk_full = False  # above the warning ratio: the store refuses puts
+        self.on_disk_full_change = on_disk_full_change  # told when disk_full flips
         self.manual_delete = False  # set by an admin command: delete expired files now, whatever the hour
         self._task: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
@@ -84,7 +86,11 @@ class CleanService:
         """One pass; returns how many CommitLog files were deleted."""
         loop = asyncio.get_running_loop()
         ratio = await loop.run_in_executor(None, self.usage, self.queue.directory)
-        self.disk_full = ratio >= DISK_WARNING_RATIO
+        disk_full = ratio >= DISK_WARNING_RATIO
+        if disk_full != self.disk_full:
+            self.disk_full = disk_full
+            if self.on_disk_full_change is not None:
+                self.on_disk_full_change()
         space_pressure = ratio >= self.config.disk_max_used_space_ratio / 100
         forcibly = ratio >= self.config.disk_space_clean_forcibly_ratio
         time_to_delete = self.now().hour in self.config.delete_hours()

@@ -108,16 +108,16 @@ def test_direct_units_equal_the_records_across_rolls(tmp_path: Path) -> None:
 
 
 def test_a_unit_that_fails_is_retried_by_the_pass_in_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    real_put = ConsumeQueue.put
+    real_put = ConsumeQueue.put_next
     failures = [0]
 
     def failing_once(cq: ConsumeQueue, phy: int, size: int, code: int, cq_offset: int) -> bool:
         if cq_offset == 5 and not failures[0]:
             failures[0] += 1
-            return False  # as when a new ConsumeQueue file cannot be created
+            return False  # as when the unit needs a new ConsumeQueue file (the pass creates it)
         return real_put(cq, phy, size, code, cq_offset)
 
-    monkeypatch.setattr(ConsumeQueue, "put", failing_once)
+    monkeypatch.setattr(ConsumeQueue, "put_next", failing_once)
 
     async def main() -> None:
         store = MessageStore(small_config(tmp_path, message_index_enable=False))

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from store_helpers import message, small_config
+from store_helpers import dispatched, message, small_config
 
 from broker.protocol.message import decode_record
 from broker.store import GetStatus, MessageStore, PutStatus
@@ -66,6 +66,32 @@ def test_retention_deletes_expired_files_but_never_the_active_one(tmp_path: Path
         assert [mf.path.name for mf in store.commit_log.queue.files] == [files[-1].path.name]
         assert forced.disk_full
         await store.shutdown()
+
+    asyncio.run(main())
+
+
+def test_puts_are_refused_while_the_disk_is_above_the_warning_ratio(tmp_path: Path) -> None:
+    """The store's own clean service reads the usage (here given, as a full disk cannot be timed), and puts
+    follow it both ways: DISK_FULL while it is high, accepted again once space is back."""
+
+    async def main() -> None:
+        store = MessageStore(small_config(tmp_path / "store", clean_resource_interval=600_000))
+        await store.start()
+        try:
+            clean = store.clean_service
+            assert clean is not None
+            assert (await store.put_message(message(0))).ok
+            clean.usage = lambda _p: 0.95
+            await clean.run_once()
+            assert (await store.put_message(message(1))).status is PutStatus.DISK_FULL
+            assert (await store.put_messages([message(2), message(3)])).status is PutStatus.DISK_FULL
+            clean.usage = lambda _p: 0.10
+            await clean.run_once()
+            assert (await store.put_message(message(4))).ok
+            await dispatched(store)
+            assert store.get_max_offset_in_queue("TopicTest", 0) == 2  # nothing refused was stored
+        finally:
+            await store.shutdown()
 
     asyncio.run(main())
 
