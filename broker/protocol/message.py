@@ -1,9 +1,9 @@
 """The stored message record (CommitLog layout, "MessageExt") and message ids.
 
-The store packs `RECORD_FIXED_V4` straight into its mapped file (its hot path), pull responses carry records exactly
-as stored, and clients and tools read them with `decode_record` / `decode_records`. Layout, magic codes
-and sysFlag bits follow shared/reference/rocketmq-protocol.md section 5.1: v1 magic and IPv4 hosts
-whenever possible, because ali-ons and the C++ clients can decode nothing else.
+The store packs `RECORD_FIXED_V4_HOSTS` straight into its mapped file (its hot path), pull responses carry
+records exactly as stored, and clients and tools read them with `decode_record` / `decode_records`.
+Layout, magic codes and sysFlag bits follow shared/reference/rocketmq-protocol.md section 5.1: v1 magic
+and IPv4 hosts whenever possible, because ali-ons and the C++ clients can decode nothing else.
 """
 
 from __future__ import annotations
@@ -43,13 +43,13 @@ MESSAGE_MAGIC_CODE = -626843481  # 0xDAA320A7, v1: 1-byte topic length
 MESSAGE_MAGIC_CODE_V2 = -626843477  # 0xDAA320AB: 2-byte topic length
 BLANK_MAGIC_CODE = -875286124  # 0xCBD43194: end-of-file filler
 
-# Fixed part for IPv4 hosts, up to and including BODYLEN: 88 bytes. Public: the store packs it straight
-# into the mapped file (TOTALSIZE MAGIC BODYCRC QUEUEID FLAG QUEUEOFFSET PHYSICALOFFSET SYSFLAG BORNTS
-# BORNIP BORNPORT STORETS STOREIP STOREPORT RECONSUME PREPAREDOFFSET BODYLEN).
+# Fixed part for IPv4 hosts, up to and including BODYLEN: 88 bytes (TOTALSIZE MAGIC BODYCRC QUEUEID FLAG
+# QUEUEOFFSET PHYSICALOFFSET SYSFLAG BORNTS BORNIP BORNPORT STORETS STOREIP STOREPORT RECONSUME
+# PREPAREDOFFSET BODYLEN). Public: readers of stored records unpack it.
 RECORD_FIXED_V4 = struct.Struct(">iiiiiqqiq4siq4siiqi")
 RECORD_FIXED_SIZE_V4 = RECORD_FIXED_V4.size
-# The same 88 bytes with each host (address and port) as one 8-byte field: the put path packs a host
-# field it keeps ready, dispatch's parser skips the hosts.
+# The same 88 bytes with each host (address and port) as one 8-byte field: the store's put path packs it
+# straight into the mapped file with host fields it keeps ready, dispatch's parser skips the hosts.
 RECORD_FIXED_V4_HOSTS = struct.Struct(">iiiiiqqiq8sq8siqi")
 _HEAD = struct.Struct(">iiiiiqqiq")  # TOTALSIZE .. BORNTIMESTAMP, common to every host size
 _I32 = struct.Struct(">i")

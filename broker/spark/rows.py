@@ -20,6 +20,7 @@ import pyarrow as pa
 from broker.protocol.message import (
     MESSAGE_MAGIC_CODE,
     RECORD_FIXED_SIZE_V4,
+    RECORD_FIXED_V4,
     MessageDecodeError,
     SysFlag,
     decode_record,
@@ -55,7 +56,6 @@ ARROW_SCHEMA = pa.schema(
 COLUMNS = tuple(ARROW_SCHEMA.names)
 
 # TOTALSIZE .. BODYLEN of a v1 record whose two hosts are IPv4 (see broker.protocol.message).
-_FIXED = struct.Struct(">iiiiiqqiq4siq4siiqi")
 _U16 = struct.Struct(">H")
 _OFFSET_ID = struct.Struct(">iq")
 _V6_HOSTS = SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6
@@ -83,7 +83,7 @@ def record_batch(broker: str, body: bytes, end: int, tags: Collection[str] = ())
         (
             total, magic, _crc, qid, _flag, qoff, phy, sys_flag, born_ts,
             _born_ip, _born_port, store_ts, store_ip, store_port, _reconsume, _prepared, body_len,
-        ) = _FIXED.unpack_from(view, pos)  # fmt: skip
+        ) = RECORD_FIXED_V4.unpack_from(view, pos)  # fmt: skip
         if magic != MESSAGE_MAGIC_CODE or sys_flag & _V6_HOSTS:
             # IPv6 hosts or a v2 record: the general decoder knows those layouts.
             msg = decode_record(view, pos)
