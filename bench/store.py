@@ -24,7 +24,7 @@ from pathlib import Path
 
 import uvloop
 
-from bench.proc import children_cpu_s, disk_bytes_written
+from bench.proc import children_cpu_s, disk_bytes_written, rss_mib
 from broker.protocol.properties import encode_properties
 from broker.store import MessageStore, MessageToStore, PutResult, StoreConfig
 from broker.store.index_process import IndexProcess
@@ -226,7 +226,15 @@ async def run_reads(root: Path, size: int, count: int) -> dict[str, float]:
     return {"rate": read / dt, "count": read}
 
 
-async def write_for_recovery(root: Path, mib: int) -> int:
+def own_mib() -> float:
+    """This process's own resident memory (RssAnon: the Python heap and buffers, not the mapped store
+    files, which are page cache)."""
+    return rss_mib(os.getpid())["RssAnon"]
+
+
+async def write_for_recovery(root: Path, mib: int) -> float:
+    """Write `mib` MiB of 1 KiB records and "die"; returns how much this process's own memory grew."""
+    before = own_mib()
     store = MessageStore(make_config(root, "ASYNC_FLUSH"))
     await store.start()
     msgs = make_messages(1024)
@@ -239,22 +247,27 @@ async def write_for_recovery(root: Path, mib: int) -> int:
         await asyncio.sleep(0.001)
     await asyncio.sleep(1.2)  # one ConsumeQueue/checkpoint flush, as a running broker would have
     # the process "dies" here: no shutdown, `abort` stays, the page cache keeps the data (as with kill -9)
-    return i
+    return own_mib() - before
 
 
-async def time_recovery(root: Path) -> tuple[float, int]:
+async def time_recovery(root: Path) -> tuple[float, int, float]:
+    """Seconds to recover the store at `root`, records scanned, and how much this process's own memory
+    grew by the time the store is open (recovery rebuilds ConsumeQueues and index in process)."""
+    before = own_mib()
     t0 = time.perf_counter()
     store = MessageStore(make_config(root, "ASYNC_FLUSH"))
     await store.start()
     dt = time.perf_counter() - t0
+    grown = own_mib() - before
     assert store.recovery_report is not None and store.recovery_report.abnormal
     n = store.recovery_report.records
     await store.shutdown()
-    return dt, n
+    return dt, n, grown
 
 
-def recovery_child(root: str, mib: int) -> None:
-    uvloop.run(write_for_recovery(Path(root), mib))
+def recovery_child(root: str, mib: int, memory_note: str) -> None:
+    grown = uvloop.run(write_for_recovery(Path(root), mib))
+    Path(memory_note).write_text(f"{grown:.1f}")
     os._exit(0)  # skip every cleanup, like a kill
 
 
@@ -317,12 +330,15 @@ def main() -> None:
             shutil.rmtree(root, ignore_errors=True)
             print(f"reads {size} B: {reads[size]['rate']:,.0f} msgs/s ({reads[size]['count']} messages)", flush=True)
         rec = worst = None
+        write_grown = 0.0
         if args.recovery_mib:
             root = work / "recovery"
+            memory_note = work / "write-memory"
             pid = os.fork()
             if pid == 0:
-                recovery_child(str(root), args.recovery_mib)
+                recovery_child(str(root), args.recovery_mib, str(memory_note))
             os.waitpid(pid, 0)
+            write_grown = float(memory_note.read_text())
             # The worst case on a copy: no checkpoint, so the scan starts at the first file and every record
             # is checked (CRC) and dispatched again.
             worst_root = work / "recovery-worst"
@@ -332,6 +348,8 @@ def main() -> None:
             print(f"recovery after a kill, {args.recovery_mib} MiB CommitLog: {rec[0]:.2f} s", flush=True)
             worst = uvloop.run(time_recovery(worst_root))
             print(f"recovery without a checkpoint: {worst[0]:.2f} s, {worst[1]} records", flush=True)
+            print(f"store's own memory (RssAnon growth): {write_grown:.1f} MiB writing {args.recovery_mib} MiB, "
+                  f"{worst[2]:.1f} MiB recovering it without a checkpoint", flush=True)
             shutil.rmtree(root, ignore_errors=True)
             shutil.rmtree(worst_root, ignore_errors=True)
     finally:
@@ -372,6 +390,9 @@ def main() -> None:
         if worst is not None:
             print(f"- same CommitLog without its checkpoint (every record CRC-checked and dispatched again): "
                   f"**{worst[0]:.2f} s** ({worst[1]} records scanned)")
+            print(f"- the store's own memory (the process's RssAnon growth, Python heap and buffers; the mapped "
+                  f"files are page cache): **{write_grown:.1f} MiB** after writing the {args.recovery_mib} MiB, "
+                  f"**{worst[2]:.1f} MiB** after recovering them without a checkpoint")
 
 
 if __name__ == "__main__":
