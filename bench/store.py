@@ -1,6 +1,6 @@
 """Store benchmark: puts (128 B / 1 KiB / 4 KiB; ASYNC_FLUSH and SYNC_FLUSH; 1, 16, 256 writers), reads,
-and crash recovery, beside the disk's own sequential-write bandwidth and fdatasync rate measured in the
-same run. Run by hand or from `make bench-*`:
+crash recovery and the store's own memory over it, beside the disk's own sequential-write bandwidth and
+fdatasync rate measured in the same run. Run by hand or from `make bench-*`:
 
     .venv/bin/python -m bench.store [--dir DIR] [--seconds 2] [--recovery-mib 1024] [--markdown]
 
