@@ -89,6 +89,11 @@ class CleanService:
         disk_full = ratio >= DISK_WARNING_RATIO
         if disk_full != self.disk_full:
             self.disk_full = disk_full
+            if disk_full:
+                log.error("disk usage %.0f%% of %s is above %.0f%%: puts are refused (DISK_FULL) until it is not",
+                          ratio * 100, self.queue.directory, DISK_WARNING_RATIO * 100)
+            else:
+                log.warning("disk usage %.0f%% of %s: puts are taken again", ratio * 100, self.queue.directory)
             if self.on_disk_full_change is not None:
                 self.on_disk_full_change()
         space_pressure = ratio >= self.config.disk_max_used_space_ratio / 100

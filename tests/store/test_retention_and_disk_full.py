@@ -70,7 +70,9 @@ def test_retention_deletes_expired_files_but_never_the_active_one(tmp_path: Path
     asyncio.run(main())
 
 
-def test_puts_are_refused_while_the_disk_is_above_the_warning_ratio(tmp_path: Path) -> None:
+def test_puts_are_refused_while_the_disk_is_above_the_warning_ratio(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     """The store's own clean service reads the usage (here given, as a full disk cannot be timed), and puts
     follow it both ways: DISK_FULL while it is high, accepted again once space is back."""
 
@@ -85,9 +87,11 @@ def test_puts_are_refused_while_the_disk_is_above_the_warning_ratio(tmp_path: Pa
             await clean.run_once()
             assert (await store.put_message(message(1))).status is PutStatus.DISK_FULL
             assert (await store.put_messages([message(2), message(3)])).status is PutStatus.DISK_FULL
+            assert "disk usage 95%" in caplog.text and "puts are refused (DISK_FULL)" in caplog.text
             clean.usage = lambda _p: 0.10
             await clean.run_once()
             assert (await store.put_message(message(4))).ok
+            assert "disk usage 10%" in caplog.text and "puts are taken again" in caplog.text
             await dispatched(store)
             assert store.get_max_offset_in_queue("TopicTest", 0) == 2  # nothing refused was stored
         finally:
