@@ -13,6 +13,9 @@
 # All addresses are on this machine: loopback, NODE_IP on a port-less bridge made here, and the pod bridge.
 #   e2e/cluster.sh tier | kubeconfig | dns NAME   (helpers for the pytest fixtures)
 set -euo pipefail
+# No `grep -q` at the end of a pipe here: it exits at the first match, the command writing into the pipe
+# may then die of SIGPIPE, and under pipefail the whole pipe reads as false (seen: "Address already
+# assigned" from an `ip addr add` that a failed check let through). `grep >/dev/null` reads to the end.
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$HERE/.." && pwd)
 # shellcheck source=/dev/null
@@ -85,7 +88,7 @@ stop_procs() { # NAME...: SIGTERM them together, wait up to 15 s, then SIGKILL w
 our_shim_pids() {
   local p
   for p in /proc/[0-9]*; do
-    { tr '\0' ' ' <"$p/cmdline"; } 2>/dev/null | grep -q -- "$RUN/containerd" && echo "${p#/proc/}"
+    { tr '\0' ' ' <"$p/cmdline"; } 2>/dev/null | grep -- "$RUN/containerd" >/dev/null && echo "${p#/proc/}"
   done
   return 0
 }
@@ -177,7 +180,7 @@ publish_kubeconfig() {
 node_if_up() {
   # A port-less bridge (the dummy module may not exist on this kernel): only holds NODE_IP.
   ip link show "$NODE_IF" >/dev/null 2>&1 || ip link add "$NODE_IF" type bridge
-  ip addr show dev "$NODE_IF" | grep -q " $NODE_IP/" || ip addr add "$NODE_IP/32" dev "$NODE_IF"
+  ip addr replace "$NODE_IP/32" dev "$NODE_IF"  # adds it, or leaves it as it is
   ip link set "$NODE_IF" up
 }
 
@@ -414,7 +417,7 @@ node_up() {
   sysctl -qw net.ipv4.ip_forward=1
   [[ -e /proc/sys/net/bridge/bridge-nf-call-iptables ]] && sysctl -qw net.bridge.bridge-nf-call-iptables=1
   # Without systemd, / may be private: the kubelet needs shared propagation for volume mounts.
-  findmnt -no PROPAGATION / | grep -q shared || mount --make-rshared /
+  [[ $(findmnt -no PROPAGATION /) == *shared* ]] || mount --make-rshared /
   write_node_configs
   mkdir -p "$RUN/containerd"
   start_proc containerd containerd --config "$DATA/node/containerd.toml"
@@ -475,7 +478,7 @@ clean_iptables() { # drop the rules and chains the kubelet, kube-proxy and CNI p
   for ipt in iptables ip6tables; do
     command -v "$ipt-save" >/dev/null || continue
     for t in filter nat mangle; do
-      "$ipt-save" -t "$t" 2>/dev/null | grep -qE 'KUBE-|CNI-' || continue
+      "$ipt-save" -t "$t" 2>/dev/null | grep -E 'KUBE-|CNI-' >/dev/null || continue
       "$ipt-save" -t "$t" | grep -vE 'KUBE-|CNI-|rocketcluster' | "$ipt-restore" -T "$t" 2>/dev/null ||
         log "warning: could not clean $ipt table $t"
     done
@@ -487,7 +490,7 @@ down() {
     kc delete pods --all -A --force --grace-period=0 --wait=false >/dev/null 2>&1 || true
     local end=$((SECONDS + 30))
     while ((SECONDS < end)); do
-      ctr_k8s tasks ls 2>/dev/null | grep -q RUNNING || break
+      ctr_k8s tasks ls 2>/dev/null | grep RUNNING >/dev/null || break
       sleep 0.5
     done
   fi

@@ -13,7 +13,8 @@ esac
 pkgs+=(gcc libc6-dev openssl)
 missing=()
 for p in "${pkgs[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+  # grep reads to the end: a `grep -q` could leave dpkg-query to die of SIGPIPE, false under pipefail
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep 'install ok installed' >/dev/null || missing+=("$p")
 done
 if ((${#missing[@]})); then
   echo "[deps] installing: ${missing[*]}" >&2
