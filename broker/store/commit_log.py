@@ -313,12 +313,9 @@ class CommitLog:
                 queue_offset + i, phy, msg.sys_flag, msg.born_timestamp, born_field, store_ts,
                 self.store_host_field, msg.reconsume_times, msg.prepared_transaction_offset, len(body),
             )  # fmt: skip
-            p = pos + RECORD_FIXED_SIZE_V4
-            end = p + len(body)
-            mm[p:end] = body
-            p = end + len(topic_field)
-            mm[end:p] = topic_field
-            mm[p : p + 2 + len(props)] = len(props).to_bytes(2, "big") + props
+            p = pos + RECORD_FIXED_SIZE_V4 + len(body)
+            mm[pos + RECORD_FIXED_SIZE_V4 : p] = body
+            mm[p : pos + total] = topic_field + len(props).to_bytes(2, "big") + props
             if hint:
                 request = make_request(
                     first.topic, msg.queue_id, phy, total, store_ts, queue_offset + i, msg.sys_flag,

@@ -314,20 +314,17 @@ class MessageStore:
         before the flush and the slave as in RocketMQ); otherwise a future of it (SYNC_FLUSH group commit,
         SYNC_MASTER replica, or a roll to the next CommitLog file).
         """
-        if self._answer_at_once:
-            result = self.commit_log.append_message(msg)
-            if result is not None and result.status is PUT_OK:
-                # _after_append's ASYNC_FLUSH case written out (a call less on a ~2.5 us put)
-                reput = self.reput
-                if not reput.scheduled:
-                    reput.notify()
-                return result
-        elif self._refusal is not None:
+        if self._refusal is not None:
             return PutResult(self._refusal)
-        else:
-            result = self.commit_log.append_message(msg)
+        result = self.commit_log.append_message(msg)
         if result is None:
             return asyncio.ensure_future(self._roll_and_put(lambda: self.commit_log.append_message(msg), wait))
+        if self._answer_at_once and result.status is PUT_OK:
+            # _after_append's ASYNC_FLUSH case written out (a call less on a ~2.5 us put)
+            reput = self.reput
+            if not reput.scheduled:
+                reput.notify()
+            return result
         return self._after_append(result, wait)
 
     def append_messages(
