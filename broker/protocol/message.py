@@ -20,12 +20,14 @@ from broker.protocol.properties import Prop, decode_properties, encode_propertie
 
 __all__ = [
     "BLANK_MAGIC_CODE",
+    "LAYOUT_SYS_FLAGS",
     "MESSAGE_MAGIC_CODE",
     "MESSAGE_MAGIC_CODE_V2",
     "NO_QUEUE_OFFSET",
     "RECORD_FIXED_SIZE_V4",
     "RECORD_FIXED_V4",
     "RECORD_FIXED_V4_HOSTS",
+    "SENDER_SYS_FLAGS",
     "MessageDecodeError",
     "MessageExt",
     "SysFlag",
@@ -37,6 +39,7 @@ __all__ = [
     "host_bytes",
     "offset_msg_id",
     "record_size",
+    "sender_sys_flag",
 ]
 
 MESSAGE_MAGIC_CODE = -626843481  # 0xDAA320A7, v1: 1-byte topic length
@@ -79,6 +82,27 @@ class SysFlag:
 # PREPARED (0x4) and ROLLBACK (0xC) records get no queue offset and no ConsumeQueue unit: the one bit
 # both have set, tested per record (a module constant: cheaper than the class attribute on hot paths)
 NO_QUEUE_OFFSET = SysFlag.TRANSACTION_PREPARED_TYPE
+
+
+# The bits a sender may set: compression, multi-tags and a PREPARED transaction type. The others describe
+# how the broker wrote the record (host sizes, batch wrapping), so they belong to the store: a sender's
+# BORNHOST_V6 on a record written with 4-byte hosts made every reader misparse it (issue 27).
+SENDER_SYS_FLAGS = SysFlag.COMPRESSED | SysFlag.MULTI_TAGS | SysFlag.TRANSACTION_MASK | SysFlag.COMPRESSION_TYPE_MASK
+LAYOUT_SYS_FLAGS = SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6 | SysFlag.NEED_UNWRAP | SysFlag.INNER_BATCH
+_KNOWN_SYS_FLAGS = SENDER_SYS_FLAGS | LAYOUT_SYS_FLAGS
+
+
+def sender_sys_flag(sys_flag: int) -> int:
+    """The sysFlag a send request may store: layout bits cleared, as the store sets them itself.
+
+    ValueError for a negative value or unknown bits, and for a COMMIT or ROLLBACK transaction type: only
+    END_TRANSACTION writes those, and such a record gets no queue offset, so it could never be consumed.
+    """
+    if sys_flag < 0 or sys_flag & ~_KNOWN_SYS_FLAGS:
+        raise ValueError(f"sysFlag {sys_flag} has bits no RocketMQ client sets (known: 0x{_KNOWN_SYS_FLAGS:x})")
+    if sys_flag & SysFlag.TRANSACTION_MASK in (SysFlag.TRANSACTION_COMMIT_TYPE, SysFlag.TRANSACTION_ROLLBACK_TYPE):
+        raise ValueError(f"sysFlag {sys_flag}: a send cannot carry a COMMIT or ROLLBACK transaction type")
+    return sys_flag & SENDER_SYS_FLAGS
 
 
 class MessageDecodeError(RemoteProtocolError):

@@ -22,6 +22,7 @@ from broker.protocol.crc import crc32  # body_crc's CRC, inlined on the put path
 from broker.protocol.javahash import java_string_hash
 from broker.protocol.message import (
     BLANK_MAGIC_CODE,
+    LAYOUT_SYS_FLAGS,
     MESSAGE_MAGIC_CODE,
     NO_QUEUE_OFFSET,
     RECORD_FIXED_SIZE_V4,
@@ -48,6 +49,7 @@ MAX_TOPIC_LENGTH = 127  # v1 records have a 1-byte topic length
 MAX_PROPERTIES_LENGTH = 0x7FFF  # int16 length field
 MAX_DISPATCH_HINTS = 65_536  # a few MB at most, even when dispatch lags
 _BLANK = struct.Struct(">ii")
+_NO_LAYOUT_BITS = ~LAYOUT_SYS_FLAGS
 
 
 class CommitLog:
@@ -183,7 +185,8 @@ class CommitLog:
             return None
         born = msg.born_host
         born_field = self._born_fields.get(born) or self._born_field(born)
-        sys_flag = msg.sys_flag
+        # The store owns the layout bits: whatever the caller passed, this record's hosts decide them
+        sys_flag = msg.sys_flag & _NO_LAYOUT_BITS
         queue_id = msg.queue_id
         queued = not sys_flag & NO_QUEUE_OFFSET
         key = (topic, queue_id)
@@ -246,7 +249,7 @@ class CommitLog:
             ),
             flag=msg.flag,
             queue_id=msg.queue_id,
-            sys_flag=msg.sys_flag,
+            sys_flag=msg.sys_flag & _NO_LAYOUT_BITS,  # encode_record sets the host bits it writes
             born_timestamp=msg.born_timestamp,
             born_host=msg.born_host,
             store_timestamp=store_ts,
@@ -310,7 +313,7 @@ class CommitLog:
             body = msg.body
             pack_into(
                 mm, pos, total, MESSAGE_MAGIC_CODE, crc32(body) & 0x7FFFFFFF, msg.queue_id, msg.flag,
-                queue_offset + i, phy, msg.sys_flag, msg.born_timestamp, born_field, store_ts,
+                queue_offset + i, phy, msg.sys_flag & _NO_LAYOUT_BITS, msg.born_timestamp, born_field, store_ts,
                 self.store_host_field, msg.reconsume_times, msg.prepared_transaction_offset, len(body),
             )  # fmt: skip
             p = pos + RECORD_FIXED_SIZE_V4 + len(body)
@@ -318,7 +321,7 @@ class CommitLog:
             mm[p : pos + total] = topic_field + len(props).to_bytes(2, "big") + props
             if hint:
                 request = make_request(
-                    first.topic, msg.queue_id, phy, total, store_ts, queue_offset + i, msg.sys_flag,
+                    first.topic, msg.queue_id, phy, total, store_ts, queue_offset + i, msg.sys_flag & _NO_LAYOUT_BITS,
                     msg.prepared_transaction_offset, props.decode(), self._delay_levels,
                 )  # fmt: skip
                 hints.append(request)

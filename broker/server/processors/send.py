@@ -13,6 +13,7 @@ single path the architecture asks for.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import logging
 import random
@@ -24,7 +25,7 @@ from broker.protocol.batch import MAX_PROPERTIES_LENGTH, BatchFormatError, decod
 from broker.protocol.codes import CURRENT_VERSION, FLAG_RESPONSE, RequestCode, ResponseCode
 from broker.protocol.command import RemotingCommand, frame
 from broker.protocol.headers import SendMessageRequestHeader, parse_send_request_header
-from broker.protocol.message import SysFlag
+from broker.protocol.message import SENDER_SYS_FLAGS, SysFlag, sender_sys_flag
 from broker.protocol.properties import (
     NAME_VALUE_SEPARATOR,
     PROPERTY_SEPARATOR,
@@ -191,6 +192,19 @@ class _PendingPut(NamedTuple):
     uniq: str
 
 
+# Any bit outside what senders set, and the COMMIT bit (COMMIT and ROLLBACK both have it): the slow path
+_NOT_PLAIN_SYS_FLAGS = ~SENDER_SYS_FLAGS | SysFlag.TRANSACTION_COMMIT_TYPE
+
+
+def _with_sender_sys_flag(header: SendMessageRequestHeader) -> SendMessageRequestHeader:
+    """The header with the sysFlag a send may store (layout bits are the store's), or MESSAGE_ILLEGAL."""
+    try:
+        sys_flag = sender_sys_flag(header.sys_flag)
+    except ValueError as exc:
+        raise RequestError(ResponseCode.MESSAGE_ILLEGAL, str(exc)) from None
+    return dataclasses.replace(header, sys_flag=sys_flag)
+
+
 def _host_of(conn: RemotingConnection) -> tuple[str, int]:
     cached = conn.attributes.get("born_host")
     if cached is None:
@@ -276,6 +290,8 @@ class SendProcessor:
     ) -> RemotingCommand | bytes | _PendingPut:
         """The response, or the pending put when the store must wait (see `_reply_to_put`)."""
         header = parse_send_request_header(cmd.code, cmd.ext_fields)
+        if header.sys_flag & _NOT_PLAIN_SYS_FLAGS:  # rare: anything but compression, multi-tags or PREPARED
+            header = _with_sender_sys_flag(header)
         tc = self._check(header, cmd)
         batch = cmd.code == _SEND_BATCH_MESSAGE or header.batch
         queue_id = header.queue_id
