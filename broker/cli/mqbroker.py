@@ -42,11 +42,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def build_config(config_file: str | None, namesrv_addr: str | None) -> LoadedConfig:
-    """Defaults <- NAMESRV_ADDR env <- broker.conf <- -n (the command line wins, as in BrokerStartup)."""
+    """Defaults <- NAMESRV_ADDR / BROKER_IP1 env <- broker.conf <- -n (the command line wins, as in BrokerStartup)."""
     props = load_properties(config_file) if config_file else {}
-    overrides: dict[str, str] = {}
-    if "namesrvAddr" not in props:
-        overrides.update(env_overrides())
+    overrides = env_overrides(properties=props)
     if namesrv_addr:
         overrides["namesrvAddr"] = namesrv_addr
     return load_broker_config(props, overrides, origin=config_file or "command line")

@@ -94,5 +94,7 @@ class HAController:
         if self.client is not None:
             info = self.client.runtime_info()
             info["masterAddr"] = self.broker.registrar.master_addr or ""
+            # the lag bound under which a master counts this slave as in sync (the probe's default)
+            info["haSlaveFallbehindMax"] = str(self.settings.slave_fallbehind_max)
             return info
         return {}

@@ -31,6 +31,7 @@ __all__ = [
     "LoadedConfig",
     "default_broker_ip",
     "effective_properties",
+    "env_overrides",
     "load_broker_config",
     "parse_delay_levels",
     "store_config",
@@ -307,7 +308,20 @@ def effective_properties(loaded: LoadedConfig) -> dict[str, str]:
     return out
 
 
-def env_overrides(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """NAMESRV_ADDR from the environment, as RocketMQ's launcher reads it."""
+# Environment variable -> broker.conf key it stands for when the file does not set that key.
+# BROKER_IP1 lets a Kubernetes pod advertise its own IP (downward API status.podIP) from a shared file.
+ENV_KEYS = {"NAMESRV_ADDR": "namesrvAddr", "BROKER_IP1": "brokerIP1"}
+
+
+def env_overrides(
+    environ: Mapping[str, str] | None = None, properties: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """NAMESRV_ADDR and BROKER_IP1 from the environment, for the keys `properties` leaves unset or blank."""
     env = os.environ if environ is None else environ
-    return {"namesrvAddr": env["NAMESRV_ADDR"]} if env.get("NAMESRV_ADDR") else {}
+    given = properties or {}
+    out: dict[str, str] = {}
+    for var, key in ENV_KEYS.items():
+        value = env.get(var, "").strip()
+        if value and not str(given.get(key, "")).strip():
+            out[key] = value
+    return out

@@ -3,12 +3,15 @@
 `BrokerController` calls `register_all()` at start, every `registerNameServerPeriod` and (coalesced
 by `Registrar.trigger()`) right after a topic is created or changed; `unregister_all()` at shutdown.
 Each NameServer is contacted concurrently; one that is down is logged and retried next period.
+`runtime_info()` tells GET_BROKER_RUNTIME_INFO which NameServers accepted the latest registration and
+when, which `rocketcluster-probe broker` (broker/cli/probe.py) reads as readiness.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -22,9 +25,18 @@ from broker.server.config import BrokerConfig
 from broker.transport.client import RemotingClient
 from broker.transport.errors import RemotingError
 
-__all__ = ["Registrar", "register_body"]
+__all__ = ["Registrar", "register_body", "register_period_ms"]
 
 log = logging.getLogger(__name__)
+
+# RocketMQ clamps the period to 10-60 s; our floor is 1 s so tests can see a NameServer go away quickly.
+MIN_REGISTER_PERIOD_MS = 1_000
+MAX_REGISTER_PERIOD_MS = 60_000
+
+
+def register_period_ms(configured: int) -> int:
+    """The period the broker really registers at, for a registerNameServerPeriod value."""
+    return min(max(configured, MIN_REGISTER_PERIOD_MS), MAX_REGISTER_PERIOD_MS)
 
 
 def register_body(topic_wrapper: dict[str, Any]) -> bytes:
@@ -47,6 +59,9 @@ class Registrar:
         # predate the change, so _soon() registers once more after it.
         self._dirty = False
         self.last_results: dict[str, int | str] = {}
+        # Wall-clock ms of each NameServer's latest accepted registration (kept after a failure: the
+        # failure shows in last_results).
+        self.last_ok_ms: dict[str, int] = {}
         # The master's addresses as the NameServer reported them (a slave uses them for HA).
         self.master_addr: str | None = None
         self.master_ha_addr: str | None = None
@@ -82,10 +97,12 @@ class Registrar:
             self.last_results[addr] = f"{type(exc).__name__}: {exc}"
             log.warning("register broker to name server %s failed: %s", addr, exc)
             return False
-        self.last_results[addr] = resp.code
         if resp.code != ResponseCode.SUCCESS:
+            self.last_results[addr] = f"code {resp.code}: {resp.remark}"
             log.warning("name server %s refused the registration: code %d %s", addr, resp.code, resp.remark)
             return False
+        self.last_results[addr] = resp.code
+        self.last_ok_ms[addr] = int(time.time() * 1000)
         self.master_addr = resp.ext_fields.get("masterAddr") or self.master_addr
         self.master_ha_addr = resp.ext_fields.get("haServerAddr") or self.master_ha_addr
         log.debug("registered to name server %s", addr)
@@ -114,8 +131,28 @@ class Registrar:
             if not self._dirty:
                 return
 
+    @property
+    def period_ms(self) -> int:
+        return register_period_ms(self.config.register_name_server_period)
+
+    def runtime_info(self) -> dict[str, str]:
+        """Registration state for GET_BROKER_RUNTIME_INFO: which NameServers hold the latest registration.
+
+        A NameServer counts as registered while its latest attempt succeeded; `lastRegisterTimestamp` is
+        the newest of those successes (0 when none), so a registration loop that stopped shows as age.
+        """
+        ok = [a for a in self.config.name_servers if self.last_results.get(a) == ResponseCode.SUCCESS]
+        failed = [f"{a} ({r})" for a in self.config.name_servers if (r := self.last_results.get(a, 0)) != 0]
+        return {
+            "registerNameServerPeriod": str(self.period_ms),
+            "registerBrokerTimeoutMills": str(self.config.register_broker_timeout_mills),
+            "registeredNameServers": ";".join(ok),
+            "registerFailedNameServers": "; ".join(failed),
+            "lastRegisterTimestamp": str(max((self.last_ok_ms[a] for a in ok), default=0)),
+        }
+
     async def run_periodically(self) -> None:
-        period = min(max(self.config.register_name_server_period, 10_000), 60_000) / 1000
+        period = self.period_ms / 1000
         while True:
             await asyncio.sleep(period)
             await self.register_all()

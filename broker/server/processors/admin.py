@@ -163,6 +163,7 @@ class AdminProcessor:
         except Exception:  # runtime figures from the store are best-effort
             log.debug("store runtime_info failed", exc_info=True)
         table.setdefault("commitLogDiskRatio", "0.0")
+        table.update(b.registrar.runtime_info())  # NameServer registration: readiness (broker/cli/probe.py)
         if b.ha is not None:
             table.update(b.ha.runtime_info())  # replication status (broker/ha/status.py)
         return cmd.response(ResponseCode.SUCCESS, None, body=orjson.dumps({"table": table}))
