@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Installs the three real third-party RocketMQ clients the golden and interop tests drive:
+# Installs the real third-party RocketMQ clients the golden and interop tests drive:
 #   PyPI rocketmq==0.4.4 (C++ 1.x core), PyPI rocketmq-python-cvs==2.1.0.3 (C++ 2.x core),
-#   npm ali-ons@3.12.0 (pure JS).
-# Each goes into its own prefix under ~/.cache/rocketcluster/peers/, keyed by version (both Python
+#   npm ali-ons@3.12.0 (pure JS), and Maven Central's Apache RocketMQ Java client 5.3.3
+#   (rocketmq-client + rocketmq-tools with their dependencies, and tests/peers/java compiled against them).
+# Each goes into its own prefix under ~/.cache/rocketcluster/, keyed by version (both Python
 # packages install a module named `rocketmq`, so they cannot share a venv). A `.ok` stamp written
-# only after an import check makes a second run a fast no-op. Called by `make peers` / `make test`;
-# tests/peers/__init__.py finds the clients at the same paths.
+# only after a check makes a second run a fast no-op. Called by `make peers` / `make test`;
+# tests/peers/__init__.py and tests/interop/java_harness.py find the clients at the same paths.
+# `peers.sh java` installs only the Java peer (what the Java interop tests ask for when it is missing).
 set -euo pipefail
 
 PEERS_DIR="${ROCKETCLUSTER_PEERS_DIR:-${HOME}/.cache/rocketcluster/peers}"
@@ -14,6 +16,9 @@ PYTHON="${PEERS_PYTHON:-python3}"
 ROCKETMQ_VERSION="0.4.4"
 CVS_VERSION="2.1.0.3"
 ALI_ONS_VERSION="3.12.0"
+JAVA_ROCKETMQ_VERSION="5.3.3"
+JAVA_DIR="${ROCKETCLUSTER_JAVA_DIR:-${HOME}/.cache/rocketcluster/java-rocketmq-${JAVA_ROCKETMQ_VERSION}}"
+JAVA_SOURCES="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/tests/peers/java"
 
 die() { echo "peers.sh: error: $*" >&2; exit 1; }
 
@@ -52,7 +57,81 @@ install_node() {
     touch "$dir/.ok"
 }
 
+# javac and mvn: Debian's packages when missing (as system-deps.sh does for the runtime).
+ensure_jdk() {
+    local missing=()
+    command -v javac >/dev/null 2>&1 || missing+=(openjdk-17-jdk-headless)
+    command -v mvn >/dev/null 2>&1 || missing+=(maven)
+    [[ ${#missing[@]} -eq 0 ]] && return 0
+    if [[ "$(id -u)" -ne 0 ]] || ! command -v apt-get >/dev/null 2>&1; then
+        die "the Java peer needs ${missing[*]} (root and apt-get are needed to install them)"
+    fi
+    echo "peers.sh: installing ${missing[*]}"
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" \
+        || die "apt-get install ${missing[*]} failed"
+}
+
+# The jars: a throw-away pom whose dependencies are the client and the tools; Maven resolves the rest.
+install_java_jars() {
+    local lib="$JAVA_DIR/lib"
+    [[ -f "$lib/.ok" ]] && return 0
+    echo "peers.sh: fetching rocketmq-client and rocketmq-tools $JAVA_ROCKETMQ_VERSION into $lib"
+    local work
+    work="$(mktemp -d)"
+    cat >"$work/pom.xml" <<POM
+<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>io.rocketcluster.peers</groupId>
+  <artifactId>java-peer</artifactId>
+  <version>1</version>
+  <packaging>pom</packaging>
+  <dependencies>
+    <dependency><groupId>org.apache.rocketmq</groupId><artifactId>rocketmq-client</artifactId><version>$JAVA_ROCKETMQ_VERSION</version></dependency>
+    <dependency><groupId>org.apache.rocketmq</groupId><artifactId>rocketmq-tools</artifactId><version>$JAVA_ROCKETMQ_VERSION</version></dependency>
+  </dependencies>
+</project>
+POM
+    rm -rf "$lib"
+    (cd "$work" && mvn -q -B dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$lib") \
+        >"$work/mvn.log" 2>&1 || { tail -30 "$work/mvn.log" >&2; rm -rf "$work"; die "mvn could not fetch the Java client"; }
+    rm -rf "$work"
+    [[ -f "$lib/rocketmq-client-$JAVA_ROCKETMQ_VERSION.jar" && -f "$lib/rocketmq-tools-$JAVA_ROCKETMQ_VERSION.jar" ]] \
+        || die "mvn finished but $lib lacks the rocketmq-client/rocketmq-tools jars"
+    touch "$lib/.ok"
+}
+
+# The driver programs, compiled into a directory named by a hash of their sources (the same hash
+# tests/interop/java_harness.py computes: the sorted file names, one a line, then their contents).
+java_sources_hash() {
+    # Byte order for the glob, whatever the caller's locale (Python's sorted() in the harness).
+    local LC_ALL=C files=() f
+    for f in "$JAVA_SOURCES"/*.java; do files+=("$(basename "$f")"); done
+    (cd "$JAVA_SOURCES" && { printf '%s\n' "${files[@]}"; cat "${files[@]}"; } | sha256sum | cut -c1-16)
+}
+
+install_java() {
+    ensure_jdk
+    install_java_jars
+    local classes
+    classes="$JAVA_DIR/classes-$(java_sources_hash)"
+    [[ -f "$classes/.ok" ]] && return 0
+    echo "peers.sh: compiling $JAVA_SOURCES into $classes"
+    # Builds of older sources are never used again.
+    find "$JAVA_DIR" -mindepth 1 -maxdepth 1 -name 'classes-*' -exec rm -rf {} +
+    mkdir -p "$classes"
+    javac -encoding UTF-8 -nowarn -cp "$JAVA_DIR/lib/*" -d "$classes" "$JAVA_SOURCES"/*.java \
+        || die "javac failed on $JAVA_SOURCES"
+    touch "$classes/.ok"
+}
+
+if [[ "${1:-all}" == "java" ]]; then
+    install_java
+    echo "peers.sh: Java peer ready in $JAVA_DIR"
+    exit 0
+fi
 install_py "rocketmq-$ROCKETMQ_VERSION" "rocketmq==$ROCKETMQ_VERSION"
 install_py "rocketmq-python-cvs-$CVS_VERSION" "rocketmq-python-cvs==$CVS_VERSION"
 install_node
-echo "peers.sh: peers ready in $PEERS_DIR"
+install_java
+echo "peers.sh: peers ready in $PEERS_DIR and $JAVA_DIR"

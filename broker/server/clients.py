@@ -28,6 +28,7 @@ __all__ = [
     "ConsumerManager",
     "ProducerManager",
     "SubscriptionData",
+    "merge_subscriptions",
     "parse_sub_string",
 ]
 
@@ -120,11 +121,7 @@ class ConsumerManager:
         else:
             g.channels[info.conn] = info
             log.info("new consumer connected, group: %s %s %s", group, info.client_id, info.conn.peer)
-        new_subs = {s.topic: s for s in subscriptions}
-        subs_changed = _subscriptions_differ(g.subscriptions, new_subs)
-        if subs_changed:
-            # Keep a newer subVersion already seen for unchanged expressions (Java does the same).
-            g.subscriptions = new_subs
+        g.subscriptions, subs_changed = merge_subscriptions(g.subscriptions, subscriptions)
         changed = channel_added or subs_changed
         if changed:
             self.notify(group)
@@ -191,10 +188,34 @@ class ConsumerManager:
             log.debug("notify %s of consumer change failed: %s", conn.peer, exc)
 
 
-def _subscriptions_differ(old: dict[str, SubscriptionData], new: dict[str, SubscriptionData]) -> bool:
-    if old.keys() != new.keys():
-        return True
-    return any(old[t].sub_string != new[t].sub_string or old[t].expression_type != new[t].expression_type for t in new)
+def merge_subscriptions(
+    stored: dict[str, SubscriptionData], heartbeat: list[SubscriptionData]
+) -> tuple[dict[str, SubscriptionData], bool]:
+    """A group's subscriptions after one member's heartbeat, and whether the group must be told.
+
+    Per topic, as RocketMQ's broker does: a new topic is added; a subscription with a newer
+    subVersion replaces the stored one, even with the same expression (the Java client bumps
+    subVersion after every rebalance that changed its queues, then pulls with it; a broker that kept
+    the old version would answer each pull SUBSCRIPTION_NOT_LATEST); an older one (a member that has
+    not caught up) leaves it alone. Unlike RocketMQ, an equal subVersion with another expression
+    also replaces it, so a client that never changes its subVersion can still change its expression.
+    Topics the heartbeat lacks are dropped. Only added, dropped or re-expressed topics notify the
+    group: a version bump alone changes no one's queues.
+    """
+    merged: dict[str, SubscriptionData] = {}
+    changed = stored.keys() != {sub.topic for sub in heartbeat}
+    for sub in heartbeat:
+        old = stored.get(sub.topic)
+        if old is None:
+            merged[sub.topic] = sub
+            continue
+        reexpressed = old.sub_string != sub.sub_string or old.expression_type != sub.expression_type
+        if sub.sub_version > old.sub_version or (sub.sub_version == old.sub_version and reexpressed):
+            merged[sub.topic] = sub
+            changed = changed or reexpressed
+        else:
+            merged[sub.topic] = old
+    return merged, changed
 
 
 class ProducerManager:
