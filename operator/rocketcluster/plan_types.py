@@ -1,0 +1,324 @@
+"""Plain data in and out of the RocketCluster planner: what the handler observed, and what it should do next.
+
+The kopf handler fills an `Observed` from the RocketCluster and its pods and StatefulSets (and from broker
+admin calls: registration, replication lag, write permission, consumer lag), calls `rocketcluster.plan.plan`,
+executes the returned `Plan.actions` in order, and writes `Plan.progress` and `Plan.conditions` to status.
+Nothing here talks to Kubernetes: frozen dataclasses only, so a plan is a value a test compares.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Final, Literal, TypeAlias
+
+from rocketcluster.plan_progress import Progress
+
+__all__ = [
+    "STUCK_REASONS",
+    "Action",
+    "AddWritePerm",
+    "ApplyChildren",
+    "ClearManualRollRequest",
+    "Condition",
+    "CopyMetadata",
+    "CreateGroup",
+    "DeleteGroup",
+    "DeletePod",
+    "GroupObservation",
+    "NameServerObservation",
+    "Observed",
+    "Plan",
+    "PodObservation",
+    "Replication",
+    "Retention",
+    "RolloutSettings",
+    "ScaleDownSettings",
+    "Wait",
+    "WipeWritePerm",
+]
+
+Replication: TypeAlias = Literal["ASYNC", "SYNC"]
+Retention: TypeAlias = Literal["Retain", "Delete"]
+
+# Waiting reasons after which a container does not start by itself: a restart only helps with another template.
+STUCK_REASONS: Final = frozenset(
+    {
+        "CrashLoopBackOff",
+        "ImagePullBackOff",
+        "ErrImagePull",
+        "InvalidImageName",
+        "CreateContainerConfigError",
+        "CreateContainerError",
+        "RunContainerError",
+        "Unschedulable",
+    }
+)
+
+
+# -- what the handler observed -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PodObservation:
+    """One pod of the NameServer or of a broker group.
+
+    `revision` is the pod's `controller-revision-hash` label. `waiting_reason` is the first container's waiting
+    reason, or `Unschedulable` for a pod the scheduler could not place (PodScheduled=False). For a broker pod,
+    `registered` says the NameServer lists it, and `lag_bytes` is a slave's replication lag behind its master
+    (None when unknown, which counts as not caught up).
+    """
+
+    name: str
+    ordinal: int
+    uid: str
+    ready: bool
+    revision: str | None
+    phase: str = "Running"
+    waiting_reason: str | None = None
+    registered: bool = False
+    lag_bytes: int | None = None
+
+    @property
+    def stuck(self) -> bool:
+        return self.phase == "Failed" or self.waiting_reason in STUCK_REASONS
+
+    @property
+    def pending(self) -> bool:
+        return self.phase == "Pending"
+
+
+@dataclass(frozen=True, slots=True)
+class NameServerObservation:
+    """The NameServer StatefulSet (`update_revision` is its status.updateRevision) and its pods."""
+
+    statefulset_exists: bool = False
+    update_revision: str | None = None
+    pods: tuple[PodObservation, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class GroupObservation:
+    """One broker group that exists in the cluster (a StatefulSet, or pods left of one).
+
+    `statefulset_exists` is false for a StatefulSet that is being deleted. `metadata_copied` says whether the
+    group holds the cluster's topics and subscription groups: True skips the copy, False asks for one even
+    when the planner's own record lost it, None (unknown) leaves it to that record. `writable` is the group
+    master's write permission (None when unknown); `consumer_lag` the messages not yet consumed from it, summed
+    over consumer groups and queues (None when unknown).
+    """
+
+    index: int
+    statefulset_exists: bool = True
+    update_revision: str | None = None
+    pods: tuple[PodObservation, ...] = ()
+    metadata_copied: bool | None = None
+    writable: bool | None = None
+    consumer_lag: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RolloutSettings:
+    """spec.rollout. A slave is caught up when its lag is at most `max_slave_lag_bytes`."""
+
+    pod_ready_timeout_seconds: float = 600.0
+    max_slave_lag_bytes: int = 0
+    require_in_sync_slave: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class ScaleDownSettings:
+    """spec.scaleDown."""
+
+    drain: bool = True
+    drain_timeout_seconds: float = 3600.0
+
+
+@dataclass(frozen=True, slots=True)
+class Observed:
+    """Everything one reconcile of one RocketCluster knows. `cluster` is its metadata.name; `now` is the handler's
+    clock (the planner reads none)."""
+
+    cluster: str
+    generation: int
+    now: float
+    groups: int
+    slaves_per_group: int
+    nameserver_replicas: int
+    replication: Replication = "ASYNC"
+    rollout: RolloutSettings = RolloutSettings()
+    scale_down: ScaleDownSettings = ScaleDownSettings()
+    when_scaled: Retention = "Retain"
+    paused: bool = False
+    manual_roll: bool = False
+    nameserver: NameServerObservation = NameServerObservation()
+    broker_groups: tuple[GroupObservation, ...] = ()
+    progress: Progress = field(default_factory=Progress)
+
+
+# -- what the planner decided: actions, in the order the handler executes them --------------------------------------
+# Each action's `reason` is fit for a Kubernetes Event's reason; `describe()` is its message.
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyChildren:
+    """Apply the cluster-wide children (NameServer, Services, ServiceAccount, connection ConfigMap) and the
+    children of the existing broker groups in `groups` (their StatefulSets, ConfigMaps, PDBs). Idempotent."""
+
+    groups: tuple[int, ...]
+    reason: str = "APPLY_CHILDREN"
+
+    def describe(self) -> str:
+        return f"apply the NameServer, shared children and broker groups {list(self.groups)}"
+
+
+@dataclass(frozen=True, slots=True)
+class CreateGroup:
+    """Create broker group `group`'s children (the rendered group: StatefulSet, ConfigMap, PDB)."""
+
+    group: int
+    reason: str = "SCALE_OUT"
+
+    def describe(self) -> str:
+        return f"create broker group {self.group}"
+
+
+@dataclass(frozen=True, slots=True)
+class CopyMetadata:
+    """Create on group `group` the topics and subscription groups that group `source` has."""
+
+    group: int
+    source: int
+    reason: str = "COPY_METADATA"
+
+    def describe(self) -> str:
+        return f"copy topics and subscription groups from broker group {self.source} to group {self.group}"
+
+
+@dataclass(frozen=True, slots=True)
+class DeletePod:
+    """Delete a pod; its StatefulSet (OnDelete) recreates it from the current template."""
+
+    pod: str
+    reason: str
+
+    def describe(self) -> str:
+        return f"restart pod {self.pod} ({self.reason})"
+
+
+@dataclass(frozen=True, slots=True)
+class WipeWritePerm:
+    """Take write permission from group `group`'s master: producers move to the other groups, consumers drain it."""
+
+    group: int
+    reason: str = "DRAIN"
+
+    def describe(self) -> str:
+        return f"wipe the write permission of broker group {self.group} to drain it"
+
+
+@dataclass(frozen=True, slots=True)
+class AddWritePerm:
+    """Give group `group` its write permission back (a drain cancelled by scaling back up)."""
+
+    group: int
+    reason: str = "SCALE_IN_CANCELLED"
+
+    def describe(self) -> str:
+        return f"give broker group {self.group} its write permission back"
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteGroup:
+    """Delete group `group`'s children; its PVCs too when `delete_pvcs` (retention.whenScaled: Delete)."""
+
+    group: int
+    delete_pvcs: bool
+    reason: str = "SCALE_IN"
+
+    def describe(self) -> str:
+        pvcs = "and its volumes" if self.delete_pvcs else "keeping its volumes"
+        return f"delete broker group {self.group} {pvcs}"
+
+
+@dataclass(frozen=True, slots=True)
+class ClearManualRollRequest:
+    """Remove the manual-rolling-update annotation: the roll it asked for is recorded in `Plan.progress`, so
+    the handler should clear it in the same patch as the status (then neither is lost without the other)."""
+
+    reason: str = "MANUAL_ROLLING_UPDATE"
+
+    def describe(self) -> str:
+        return "manual rolling update recorded; clearing the annotation"
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """Nothing more to do now: reconcile again in `retry_after_seconds` (kopf.TemporaryError(delay=...))."""
+
+    reason: str
+    message: str
+    retry_after_seconds: float
+
+    def describe(self) -> str:
+        return self.message
+
+
+Action: TypeAlias = (
+    ApplyChildren
+    | CreateGroup
+    | CopyMetadata
+    | DeletePod
+    | WipeWritePerm
+    | AddWritePerm
+    | DeleteGroup
+    | ClearManualRollRequest
+    | Wait
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Condition:
+    """One status condition (the handler adds lastTransitionTime when the status changes)."""
+
+    type: str
+    status: Literal["True", "False"]
+    reason: str
+    message: str = ""
+
+    def to_dict(self) -> dict[str, str]:
+        return {"type": self.type, "status": self.status, "reason": self.reason, "message": self.message}
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """The next step: actions in order (at most one Wait, always last), the progress to store, the conditions."""
+
+    actions: tuple[Action, ...]
+    progress: Progress
+    conditions: tuple[Condition, ...]
+    observed_generation: int
+
+    def condition(self, type_: str) -> Condition | None:
+        return next((c for c in self.conditions if c.type == type_), None)
+
+    @property
+    def wait(self) -> Wait | None:
+        last = self.actions[-1] if self.actions else None
+        return last if isinstance(last, Wait) else None
+
+    @property
+    def phase(self) -> str:
+        """A one-word summary for printer columns: Paused, Degraded, Creating, Progressing, Ready or Pending."""
+
+        def true(type_: str) -> Condition | None:
+            found = self.condition(type_)
+            return found if found is not None and found.status == "True" else None
+
+        progressing = true("Progressing")
+        if true("ReconciliationPaused"):
+            return "Paused"
+        if true("Degraded"):
+            return "Degraded"
+        if progressing is not None:
+            return "Creating" if progressing.reason == "Creating" else "Progressing"
+        return "Ready" if true("Ready") else "Pending"
