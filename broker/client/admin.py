@@ -5,24 +5,40 @@ and `await shutdown()`. Every method is one or a few remoting requests: UPDATE_A
 each master, GET_BROKER_CLUSTER_INFO / GET_ALL_TOPIC_LIST / GET_ROUTEINFO from the NameServer,
 GET_BROKER_RUNTIME_INFO, GET_MAX_OFFSET + QUERY_CONSUMER_OFFSET for progress, VIEW_MESSAGE_BY_ID and
 QUERY_MESSAGE for message lookups, INVOKE_BROKER_TO_RESET_OFFSET for resetOffsetByTime.
+
+What the Kubernetes operator calls over the wire: `wipe_write_perm` / `add_write_perm` on every NameServer,
+`copy_metadata` from one broker group to a new one, `consumer_lag` and `replication_lag` of a group, and
+`runtime_info` of one broker (the requests and pure parts live in admin_requests, metadata_copy, lag and
+runtime_info beside this module).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from broker.client import admin_requests as requests
 from broker.client.config import ClientConfig, client_config_with
-from broker.client.errors import ClientError, QueryNotFound
+from broker.client.errors import ClientError, QueryNotFound, RocketError
 from broker.client.instance import ClientInstance
+from broker.client.lag import ConsumerLag, ReplicationLag, SlaveLag, consumer_lag
 from broker.client.message import MessageExt, MessageQueue
+from broker.client.metadata_copy import CopyResult, broker_made_topics, plan_copy
 from broker.client.route import MASTER_ID, BrokerData, Perm, TopicRouteData, subscribe_queues
+from broker.client.runtime_info import BrokerRuntimeInfo
+from broker.protocol.bodies import TopicConfig
 from broker.protocol.headers import CreateTopicRequestHeader
 from broker.protocol.message import decode_offset_msg_id
+from broker.transport.errors import RemotingError
 
 __all__ = ["Admin", "BrokerRow", "ClusterInfo", "QueueProgress", "parse_cluster_info"]
+
+# GET_MAX_OFFSET requests in flight at once while measuring a group's consumer lag
+MAX_OFFSET_CONCURRENCY = 32
 
 log = logging.getLogger(__name__)
 
@@ -134,15 +150,15 @@ class Admin:
         targets = [broker_addr] if broker_addr is not None else (await self.cluster_info()).masters(cluster)
         if not targets:
             raise ClientError(f"no master broker found{f' in cluster {cluster}' if cluster else ''}")
-        header = CreateTopicRequestHeader(
-            topic=topic,
-            default_topic="TBW102",
-            read_queue_nums=read_queue_nums,
-            write_queue_nums=write_queue_nums,
-            perm=perm,
-            topic_filter_type="MULTI_TAG" if multi_tag else "SINGLE_TAG",
-            topic_sys_flag=0,
-            order=order,
+        header = _create_header(
+            TopicConfig(
+                topic,
+                read_queue_nums,
+                write_queue_nums,
+                perm,
+                topic_filter_type="MULTI_TAG" if multi_tag else "SINGLE_TAG",
+                order=order,
+            )
         )
         for addr in targets:
             await self.instance.api.create_topic(addr, header)
@@ -214,3 +230,149 @@ class Admin:
 
     async def query_message_by_uniq_key(self, topic: str, uniq_key: str) -> list[MessageExt]:
         return await self.query_message_by_key(topic, uniq_key, unique=True)
+
+    # ------------------------------------------------------------------ operator: write permission
+
+    async def wipe_write_perm(self, broker_name: str) -> dict[str, int]:
+        """Stop routing writes to `broker_name` on every NameServer (WIPE_WRITE_PERM_OF_BROKER).
+
+        Returns {NameServer: topics changed}. Raises ClientError naming the NameServers that failed after
+        trying all of them: one NameServer left writable still sends producers to the group.
+        """
+        api = self.instance.api
+        return await self._on_every_namesrv(
+            lambda addr: requests.wipe_write_perm(api, addr, broker_name), f"wipe write perm of {broker_name}"
+        )
+
+    async def add_write_perm(self, broker_name: str) -> dict[str, int]:
+        """Route writes to `broker_name` again on every NameServer (ADD_WRITE_PERM_OF_BROKER)."""
+        api = self.instance.api
+        return await self._on_every_namesrv(
+            lambda addr: requests.add_write_perm(api, addr, broker_name), f"add write perm of {broker_name}"
+        )
+
+    async def _on_every_namesrv(self, call: Callable[[str], Awaitable[int]], what: str) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        failures: dict[str, str] = {}
+        for addr in self.instance.namesrvs:
+            try:
+                counts[addr] = await call(addr)
+            except (RocketError, RemotingError) as exc:
+                failures[addr] = f"{type(exc).__name__}: {exc}"
+        if failures:
+            raise ClientError(f"{what} failed on {failures} (done on {sorted(counts)})")
+        return counts
+
+    # ------------------------------------------------------------------ operator: broker state
+
+    async def runtime_info(self, addr: str) -> BrokerRuntimeInfo:
+        """GET_BROKER_RUNTIME_INFO of the broker at `addr`."""
+        return BrokerRuntimeInfo(addr, await self.instance.api.get_broker_runtime_info(addr))
+
+    async def master_addr(self, broker_name: str) -> str:
+        """The master address the NameServer holds for `broker_name`; ClientError when it has none."""
+        bd = (await self.cluster_info()).brokers.get(broker_name)
+        addr = bd.broker_addrs.get(MASTER_ID) if bd else None
+        if addr is None:
+            raise ClientError(f"no master of broker group {broker_name} is registered with the NameServer")
+        return addr
+
+    async def copy_metadata(self, source_addr: str, target_addr: str) -> CopyResult:
+        """Create on the target broker every topic and subscription group of the source broker that the
+        target lacks or holds differently; what either broker makes itself is skipped (see metadata_copy).
+        Idempotent: run again, it creates nothing."""
+        api = self.instance.api
+        src_topics, dst_topics, src_groups, dst_groups, src_conf, dst_conf = await asyncio.gather(
+            requests.get_all_topic_configs(api, source_addr),
+            requests.get_all_topic_configs(api, target_addr),
+            requests.get_all_subscription_groups(api, source_addr),
+            requests.get_all_subscription_groups(api, target_addr),
+            requests.get_broker_config(api, source_addr),
+            requests.get_broker_config(api, target_addr),
+        )
+        skip = broker_made_topics(src_conf) | broker_made_topics(dst_conf)
+        plan = plan_copy(src_topics, dst_topics, src_groups, dst_groups, skip)
+        result = CopyResult(
+            source_addr,
+            target_addr,
+            unchanged_topics=plan.unchanged_topics,
+            unchanged_groups=plan.unchanged_groups,
+            skipped_topics=plan.skipped_topics,
+            skipped_groups=plan.skipped_groups,
+        )
+        for tc in plan.topics:
+            await api.create_topic(target_addr, _create_header(tc))
+            result.created_topics.append(tc.topic_name)
+        for group in plan.groups:
+            await requests.create_subscription_group(api, target_addr, group)
+            result.created_groups.append(str(group["groupName"]))
+        log.info(
+            "copied metadata %s -> %s: %d topic(s), %d group(s) created, %d + %d already there",
+            source_addr,
+            target_addr,
+            len(result.created_topics),
+            len(result.created_groups),
+            len(plan.unchanged_topics),
+            len(plan.unchanged_groups),
+        )
+        return result
+
+    async def consumer_lag(self, broker_name: str, *, addr: str | None = None) -> ConsumerLag:
+        """Messages not yet consumed on `broker_name`, per queue, per group and in total: every committed
+        offset of its master (GET_ALL_CONSUMER_OFFSET) against its queue's max offset (GET_MAX_OFFSET).
+        Our broker has no GET_CONSUME_STATS (208); these two answer the same question. `addr` skips the
+        NameServer lookup of the master."""
+        api = self.instance.api
+        master = addr or await self.master_addr(broker_name)
+        offsets = await requests.get_all_consumer_offsets(api, master)
+        queues = sorted({(topic, queue_id) for (topic, _group), table in offsets.items() for queue_id in table})
+        limit = asyncio.Semaphore(MAX_OFFSET_CONCURRENCY)
+
+        async def max_offset(topic: str, queue_id: int) -> int:
+            async with limit:
+                return await api.get_max_offset(master, MessageQueue(topic, broker_name, queue_id))
+
+        maxes = await asyncio.gather(*(max_offset(t, q) for t, q in queues))
+        return consumer_lag(broker_name, master, offsets, dict(zip(queues, maxes, strict=True)))
+
+    async def replication_lag(self, broker_name: str) -> ReplicationLag:
+        """Bytes of CommitLog each registered slave of `broker_name` is behind its master (runtime info of
+        each; the master is read first, so a slave that moves on meanwhile shows less lag, never more).
+        A slave the NameServer does not list (stopped, not registered yet) is not in the result."""
+        bd = (await self.cluster_info()).brokers.get(broker_name)
+        master = bd.broker_addrs.get(MASTER_ID) if bd else None
+        if bd is None or master is None:
+            raise ClientError(f"no master of broker group {broker_name} is registered with the NameServer")
+        master_max = (await self.runtime_info(master)).commit_log_max_offset
+        if master_max is None:
+            raise ClientError(f"master {master} of {broker_name} does not report commitLogMaxOffset")
+        slaves = []
+        for broker_id, addr in sorted(bd.broker_addrs.items()):
+            if broker_id == MASTER_ID:
+                continue
+            try:
+                offset = (await self.runtime_info(addr)).commit_log_max_offset
+            except (RocketError, RemotingError) as exc:
+                log.info("runtime info of slave %s failed: %s", addr, exc)
+                offset = None
+            lag = None if offset is None else max(0, master_max - offset)
+            slaves.append(SlaveLag(broker_id, addr, offset, lag))
+        return ReplicationLag(broker_name, master, master_max, tuple(slaves))
+
+
+def _create_header(tc: TopicConfig) -> CreateTopicRequestHeader:
+    """UPDATE_AND_CREATE_TOPIC's header for a topic config (attributes as `+key=value,...`), checked as the
+    broker will parse it."""
+    ext = {
+        "topic": tc.topic_name,
+        "defaultTopic": "TBW102",
+        "readQueueNums": str(tc.read_queue_nums),
+        "writeQueueNums": str(tc.write_queue_nums),
+        "perm": str(tc.perm),
+        "topicFilterType": tc.topic_filter_type,
+        "topicSysFlag": str(tc.topic_sys_flag),
+        "order": "true" if tc.order else "false",
+    }
+    if tc.attributes:
+        ext["attributes"] = ",".join(f"+{k}={v}" for k, v in sorted(tc.attributes.items()))
+    return CreateTopicRequestHeader.from_ext_fields(ext)
