@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 SPARK_STAMP := $(VENV)/.installed-spark
 DATA   := .data
 
-.PHONY: run test lint fmt peers system-deps bench clean
+.PHONY: run test lint fmt peers system-deps bench clean crds
 
 $(STAMP): pyproject.toml
 	@bash scripts/venv.sh $(PYTHON) $(VENV)
@@ -46,6 +46,10 @@ lint: $(STAMP)
 fmt: $(STAMP)
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
+
+# The RocketCluster CRD, generated from the operator's model (tests/operator/test_crd.py fails when it is stale).
+crds: $(STAMP)
+	$(BIN)/python -m rocketcluster.crd --write
 
 clean:
 	rm -rf $(VENV) $(DATA)

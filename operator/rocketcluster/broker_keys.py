@@ -1,0 +1,154 @@
+"""The broker.conf keys our broker knows, the kind of value each takes, and the ones the operator owns.
+
+The operator may not import the broker (`broker.server` pulls in the store), so this is a copy of the key
+names of `broker.server.config.BrokerConfig` and `broker.store.config.StoreConfig`;
+tests/operator/test_model.py proves it equals them, so a key added to the broker fails that test until it
+is added here. The model refuses a `spec.broker.config` key that is not listed (a typo would otherwise be
+ignored by the broker with only a warning in a pod log) and a value of the wrong kind (it would stop the
+broker at start-up, one crash-looping pod per group).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Final
+
+__all__ = ["BROKER_KEYS", "OWNED_KEYS", "ValueKind", "check_value"]
+
+# "bool", "int", "float", "str", or the tuple of accepted words of an enum.
+ValueKind = str | tuple[str, ...]
+
+_BOOL: Final = "bool"
+_INT: Final = "int"
+_FLOAT: Final = "float"
+_STR: Final = "str"
+
+# A key both models read (fileReservedTime: int in the broker, float in the store) has the stricter kind.
+BROKER_KEYS: Final[Mapping[str, ValueKind]] = MappingProxyType(
+    {
+        "accessMessageInMemoryMaxRatio": _INT,
+        "autoCreateSubscriptionGroup": _BOOL,
+        "autoCreateTopicEnable": _BOOL,
+        "bindAddress": _STR,
+        "brokerClusterName": _STR,
+        "brokerIP1": _STR,
+        "brokerIP2": _STR,
+        "brokerId": _INT,
+        "brokerName": _STR,
+        "brokerPermission": _INT,
+        "brokerRole": ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE"),
+        "brokerTopicEnable": _BOOL,
+        "channelExpiredTimeout": _INT,
+        "checkCRCOnRecover": _BOOL,
+        "cleanResourceInterval": _INT,
+        "clusterTopicEnable": _BOOL,
+        "defaultTopicQueueNums": _INT,
+        "deleteCommitLogFilesInterval": _INT,
+        "deleteWhen": _STR,
+        "diskMaxUsedSpaceRatio": _INT,
+        "diskSpaceCleanForciblyRatio": _FLOAT,
+        "enablePropertyFilter": _BOOL,
+        "fileReservedTime": _INT,
+        "flushCommitLogLeastPages": _INT,
+        "flushCommitLogThoroughInterval": _INT,
+        "flushConsumeQueueLeastPages": _INT,
+        "flushConsumerOffsetInterval": _INT,
+        "flushDelayOffsetInterval": _INT,
+        "flushDiskType": ("ASYNC_FLUSH", "SYNC_FLUSH"),
+        "flushIntervalCommitLog": _INT,
+        "flushIntervalConsumeQueue": _INT,
+        "haFullTransferFromEmpty": _BOOL,
+        "haHousekeepingInterval": _INT,
+        "haListenPort": _INT,
+        "haMasterAddress": _STR,
+        "haSendHeartbeatInterval": _INT,
+        "haSlaveFallbehindMax": _INT,
+        "haTransferBatchSize": _INT,
+        "indexHelperEnable": _BOOL,
+        "listenPort": _INT,
+        "longPollingEnable": _BOOL,
+        "mappedFileSizeCommitLog": _INT,
+        "mappedFileSizeConsumeQueue": _INT,
+        "maxHashSlotNum": _INT,
+        "maxIndexNum": _INT,
+        "maxMessageSize": _INT,
+        "maxMsgNumsBatch": _INT,
+        "maxTransferBytesOnMessageInMemory": _INT,
+        "maxTransferCountOnMessageInMemory": _INT,
+        "messageDelayLevel": _STR,
+        "messageIndexEnable": _BOOL,
+        "messageIndexSafe": _BOOL,
+        "msgTraceTopicName": _STR,
+        "namesrvAddr": _STR,
+        "notifyConsumerIdsChangedEnable": _BOOL,
+        "pullMessageThreadPoolNums": _INT,
+        "registerBrokerTimeoutMills": _INT,
+        "registerNameServerPeriod": _INT,
+        "rejectTransactionMessage": _BOOL,
+        "sendMessageThreadPoolNums": _INT,
+        "serverChannelMaxIdleTimeSeconds": _INT,
+        "shortPollingTimeMills": _INT,
+        "slaveReadEnable": _BOOL,
+        "slaveSyncInterval": _INT,
+        "storePathCommitLog": _STR,
+        "storePathConsumeQueue": _STR,
+        "storePathIndex": _STR,
+        "storePathRootDir": _STR,
+        "syncFlushTimeout": _INT,
+        "traceTopicEnable": _BOOL,
+        "transactionCheckInterval": _INT,
+        "transactionCheckMax": _INT,
+        "transactionTimeOut": _INT,
+        "useEpollNativeSelector": _BOOL,
+        "waitTimeMillsInSendQueue": _INT,
+        "warmMapedFileEnable": _BOOL,
+        "warmMappedFileEnable": _BOOL,
+    }
+)
+
+# Keys a user may not set in spec.broker.config, each with the reason (shown in the design doc).
+OWNED_KEYS: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        "brokerClusterName": "spec.clusterName (default metadata.name)",
+        "brokerName": "<clusterName>-<group index>",
+        "brokerId": "the pod's StatefulSet ordinal",
+        "brokerRole": "spec.broker.replication: ordinal 0 is the master, the others SLAVE",
+        "namesrvAddr": "the NameServer pods' DNS names",
+        "listenPort": "fixed at 10911: the Services, probes and NetworkPolicies name it",
+        "haListenPort": "fixed at 10912",
+        "brokerIP1": "the pod IP (env BROKER_IP1)",
+        "brokerIP2": "follows brokerIP1",
+        "bindAddress": "a pod must listen on its own IP for probes and peers",
+        "haMasterAddress": "a slave learns its master's HA address from the NameServer",
+        "brokerPermission": "set at run time by the operator to drain a group before it is removed",
+        "storePathRootDir": "the data volume (/data/store)",
+        "storePathCommitLog": "under storePathRootDir on the data volume",
+        "storePathConsumeQueue": "under storePathRootDir on the data volume",
+        "storePathIndex": "under storePathRootDir on the data volume",
+        "flushDiskType": "spec.broker.flushDiskType",
+    }
+)
+
+_INT_TEXT = re.compile(r"^[+-]?[0-9]+$")
+# Java's Boolean.parseBoolean reads anything but "true" as false; refusing other words catches "ture".
+_BOOL_WORDS = ("true", "false")
+
+
+def check_value(kind: ValueKind, value: str) -> str | None:
+    """Why `value` is not a valid broker.conf value of this kind, or None when it is."""
+    if isinstance(kind, tuple):
+        return None if value in kind else f"must be one of {', '.join(kind)}"
+    if kind == _BOOL:
+        return None if value.lower() in _BOOL_WORDS else "must be true or false"
+    if kind == _INT:
+        return None if _INT_TEXT.match(value) else "must be an integer"
+    if kind == _FLOAT:
+        try:
+            number = float(value)
+        except ValueError:
+            return "must be a number"
+        return None if math.isfinite(number) else "must be a finite number"
+    return None

@@ -1,0 +1,512 @@
+"""The RocketCluster resource as pydantic models: the spec users write and the status the operator reports.
+
+The handlers call `parse_spec(body["spec"])` before anything else and report a `SpecError` as the InvalidSpec
+condition; render and plan take the parsed `RocketClusterSpec`. `rocketcluster.crd` turns these models into the
+CRD's OpenAPI schema, so a field, default or bound is declared once, here. Field docstrings become the schema's
+descriptions (`kubectl explain rocketcluster.spec.broker`).
+
+On the wire every field is camelCase (`slavesPerGroup`); Python code may use either name. Unknown fields are
+refused, as the CRD refuses them (a misspelt field would otherwise be pruned by the API server, silently).
+Validation is strict: `"3"` is not a number, as it is not for the API server.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    StringConstraints,
+    ValidationError,
+    ValidationInfo,
+    WithJsonSchema,
+    field_validator,
+)
+from pydantic.alias_generators import to_camel
+
+from rocketcluster.broker_keys import BROKER_KEYS, OWNED_KEYS, check_value
+
+__all__ = [
+    "DEFAULT_IMAGE",
+    "BrokerSpec",
+    "Condition",
+    "GroupMasterStatus",
+    "GroupSlaveStatus",
+    "GroupStatus",
+    "NameServerSpec",
+    "NameServerStatus",
+    "Phase",
+    "Placement",
+    "PodTemplate",
+    "Resources",
+    "Retention",
+    "RocketClusterSpec",
+    "RocketClusterStatus",
+    "Rollout",
+    "ScaleDown",
+    "SpecError",
+    "Storage",
+    "parse_spec",
+    "parse_status",
+]
+
+DEFAULT_IMAGE = "rocketcluster.local/broker:0.1.0"
+
+# Bounds on free-form input. They keep a hostile or mistaken spec from making huge children, and they are what
+# lets the API server's CEL cost estimate pass (it assumes the worst case of every unbounded list and string).
+MAX_GROUPS = 64
+MAX_SLAVES_PER_GROUP = 4
+MAX_NAMESERVERS = 16
+MAX_CONFIG_KEYS = 64
+MAX_CONFIG_VALUE = 1024
+MAX_MAP_ENTRIES = 32
+MAX_LIST_ITEMS = 32
+# Pass-through Kubernetes objects (affinity, tolerations, ...): depth and size bounds, far above any real one.
+MAX_OBJECT_DEPTH = 16
+MAX_OBJECT_NODES = 2000
+
+# A Kubernetes quantity ("500m", "10Gi", "1e3"), as the API server parses it.
+QUANTITY_PATTERN = r"^[+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)(([KMGTPE]i)|[numkMGTPE]|([eE][+-]?[0-9]+))?$"
+# Label values: at most 63 characters, alphanumeric at both ends.
+_LABEL_VALUE_PATTERN = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
+_DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+_LABEL_KEY = re.compile(
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+)
+_RESOURCE_NAME = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+_CONTROL_CHARACTER = re.compile(r"[\x00-\x1f\x7f]")
+
+_QUANTITY = re.compile(QUANTITY_PATTERN)
+
+
+def _resource_quantity(value: Any) -> int | str:
+    # One check for both forms, so a bad value gets one message rather than one per member of int | str.
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ValueError(f"must be a quantity such as 500m, 2Gi or 4 (got {type(value).__name__})")
+    if isinstance(value, int):
+        if value < 0:
+            raise ValueError("must not be negative")
+        return value
+    if len(value) > 64 or not _QUANTITY.match(value):
+        raise ValueError(f"{value[:64]!r} is not a quantity such as 500m, 2Gi or 4")
+    return value
+
+
+Quantity = Annotated[str, StringConstraints(pattern=QUANTITY_PATTERN, max_length=64)]
+# An int-or-string, as Kubernetes resource quantities are (`cpu: 1` and `cpu: "500m"`).
+ResourceQuantity = Annotated[
+    int | str,
+    PlainValidator(_resource_quantity),
+    WithJsonSchema({"x-kubernetes-int-or-string": True, "pattern": QUANTITY_PATTERN}),
+]
+LabelValue = Annotated[str, StringConstraints(pattern=_LABEL_VALUE_PATTERN, max_length=63)]
+DnsSubdomain = Annotated[str, StringConstraints(pattern=_DNS_SUBDOMAIN_PATTERN, min_length=1, max_length=253)]
+# One line of printable text: a newline in a broker.conf value would start a new key.
+ConfigValue = Annotated[str, StringConstraints(pattern=r"^[^\x00-\x1f\x7f]*$", max_length=MAX_CONFIG_VALUE)]
+AnnotationValue = Annotated[str, StringConstraints(max_length=4096)]
+
+
+def _bounded_object(value: Any) -> Any:
+    """Refuse pass-through objects nested or sized beyond any real Kubernetes object (render copies them)."""
+    nodes = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        nodes += 1
+        if depth > MAX_OBJECT_DEPTH:
+            raise ValueError(f"nested deeper than {MAX_OBJECT_DEPTH} levels")
+        if nodes > MAX_OBJECT_NODES:
+            raise ValueError(f"more than {MAX_OBJECT_NODES} values")
+        if isinstance(item, dict):
+            for key, child in item.items():
+                if not isinstance(key, str):
+                    raise ValueError("object keys must be strings")
+                stack.append((child, depth + 1))
+        elif isinstance(item, list):
+            stack.extend((child, depth + 1) for child in item)
+        elif item is not None and not isinstance(item, str | int | float | bool):
+            raise ValueError(f"unexpected value of type {type(item).__name__}")
+    return value
+
+
+KubeObject = Annotated[dict[str, Any], AfterValidator(_bounded_object)]
+"""A Kubernetes object passed through to the pods as written (the API server validates it on the StatefulSet)."""
+
+
+def _check_label_keys(value: dict[str, str]) -> dict[str, str]:
+    for key in value:
+        if len(key) > 317 or not _LABEL_KEY.match(key):
+            raise ValueError(f"key {key!r} is not a valid label key ([prefix/]name)")
+    return value
+
+
+class _Wire(BaseModel):
+    """camelCase on the wire, unknown fields refused, no coercion, immutable once parsed."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        strict=True,
+        frozen=True,
+        use_attribute_docstrings=True,
+    )
+
+
+class Resources(_Wire):
+    """Container resources (requests and limits), as in a Kubernetes container."""
+
+    requests: dict[str, ResourceQuantity] = Field(default_factory=dict, max_length=16)
+    """Resource name (cpu, memory, ...) -> quantity."""
+    limits: dict[str, ResourceQuantity] = Field(default_factory=dict, max_length=16)
+    """Resource name (cpu, memory, ...) -> quantity."""
+
+    @field_validator("requests", "limits")
+    @classmethod
+    def _check_names(cls, value: dict[str, int | str]) -> dict[str, int | str]:
+        for name in value:
+            if len(name) > 253 or not _RESOURCE_NAME.match(name):
+                raise ValueError(f"{name!r} is not a resource name")
+        return value
+
+    def to_kube(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.requests:
+            out["requests"] = dict(sorted(self.requests.items()))
+        if self.limits:
+            out["limits"] = dict(sorted(self.limits.items()))
+        return out
+
+
+class PodTemplate(_Wire):
+    """Pod settings passed through to the pods. The cluster-wide `spec.template` applies to every pod; a
+    component's own template (`spec.nameServer.template`, `spec.broker.template`) is merged over it: maps key by
+    key, anything else replaced when set."""
+
+    labels: dict[str, LabelValue] = Field(default_factory=dict, max_length=MAX_MAP_ENTRIES)
+    """Extra pod labels. The operator's own labels win on a clash (selectors depend on them)."""
+    annotations: dict[str, AnnotationValue] = Field(default_factory=dict, max_length=MAX_MAP_ENTRIES)
+    """Extra pod annotations."""
+    affinity: KubeObject | None = None
+    """Pod affinity; when set it replaces the anti-affinity that spec.placement asks for."""
+    tolerations: list[KubeObject] | None = Field(default=None, max_length=MAX_LIST_ITEMS)
+    """Pod tolerations."""
+    node_selector: dict[str, str] = Field(default_factory=dict, max_length=MAX_MAP_ENTRIES)
+    """Pod nodeSelector."""
+    security_context: KubeObject | None = None
+    """Pod securityContext, merged over the operator's (runAsNonRoot, uid/gid/fsGroup 10001)."""
+    container_security_context: KubeObject | None = None
+    """Container securityContext, merged over the operator's (no privilege escalation, no capabilities)."""
+    priority_class_name: DnsSubdomain | None = None
+    """Pod priorityClassName."""
+    topology_spread_constraints: list[KubeObject] | None = Field(default=None, max_length=MAX_LIST_ITEMS)
+    """Pod topologySpreadConstraints."""
+
+    @field_validator("labels", "annotations", "node_selector")
+    @classmethod
+    def _check_keys(cls, value: dict[str, str]) -> dict[str, str]:
+        return _check_label_keys(value)
+
+    def merged_under(self, component: PodTemplate) -> PodTemplate:
+        """This (cluster-wide) template with a component's template over it."""
+        values: dict[str, Any] = {}
+        for name in type(self).model_fields:
+            mine, theirs = getattr(self, name), getattr(component, name)
+            if isinstance(mine, dict) and name in ("labels", "annotations", "node_selector"):
+                values[name] = {**mine, **theirs}
+            elif isinstance(mine, dict) and isinstance(theirs, dict):
+                # securityContext: field by field, the component's value winning
+                values[name] = {**mine, **theirs}
+            else:
+                values[name] = theirs if theirs is not None else mine
+        return PodTemplate.model_validate(values)
+
+
+class LocalObjectReference(_Wire):
+    """A Secret in the cluster's namespace, by name."""
+
+    name: DnsSubdomain
+
+
+class NameServerSpec(_Wire):
+    """The NameServer StatefulSet: stateless routing registries that brokers register with."""
+
+    replicas: int = Field(default=2, ge=1, le=MAX_NAMESERVERS)
+    """NameServer pods; 2 or more for HA. A change rewrites every broker's namesrvAddr, so brokers roll."""
+    resources: Resources = Field(default_factory=Resources)
+    """The nameserver container's resources."""
+    template: PodTemplate = Field(default_factory=PodTemplate)
+    """Pod settings of the NameServer pods, merged over spec.template."""
+
+
+class BrokerSpec(_Wire):
+    """Broker groups: one StatefulSet per brokerName, pod ordinal = brokerId (0 = master, others slaves)."""
+
+    groups: int = Field(default=1, ge=1, le=MAX_GROUPS)
+    """Number of broker groups (brokerNames); the scale subresource's replicas."""
+    slaves_per_group: int = Field(default=1, ge=0, le=MAX_SLAVES_PER_GROUP)
+    """Slaves in each group; each group's StatefulSet has 1 + slavesPerGroup pods."""
+    replication: Literal["ASYNC", "SYNC"] = "ASYNC"
+    """ASYNC: the master acknowledges before its slaves have the message (ASYNC_MASTER). SYNC: after a slave has
+    it too (SYNC_MASTER); needs slavesPerGroup >= 1."""
+    flush_disk_type: Literal["ASYNC_FLUSH", "SYNC_FLUSH"] = "ASYNC_FLUSH"
+    """When a put is acknowledged relative to its fsync."""
+    config: dict[str, ConfigValue] = Field(default_factory=dict, max_length=MAX_CONFIG_KEYS)
+    """Extra broker.conf keys for every broker. Keys the operator sets (brokerName, brokerId, brokerRole,
+    namesrvAddr, listenPort, storePath*, ...) are refused, and so are keys the broker does not know."""
+    resources: Resources = Field(default_factory=Resources)
+    """The broker container's resources."""
+    template: PodTemplate = Field(default_factory=PodTemplate)
+    """Pod settings of the broker pods, merged over spec.template."""
+
+    @field_validator("config", mode="before")
+    @classmethod
+    def _check_config(cls, value: Any) -> Any:
+        if not isinstance(value, dict):
+            return value  # the type check names it
+        for key, text in value.items():
+            if not isinstance(key, str):
+                raise ValueError(f"key {key!r} is not a string")
+            if key in OWNED_KEYS:
+                raise ValueError(f"key {key!r} is owned by the operator ({OWNED_KEYS[key]})")
+            if key not in BROKER_KEYS:
+                raise ValueError(f"key {key!r} is not a broker.conf key the broker knows")
+            if not isinstance(text, str):
+                continue  # the type check names it
+            if _CONTROL_CHARACTER.search(text):
+                raise ValueError(f"value of {key!r} must be one line of text (no newline or control character)")
+            problem = check_value(BROKER_KEYS[key], text.strip())
+            if problem is not None:
+                raise ValueError(f"value of {key!r} {problem} (got {text!r})")
+        return value
+
+    @field_validator("replication")
+    @classmethod
+    def _sync_needs_a_slave(cls, value: str, info: ValidationInfo) -> str:
+        # slavesPerGroup is declared before replication, so it is in info.data when it was valid.
+        if value == "SYNC" and info.data.get("slaves_per_group", 1) < 1:
+            raise ValueError("SYNC needs slavesPerGroup >= 1 (a SYNC master waits for a slave to have each message)")
+        return value
+
+
+class Storage(_Wire):
+    """The broker's store volume, mounted at /data."""
+
+    type: Literal["ephemeral", "persistentClaim"] = "persistentClaim"
+    """persistentClaim: one PVC per pod that outlives it; ephemeral: an emptyDir, lost with the pod. Immutable."""
+    size: Quantity = "10Gi"
+    """Size of each pod's volume (the PVC's request, or the emptyDir's sizeLimit)."""
+    storage_class_name: DnsSubdomain | None = None
+    """StorageClass of the PVCs; unset means the cluster's default class. Immutable."""
+
+
+class Retention(_Wire):
+    """What happens to the brokers' PVCs."""
+
+    when_deleted: Literal["Retain", "Delete"] = "Retain"
+    """When the RocketCluster is deleted: keep the PVCs (a new cluster of the same name re-attaches them) or
+    delete them."""
+    when_scaled: Literal["Retain", "Delete"] = "Retain"
+    """When a group loses slaves, or is removed by lowering spec.broker.groups: keep or delete their PVCs."""
+
+
+class Placement(_Wire):
+    """Where pods go relative to each other."""
+
+    anti_affinity: Literal["preferred", "required", "none"] = "preferred"
+    """Keep a group's master and slaves, and the NameServers, apart: preferred (best effort), required (pods stay
+    Pending rather than share), or none. A pod affinity in a template replaces it."""
+    topology_key: str = Field(default="kubernetes.io/hostname", min_length=1, max_length=317)
+    """The node label that defines 'apart': kubernetes.io/hostname (nodes) or topology.kubernetes.io/zone."""
+
+
+class Rollout(_Wire):
+    """How the operator rolls broker pods (one at a time, slaves before their master)."""
+
+    pod_ready_timeout_seconds: int = Field(default=600, ge=1, le=86400)
+    """How long a restarted pod may take to become Ready before the roll stops and reports it."""
+    max_slave_lag_bytes: int = Field(default=0, ge=0)
+    """A master is restarted only when a slave is at most this many bytes behind it (0 = in sync)."""
+    require_in_sync_slave: bool = True
+    """Restart a master only when one of its slaves is in sync (maxSlaveLagBytes), so no acknowledged message
+    is lost with it."""
+
+
+class ScaleDown(_Wire):
+    """How a group is removed when spec.broker.groups is lowered."""
+
+    drain: bool = True
+    """Make the group read-only and wait until consumers have read everything before removing it."""
+    drain_timeout_seconds: int = Field(default=3600, ge=0, le=30 * 86400)
+    """How long a drain may take before the operator reports ScaleDownBlocked."""
+
+
+class RocketClusterSpec(_Wire):
+    """A RocketMQ cluster: NameServers and broker groups."""
+
+    image: str = Field(default=DEFAULT_IMAGE, min_length=1, max_length=512, pattern=r"^[^\s]+$")
+    """The image that runs mqnamesrv and mqbroker (and rocketcluster-probe)."""
+    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
+    """The containers' imagePullPolicy."""
+    image_pull_secrets: list[LocalObjectReference] = Field(default_factory=list, max_length=8)
+    """Secrets for pulling the image."""
+    cluster_name: str | None = Field(default=None, min_length=1, max_length=60, pattern=r"^[A-Za-z0-9_-]+$")
+    """RocketMQ cluster name (brokerClusterName; brokerNames are <clusterName>-<group>). Default: metadata.name.
+    Immutable: clients and routes know the cluster by it."""
+    name_server: NameServerSpec = Field(default_factory=NameServerSpec)
+    """The NameServers."""
+    broker: BrokerSpec = Field(default_factory=BrokerSpec)
+    """The broker groups."""
+    storage: Storage = Field(default_factory=Storage)
+    """The brokers' store volumes."""
+    retention: Retention = Field(default_factory=Retention)
+    """What happens to the PVCs when the cluster is deleted or scaled down."""
+    template: PodTemplate = Field(default_factory=PodTemplate)
+    """Pod settings of every pod; the components' templates are merged over it."""
+    placement: Placement = Field(default_factory=Placement)
+    """Anti-affinity between a group's pods and between NameServers."""
+    rollout: Rollout = Field(default_factory=Rollout)
+    """Safety of the operator's rolling restarts."""
+    scale_down: ScaleDown = Field(default_factory=ScaleDown)
+    """Safety of removing broker groups."""
+
+    def effective_cluster_name(self, metadata_name: str) -> str:
+        """brokerClusterName: spec.clusterName, else the resource's name."""
+        return self.cluster_name or metadata_name
+
+
+# -- status ------------------------------------------------------------------------------------------------------
+
+Phase = Literal["Pending", "Creating", "Ready", "Progressing", "Degraded", "Paused", "Invalid"]
+
+
+class _Status(BaseModel):
+    """camelCase on the wire; lenient on read (a status written by an older operator still parses)."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="ignore", use_attribute_docstrings=True
+    )
+
+
+class Condition(_Status):
+    """A Kubernetes-style condition (Ready, Progressing, Degraded, ReconciliationPaused, InvalidSpec,
+    ScaleDownBlocked)."""
+
+    type: str = Field(min_length=1, max_length=64)
+    status: Literal["True", "False", "Unknown"]
+    reason: str | None = Field(default=None, max_length=128)
+    message: str | None = Field(default=None, max_length=4096)
+    last_transition_time: str | None = None
+    """RFC 3339 time of the last change of status."""
+    observed_generation: int | None = None
+
+
+class NameServerStatus(_Status):
+    replicas: int = 0
+    ready_replicas: int = 0
+    addresses: list[str] = Field(default_factory=list)
+    """host:port of each NameServer pod (its DNS name), as in NAMESRV_ADDR."""
+
+
+class GroupMasterStatus(_Status):
+    pod: str
+    ready: bool = False
+    address: str | None = None
+    """The broker's registered address (brokerIP1:10911)."""
+
+
+class GroupSlaveStatus(_Status):
+    pod: str
+    ready: bool = False
+    lag_bytes: int | None = None
+    """How far this slave is behind its master, in CommitLog bytes."""
+
+
+class GroupStatus(_Status):
+    index: int
+    broker_name: str
+    state: Literal["Active", "Draining", "Removing"] = "Active"
+    master: GroupMasterStatus | None = None
+    slaves: list[GroupSlaveStatus] = Field(default_factory=list)
+    pvcs: list[str] = Field(default_factory=list)
+    """The group's PersistentVolumeClaims, including retained ones of removed pods."""
+
+
+class RocketClusterStatus(_Status):
+    """What the operator observed (served under the status subresource)."""
+
+    observed_generation: int | None = None
+    """The metadata.generation this status describes."""
+    phase: Phase | None = None
+    """One-word summary for `kubectl get`; conditions are the machine-readable truth."""
+    conditions: list[Condition] = Field(default_factory=list)
+    name_server: NameServerStatus | None = None
+    groups: int | None = None
+    """Broker groups that exist (StatefulSets)."""
+    ready_groups: int | None = None
+    """Groups whose master is Ready; the scale subresource's status replicas."""
+    ready: str | None = None
+    """readyGroups/groups for the printer column, e.g. 2/3."""
+    label_selector: str | None = None
+    """Selector of the broker pods, for the scale subresource."""
+    group_status: list[GroupStatus] = Field(default_factory=list)
+    rollout: dict[str, Any] | None = None
+    """Progress of a rolling restart (kept here so a restarted operator resumes it)."""
+    scaling: dict[str, Any] | None = None
+    """Progress of a scale-down drain."""
+    connection_config_map: str | None = None
+    """The ConfigMap with NAMESRV_ADDR for clients (envFrom it)."""
+
+
+# -- parsing -----------------------------------------------------------------------------------------------------
+
+
+class SpecError(ValueError):
+    """A RocketCluster spec the operator refuses. The message names each offending field path, e.g.
+    `spec.broker.config: key 'brokerId' is owned by the operator (...)`; `problems` has them one by one."""
+
+    def __init__(self, problems: list[tuple[str, str]]) -> None:
+        self.problems = problems
+        super().__init__("; ".join(f"{path}: {message}" for path, message in problems))
+
+
+def _field_path(loc: tuple[int | str, ...]) -> str:
+    path = "spec"
+    for part in loc:
+        path += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return path
+
+
+def _message(error: Mapping[str, Any]) -> str:
+    if error["type"] == "extra_forbidden":
+        return "unknown field (the RocketCluster schema has no such field)"
+    text = str(error["msg"])
+    for prefix in ("Value error, ", "Assertion failed, "):
+        text = text.removeprefix(prefix)
+    if error["type"] in ("int_type", "string_type", "bool_type", "dict_type", "list_type", "model_type"):
+        text += f" (got {type(error['input']).__name__})"
+    return text
+
+
+def parse_spec(raw: Any) -> RocketClusterSpec:
+    """The spec of a RocketCluster (body["spec"], camelCase); raises SpecError naming every bad field."""
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, Mapping):
+        raise SpecError([("spec", f"must be an object (got {type(raw).__name__})")])
+    try:
+        return RocketClusterSpec.model_validate(dict(raw))
+    except ValidationError as exc:
+        problems = [(_field_path(error["loc"]), _message(error)) for error in exc.errors(include_url=False)]
+        raise SpecError(problems) from None
+
+
+def parse_status(raw: Any) -> RocketClusterStatus:
+    """The status as last written (body["status"]); fields it does not know are ignored."""
+    return RocketClusterStatus.model_validate(dict(raw) if isinstance(raw, Mapping) else {})
