@@ -12,19 +12,21 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from interop_harness import PeerProc, ServerPair
+from interop_harness import USER_PROPS, PeerProc, Record, ServerPair, fields
 from peers import REPO
 
 __all__ = [
     "JAVA_BROKER_CONF",
     "JAVA_DIR",
     "JavaProc",
+    "check_intact",
     "client_log_lines",
     "ensure_java",
     "java",
@@ -49,6 +51,22 @@ JAVA_BROKER_CONF = {
     "transactionCheckInterval": "1000",
     "enablePropertyFilter": "true",
 }
+
+#: A UNIQ_KEY as Java 5.x makes it: the client's IPv4 (4 bytes) or IPv6 (16 bytes) address, pid,
+#: class-loader hash, time and counter, in hex: 32 or 56 digits.
+JAVA_UNIQ_KEY_RE = re.compile(r"^[0-9A-F]{32}(?:[0-9A-F]{24})?$")
+
+
+def check_intact(record: Record, producer_origin: str) -> None:
+    """interop_harness.check_intact, with room for the longer UNIQ_KEY of a Java client on IPv6."""
+    want = fields(producer_origin, record.topic, record.seq)
+    assert record.body == want["body"].encode(), record
+    assert record.tags == want["tags"], record
+    assert record.keys == want["keys"], record
+    assert {k: record.props.get(k) for k in USER_PROPS} == want["props"], record
+    assert record.id, f"no message id: {record}"
+    assert JAVA_UNIQ_KEY_RE.match(record.props.get("UNIQ_KEY", "")), f"no UNIQ_KEY: {record}"
+    assert record.reconsume_times == 0, record
 
 
 def sources_hash() -> str:
