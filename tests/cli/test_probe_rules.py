@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from broker.cli.probe import registration_problem, registration_window_ms, slave_lag_problem, slave_link_problem
+from broker.server.registration import register_period_ms
 
 NOW = 1_700_000_000_000
 REGISTERED = {
@@ -108,3 +109,10 @@ def test_slave_lag(slave_max: int, master_max: int, bound: int, max_lag: int | N
 def test_slave_lag_needs_both_offsets() -> None:
     problem = slave_lag_problem({"commitLogMaxOffset": "10"}, {})
     assert problem is not None and "commitLogMaxOffset" in problem
+
+
+@pytest.mark.parametrize(
+    ("configured", "effective"), [(30_000, 30_000), (1_000, 1_000), (200, 1_000), (90_000, 60_000)]
+)
+def test_register_period_is_clamped_to_1_to_60_seconds(configured: int, effective: int) -> None:
+    assert register_period_ms(configured) == effective
