@@ -19,6 +19,7 @@ This module decides how they interleave, on one rule: never two disruptive steps
 
 from __future__ import annotations
 
+import re
 from typing import Final
 
 from rocketcluster.plan_progress import DrainProgress, Progress, RollProgress
@@ -111,11 +112,12 @@ def plan(observed: Observed) -> Plan:
         and view.all_up()
         and not degraded
     )
-    progressing = _progressing(view, roll, scale_out, scale_in, creating=not (progress.created or settled))
+    creating = not (progress.created or settled)
+    progressing = _progressing(view, roll, scale_out, scale_in, creating, roll_first=not scale_in_first)
     wait = _merge_waits([roll.wait, scale_in.wait, scale_out.wait])
     if wait is None and progressing:
         reason, message = progressing[0]
-        wait = Wait(reason.upper(), message, _PROGRESS_POLL_SECONDS)
+        wait = Wait(_event_reason(reason), message, _PROGRESS_POLL_SECONDS)
     if wait is not None:
         actions.append(wait)
 
@@ -180,9 +182,15 @@ def _degraded(view: ClusterView, roll: RollStep, scale_in: ScaleInStep) -> list[
 
 
 def _progressing(
-    view: ClusterView, roll: RollStep, scale_out: ScaleOutStep, scale_in: ScaleInStep, creating: bool
+    view: ClusterView,
+    roll: RollStep,
+    scale_out: ScaleOutStep,
+    scale_in: ScaleInStep,
+    creating: bool,
+    roll_first: bool,
 ) -> list[tuple[str, str]]:
-    """(reason, message) pairs in the order of precedence of the Progressing reason."""
+    """(reason, message) pairs, the one that names the Progressing reason first: creation, then whichever of
+    the roll and the scale-in goes first, then scale-out."""
     found: list[tuple[str, str]] = []
     if creating:
         if view.missing_groups:
@@ -192,12 +200,15 @@ def _progressing(
             waiting = down + list(view.missing)
             what = f"waiting for pods: {', '.join(waiting)}" if waiting else "creating the cluster"
         found.append(("Creating", what))
+    disruptive = []
     if scale_in.status is not None:
-        found.append(("Draining", scale_in.status))
-    if scale_out.status is not None and not scale_out.fresh:
-        found.append(("ScalingOut", scale_out.status))
+        disruptive.append(("Draining", scale_in.status))
     if roll.status is not None:
-        found.append(("RollingUpdate", roll.status))
+        disruptive.insert(0 if roll_first else len(disruptive), ("RollingUpdate", roll.status))
+    found += disruptive
+    scaling_out = [scale_out.status if not scale_out.fresh else None, scale_in.cancelled]
+    if any(scaling_out):
+        found.append(("ScalingOut", "; ".join(m for m in scaling_out if m)))
     return found
 
 
@@ -222,6 +233,11 @@ def _summary(type_: str, found: list[tuple[str, str]], idle_reason: str) -> Cond
     if not found:
         return Condition(type_, "False", idle_reason)
     return Condition(type_, "True", found[0][0], "; ".join(message for _, message in found))
+
+
+def _event_reason(condition_reason: str) -> str:
+    """ScalingOut -> SCALING_OUT: a condition reason spelled as the Event reasons are."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", condition_reason).upper()
 
 
 def _merge_waits(waits: list[Wait | None]) -> Wait | None:

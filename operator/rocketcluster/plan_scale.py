@@ -41,13 +41,15 @@ class ScaleOutStep:
 
 @dataclass(frozen=True, slots=True)
 class ScaleInStep:
-    """`status`: the Draining message; `blocked`: the ScaleDownBlocked (DrainTimedOut) message."""
+    """`status`: the Draining message; `blocked`: the ScaleDownBlocked (DrainTimedOut) message; `cancelled`: the
+    message about drains ended by scaling back up."""
 
     actions: tuple[Action, ...] = ()
     wait: Wait | None = None
     draining: tuple[DrainProgress, ...] = ()
     status: str | None = None
     blocked: str | None = None
+    cancelled: str | None = None
 
 
 def plan_scale_out(view: ClusterView) -> ScaleOutStep:
@@ -93,10 +95,9 @@ def plan_scale_in(view: ClusterView, hold: str | None) -> ScaleInStep:
     """`hold`: why nothing disruptive may happen now (None when it may)."""
     observed = view.observed
     previous = {d.group: d for d in observed.progress.draining}
-    actions: list[Action] = []
-    for g in sorted(previous):
-        if g in view.kept:
-            actions.append(AddWritePerm(g))  # scaled back up while draining
+    restored = [g for g in sorted(previous) if g in view.kept]
+    actions: list[Action] = [AddWritePerm(g) for g in restored]
+    cancelled = "; ".join(f"scaled back up: broker group {g} takes writes again" for g in restored) or None
 
     draining: list[DrainProgress] = []
     messages: list[str] = []
@@ -151,4 +152,4 @@ def plan_scale_in(view: ClusterView, hold: str | None) -> ScaleInStep:
         wait = Wait("DRAIN_TIMED_OUT", "; ".join(blocked), _BLOCKED_POLL_SECONDS)
     elif status is not None:
         wait = Wait("DRAINING", status, _DRAIN_POLL_SECONDS)
-    return ScaleInStep(tuple(actions), wait, tuple(draining), status, "; ".join(blocked) or None)
+    return ScaleInStep(tuple(actions), wait, tuple(draining), status, "; ".join(blocked) or None, cancelled)
