@@ -140,7 +140,8 @@ def _cel_list(words: Sequence[str]) -> str:
 
 
 def _validations() -> dict[SchemaPath, list[dict[str, str]]]:
-    """CEL rules by the schema path they sit on (() = the whole object). Each message names its field."""
+    """CEL rules by the schema path they sit on (() = the whole object). The API server puts the field path
+    (the node's, or fieldPath's) before each message, so a message does not repeat it."""
     owned = _cel_list(list(OWNED_KEYS))
     known = _cel_list([key for key in BROKER_KEYS if key not in OWNED_KEYS])
     name_pattern = "^[a-z]([-a-z0-9]*[a-z0-9])?$"
@@ -160,7 +161,7 @@ def _validations() -> dict[SchemaPath, list[dict[str, str]]]:
                 "(has(oldSelf.spec.clusterName) ? "
                 "(has(self.spec.clusterName) && self.spec.clusterName == oldSelf.spec.clusterName) : "
                 "(!has(self.spec.clusterName) || self.spec.clusterName == self.metadata.name))",
-                "message": "spec.clusterName is immutable (clients and routes know the cluster by it)",
+                "message": "cannot change once set (clients and routes know the cluster by it)",
                 "fieldPath": ".spec.clusterName",
                 "reason": "FieldValueInvalid",
             },
@@ -169,7 +170,7 @@ def _validations() -> dict[SchemaPath, list[dict[str, str]]]:
             {
                 "rule": "!has(self.replication) || self.replication != 'SYNC' || "
                 "!has(self.slavesPerGroup) || self.slavesPerGroup >= 1",
-                "message": "spec.broker.replication: SYNC needs slavesPerGroup >= 1",
+                "message": "SYNC needs slavesPerGroup >= 1 (a SYNC master waits for a slave to have each message)",
                 "fieldPath": ".replication",
                 "reason": "FieldValueInvalid",
             },
@@ -177,35 +178,36 @@ def _validations() -> dict[SchemaPath, list[dict[str, str]]]:
         ("spec", "broker", "config"): [
             {
                 "rule": f"self.all(k, !(k in {owned}))",
-                "messageExpression": "'spec.broker.config: key \\'' + "
+                "messageExpression": "'key \\'' + "
                 f"self.filter(k, k in {owned})[0] + '\\' is owned by the operator'",
                 "reason": "FieldValueForbidden",
             },
             {
                 "rule": f"self.all(k, k in {owned} || k in {known})",
-                "messageExpression": "'spec.broker.config: key \\'' + "
+                "messageExpression": "'key \\'' + "
                 f"self.filter(k, !(k in {owned} || k in {known}))[0] + '\\' is not a broker.conf key the broker knows'",
-                "reason": "FieldValueNotSupported",
+                "reason": "FieldValueInvalid",
             },
         ],
         ("spec", "storage"): [
             {
-                "rule": "self.type == oldSelf.type",
-                "message": "spec.storage.type is immutable",
+                "rule": "!has(self.type) || !has(oldSelf.type) || self.type == oldSelf.type",
+                "message": "cannot change (the data is on the volumes of the old type)",
                 "fieldPath": ".type",
                 "reason": "FieldValueInvalid",
             },
             {
                 "rule": "has(self.storageClassName) == has(oldSelf.storageClassName) && "
                 "(!has(self.storageClassName) || self.storageClassName == oldSelf.storageClassName)",
-                "message": "spec.storage.storageClassName is immutable",
+                "message": "cannot change (existing PVCs keep their class)",
                 "fieldPath": ".storageClassName",
                 "reason": "FieldValueInvalid",
             },
             {
-                "rule": "self.type != 'persistentClaim' || !isQuantity(self.size) || !isQuantity(oldSelf.size) || "
+                "rule": "!has(self.type) || self.type != 'persistentClaim' || !has(self.size) || !has(oldSelf.size) || "
+                "!isQuantity(self.size) || !isQuantity(oldSelf.size) || "
                 "quantity(self.size).compareTo(quantity(oldSelf.size)) >= 0",
-                "message": "spec.storage.size cannot shrink (a PersistentVolumeClaim can only grow)",
+                "message": "cannot shrink (a PersistentVolumeClaim can only grow)",
                 "fieldPath": ".size",
                 "reason": "FieldValueInvalid",
             },

@@ -1,0 +1,207 @@
+"""rocketcluster.crd: the checked-in CRD is the generated one, its schema is structural, and it says what the
+model says (defaults, bounds, owned keys). tests/operator/test_crd_apiserver.py runs it on a real API server."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rocketcluster import crd, names
+from rocketcluster.broker_keys import BROKER_KEYS, OWNED_KEYS
+from rocketcluster.model import RocketClusterSpec, parse_spec
+
+yaml = pytest.importorskip("yaml", reason="PyYAML comes with the `operator` extra")
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _schema() -> dict[str, Any]:
+    [version] = crd.crd_manifest()["spec"]["versions"]
+    return dict(version["schema"]["openAPIV3Schema"])
+
+
+def _nodes(node: dict[str, Any], path: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
+    yield path or "<root>", node
+    for name, child in node.get("properties", {}).items():
+        yield from _nodes(child, f"{path}.{name}")
+    if isinstance(node.get("additionalProperties"), dict):
+        yield from _nodes(node["additionalProperties"], f"{path}{{}}")
+    if "items" in node:
+        yield from _nodes(node["items"], f"{path}[]")
+
+
+def test_the_checked_in_crd_is_the_generated_one() -> None:
+    checked_in = (REPO / crd.CRD_FILE).read_text(encoding="utf-8")
+    assert checked_in == crd.crd_yaml(), "run `make crds` and commit crds/"
+    assert yaml.safe_load(checked_in) == crd.crd_manifest()
+
+
+def test_generation_is_deterministic() -> None:
+    assert crd.crd_yaml() == crd.crd_yaml()
+
+
+def test_the_command_writes_the_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    target = tmp_path / "crd.yaml"
+    assert crd.main(["--write", str(target)]) == 0
+    assert target.read_text(encoding="utf-8") == crd.crd_yaml()
+    assert crd.main([]) == 0
+    assert capsys.readouterr().out == crd.crd_yaml()
+
+
+def test_the_schema_is_structural() -> None:
+    for path, node in _nodes(_schema()):
+        for keyword in ("$ref", "$defs", "anyOf", "oneOf", "allOf", "not", "title", "nullable", "const"):
+            assert keyword not in node, f"{path}: {keyword}"
+        int_or_string = node.get("x-kubernetes-int-or-string") is True
+        assert "type" in node or int_or_string, f"{path}: no type"
+        if node.get("type") == "object":
+            assert not ("properties" in node and "additionalProperties" in node), path
+        if node.get("type") == "array":
+            assert "items" in node, path
+        if "default" in node:
+            assert node["default"] is not None, path
+
+
+def test_pass_through_objects_keep_unknown_fields_and_nothing_else_does() -> None:
+    keeps = {path for path, node in _nodes(_schema()) if node.get("x-kubernetes-preserve-unknown-fields")}
+    spec_keeps = {p for p in keeps if p.startswith(".spec")}
+    for path in spec_keeps:
+        assert path.rsplit(".", 1)[-1].removesuffix("[]") in {
+            "affinity",
+            "tolerations",
+            "securityContext",
+            "containerSecurityContext",
+            "topologySpreadConstraints",
+        }, path
+    assert ".spec.template.affinity" in spec_keeps
+    assert ".spec.broker.template.tolerations[]" in spec_keeps
+    assert {p for p in keeps if p.startswith(".status")} == {".status.rollout", ".status.scaling"}
+
+
+def _apply_defaults(node: dict[str, Any], value: Any) -> Any:
+    """What the API server's defaulting does to `value` (a missing field with a default gets it, recursively)."""
+    if node.get("type") != "object" or not isinstance(value, dict):
+        return value
+    out = dict(value)
+    for name, child in node.get("properties", {}).items():
+        if name not in out and "default" in child:
+            out[name] = child["default"]
+        if name in out:
+            out[name] = _apply_defaults(child, out[name])
+    return out
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [{}, {"broker": {"groups": 3}}, {"storage": {"type": "ephemeral"}, "rollout": {"maxSlaveLagBytes": 5}}],
+)
+def test_schema_defaults_are_the_model_defaults(raw: dict[str, Any]) -> None:
+    spec_schema = _schema()["properties"]["spec"]
+    defaulted = _apply_defaults(spec_schema, raw)
+    model = parse_spec(raw).model_dump(by_alias=True, exclude_none=True)
+
+    def drop_empty(value: Any) -> Any:
+        # the model writes empty maps and lists the API server leaves out
+        if isinstance(value, dict):
+            kept = {k: drop_empty(v) for k, v in value.items()}
+            return {k: v for k, v in kept.items() if v not in ({}, [])}
+        return value
+
+    assert drop_empty(defaulted) == drop_empty(model)
+    assert parse_spec(defaulted) == parse_spec(raw)
+
+
+def test_bounds_match_the_model() -> None:
+    spec = _schema()["properties"]["spec"]["properties"]
+    broker = spec["broker"]["properties"]
+    fields = RocketClusterSpec.model_fields["broker"].annotation.model_fields  # type: ignore[union-attr]
+    assert (broker["groups"]["minimum"], broker["groups"]["maximum"]) == (1, 64)
+    assert (broker["slavesPerGroup"]["minimum"], broker["slavesPerGroup"]["maximum"]) == (0, 4)
+    assert broker["replication"]["enum"] == ["ASYNC", "SYNC"]
+    assert broker["config"]["maxProperties"] == 64
+    assert broker["config"]["additionalProperties"]["maxLength"] == 1024
+    assert set(fields) == {
+        "groups",
+        "slaves_per_group",
+        "replication",
+        "flush_disk_type",
+        "config",
+        "resources",
+        "template",
+    }
+    assert spec["storage"]["properties"]["type"]["enum"] == ["ephemeral", "persistentClaim"]
+
+
+def test_cel_rules_name_exactly_the_owned_and_known_keys() -> None:
+    rules = _schema()["properties"]["spec"]["properties"]["broker"]["properties"]["config"]["x-kubernetes-validations"]
+    owned_rule, known_rule = (rule["rule"] for rule in rules)
+    quoted = {word.strip("'") for word in owned_rule[owned_rule.index("[") + 1 : owned_rule.index("]")].split(", ")}
+    assert quoted == set(OWNED_KEYS)
+    for key in BROKER_KEYS:
+        assert f"'{key}'" in known_rule
+    assert "'deleteWhne'" not in known_rule
+
+
+def test_every_cel_rule_has_a_message_and_is_bounded() -> None:
+    count = 0
+    for path, node in _nodes(_schema()):
+        for rule in node.get("x-kubernetes-validations", []):
+            count += 1
+            assert rule.get("message") or rule.get("messageExpression"), path
+            assert rule.get("reason", "FieldValueInvalid") in ("FieldValueInvalid", "FieldValueForbidden"), path
+            if "self.all(" in rule["rule"]:
+                # a map or list a rule iterates must be bounded, or the API server's cost estimate refuses it
+                assert "maxProperties" in node or "maxItems" in node, path
+    assert count >= 8
+
+
+def test_names_subresources_and_columns() -> None:
+    manifest = crd.crd_manifest()
+    spec = manifest["spec"]
+    assert manifest["metadata"]["name"] == "rocketclusters.rocketcluster.io"
+    assert spec["group"] == names.GROUP
+    assert spec["scope"] == "Namespaced"
+    assert spec["names"] == {
+        "kind": "RocketCluster",
+        "listKind": "RocketClusterList",
+        "plural": "rocketclusters",
+        "singular": "rocketcluster",
+        "shortNames": ["rmq"],
+        "categories": ["rocketmq"],
+    }
+    [version] = spec["versions"]
+    assert version["name"] == "v1alpha1" and version["served"] and version["storage"]
+    assert version["subresources"] == {
+        "status": {},
+        "scale": {
+            "specReplicasPath": ".spec.broker.groups",
+            "statusReplicasPath": ".status.readyGroups",
+            "labelSelectorPath": ".status.labelSelector",
+        },
+    }
+    columns = {c["name"]: c["jsonPath"] for c in version["additionalPrinterColumns"]}
+    assert columns == {
+        "Groups": ".spec.broker.groups",
+        "Slaves/Group": ".spec.broker.slavesPerGroup",
+        "Ready": ".status.ready",
+        "Phase": ".status.phase",
+        "Age": ".metadata.creationTimestamp",
+    }
+    status = _schema()["properties"]["status"]["properties"]
+    for path in (".status.readyGroups", ".status.labelSelector", ".status.ready", ".status.phase"):
+        assert path.removeprefix(".status.") in status
+
+
+def test_a_keyword_without_a_structural_form_stops_generation() -> None:
+    with pytest.raises(crd.SchemaConversionError, match="oneOf"):
+        crd.structural_schema(
+            {"type": "object", "properties": {"x": {"oneOf": [{"type": "string"}]}}}, keep_defaults=True
+        )
+    with pytest.raises(crd.SchemaConversionError, match="union of 2"):
+        crd.structural_schema(
+            {"type": "object", "properties": {"x": {"anyOf": [{"type": "string"}, {"type": "integer"}]}}},
+            keep_defaults=True,
+        )
