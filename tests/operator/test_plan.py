@@ -971,3 +971,51 @@ def test_scale_out_and_image_change_in_one_edit() -> None:
     assert {pod.revision for pod in cluster.broker[2].pods.values()} == {"r2"}
     cluster.kubelet()
     assert DeletePod(ns(0), "POD_HAS_OLD_REVISION") in cluster.plan().actions
+
+
+def test_manual_roll_leaves_a_pending_pod_on_the_current_template_alone() -> None:
+    cluster = manual_roll()
+    pending = cluster.pod(bk(0, 1))
+    pending.ready, pending.phase, pending.waiting = False, "Pending", "Unschedulable"
+    p = cluster.plan()
+    assert non_waits(p) == [SETTLED_GROUPS, ClearManualRollRequest()]
+    assert p.wait is not None and p.wait.reason == "WAITING_FOR_PODS"
+    assert p.progress.roll is not None and bk(0, 1) not in p.progress.roll.pending
+    assert conditions(p)["Degraded"] == ("True", "PodStuck")
+
+
+@pytest.mark.parametrize(
+    ("registered", "lag", "awaited"),
+    [(False, 0, "to register with the NameServer"), (True, 4096, "to catch up"), (True, None, "lag unknown")],
+)
+def test_a_restarted_slave_must_register_and_catch_up_before_the_next_pod(
+    registered: bool, lag: int | None, awaited: str
+) -> None:
+    cluster = master_left("ASYNC", lag=0)()
+    cluster.pod(bk(0, 2)).revision = "r1"
+    cluster.execute(cluster.plan())
+    assert cluster.restarts == [bk(0, 2)]
+    cluster.kubelet()
+    slave = cluster.pod(bk(0, 2))
+    slave.registered, slave.lag = registered, lag
+    p = cluster.plan()
+    assert non_waits(p) == [ApplyChildren((0,))]
+    assert p.wait is not None and p.wait.reason == "POD_RESTARTING" and awaited in p.wait.message
+    slave.registered, slave.lag = True, 0
+    assert DeletePod(bk(0, 0), "POD_HAS_OLD_REVISION") in cluster.plan().actions
+
+
+def test_a_blocked_roll_under_way_still_goes_before_a_new_scale_in() -> None:
+    cluster = FakeCluster(groups=2, replication="SYNC")
+    cluster.change_template("r2")
+    for name in (ns(0), ns(1), bk(0, 1), bk(0, 2), bk(1, 0), bk(1, 1), bk(1, 2)):
+        cluster.pod(name).revision = "r2"
+    for name in (bk(0, 1), bk(0, 2)):
+        cluster.pod(name).lag = 5000
+    cluster.progress = Progress(roll=RollProgress(pending=(bk(0, 0),)), created=True)
+    cluster.groups = 1
+    p = cluster.plan()
+    assert non_waits(p) == [ApplyChildren((0,))]
+    assert p.wait is not None and p.wait.reason == "WAITING_FOR_IN_SYNC_SLAVE"
+    assert conditions(p)["Progressing"] == ("True", "RollingUpdate")
+    assert "rolling update" in p.condition("Progressing").message  # type: ignore[union-attr]
