@@ -41,7 +41,7 @@ from broker.server.transaction.processor import EndTransactionProcessor
 from broker.server.transaction.service import TransactionService
 from broker.store import MessageStore
 from broker.transport.client import RemotingClient
-from broker.transport.connection import RemotingConnection
+from broker.transport.connection import ConnectionConfig, RemotingConnection
 from broker.transport.errors import CloseReason
 from broker.transport.loop import cancel_and_wait
 from broker.transport.server import RemotingServer
@@ -126,7 +126,14 @@ class BrokerController:
         self.groups.load()
 
         server = self.server = RemotingServer(
-            c.bind_address, c.listen_port, idle_timeout=c.server_channel_max_idle_time_seconds
+            c.bind_address,
+            c.listen_port,
+            idle_timeout=c.server_channel_max_idle_time_seconds,
+            max_frame_length=c.frame_max_length,
+            # 0 turns a bound off
+            frame_timeout=c.server_frame_timeout_millis / 1000 or None,
+            incomplete_frames_limit=c.server_incomplete_frames_max_bytes or None,
+            config=ConnectionConfig(write_buffer_limit=c.server_write_buffer_max_bytes),
         )
         server.register_default(self._starting)
         server.add_close_listener(self._connection_closed)

@@ -136,6 +136,12 @@ class BrokerConfig(BaseModel):
     send_message_thread_pool_nums: int = Field(1, alias="sendMessageThreadPoolNums", gt=0)
     pull_message_thread_pool_nums: int = Field(16, alias="pullMessageThreadPoolNums", gt=0)
     server_channel_max_idle_time_seconds: int = Field(120, alias="serverChannelMaxIdleTimeSeconds", gt=0)
+    # Remoting bounds against hostile or broken clients (docs/operations.md). frameMaxLength is RocketMQ's
+    # com.rocketmq.remoting.frameMaxLength system property, under the NameServer's key; the rest are ours.
+    frame_max_length: int = Field(16 * 1024 * 1024, alias="frameMaxLength", ge=1024)
+    server_incomplete_frames_max_bytes: int = Field(256 * 1024 * 1024, alias="serverIncompleteFramesMaxBytes", ge=0)
+    server_frame_timeout_millis: int = Field(30_000, alias="serverFrameTimeoutMillis", ge=0)
+    server_write_buffer_max_bytes: int = Field(64 * 1024 * 1024, alias="serverWriteBufferMaxBytes", gt=0)
     use_epoll_native_selector: bool = Field(False, alias="useEpollNativeSelector")
 
     @field_validator("namesrv_addr")

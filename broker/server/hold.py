@@ -4,15 +4,21 @@ The pull processor parks a request with `suspend()` and returns no response; the
 listener calls `notify()` after each dispatched record, which re-runs matching requests at once; a
 timer per request re-runs it at its deadline, and a sweep every 5 s catches anything a notification
 missed. A re-run never suspends again and its reply keeps the request's original opaque.
+
+The pulls woken by one notification (or one sweep) share a memo: those asking the same thing get one read
+and one body between them (broker/server/processors/pull.py). A pull whose connection has more than its
+write high-water mark unread is re-run only once its peer reads (`RemotingConnection.when_writable`), from
+the data as it is then: a peer that does not read makes the broker produce nothing for it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from broker.protocol.command import RemotingCommand
 
@@ -25,8 +31,10 @@ log = logging.getLogger(__name__)
 
 SWEEP_INTERVAL = 5.0
 
-# (conn, cmd) -> response or None: the pull processor run with suspension disabled.
-Rerun = Callable[["RemotingConnection", RemotingCommand], "RemotingCommand | None"]
+# Reads shared by the pulls of one wake-up; opaque here (the pull processor's ReadMemo).
+WakeMemo = dict[Hashable, Any]
+# (conn, cmd, memo) -> response or None: the pull processor run with suspension disabled.
+Rerun = Callable[["RemotingConnection", RemotingCommand, "WakeMemo | None"], "RemotingCommand | None"]
 
 
 @dataclass(slots=True, eq=False)
@@ -86,8 +94,9 @@ class PullHoldService:
             self._table[(topic, queue_id)] = keep
         else:
             del self._table[(topic, queue_id)]
+        memo: WakeMemo = {}
         for held in wake:
-            self._wake(held)
+            self._wake(held, memo)
 
     def _expire(self, held: HeldPull) -> None:
         held.timer = None
@@ -104,14 +113,17 @@ class PullHoldService:
             del self._table[key]
         return True
 
-    def _wake(self, held: HeldPull) -> None:
+    def _wake(self, held: HeldPull, memo: WakeMemo | None = None) -> None:
         if held.timer is not None:
             held.timer.cancel()
             held.timer = None
         if held.conn.is_closing:
             return
+        if held.conn.write_backlogged:
+            held.conn.when_writable(functools.partial(self._wake, held))
+            return
         try:
-            response = self._rerun(held.conn, held.cmd)
+            response = self._rerun(held.conn, held.cmd, memo)
         except Exception as exc:
             code = getattr(exc, "response_code", None)
             if not isinstance(code, int):
@@ -131,8 +143,9 @@ class PullHoldService:
 
     def sweep(self) -> None:
         """Wake every held pull whose queue has grown (a missed or filtered-out notification)."""
+        memo: WakeMemo = {}
         for (topic, queue_id), lst in list(self._table.items()):
             max_offset = self._max_offset(topic, queue_id)
             for held in list(lst):
                 if max_offset > held.offset and not held.code_set and self._remove(held):
-                    self._wake(held)
+                    self._wake(held, memo)

@@ -9,7 +9,9 @@ does), creates it on first use, forgets it when it closes, and answers requests 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
+from collections.abc import Callable
 
 from broker.protocol.command import RemotingCommand
 from broker.transport.connection import ConnectionConfig, RemotingConnection
@@ -72,6 +74,11 @@ class RemotingClient:
         self._connections: dict[str, RemotingConnection] = {}
         self._connecting: dict[str, asyncio.Future[RemotingConnection]] = {}
         self._closed = False
+        self._close_listeners: list[Callable[[str], None]] = []
+
+    def add_close_listener(self, listener: Callable[[str], None]) -> None:
+        """`listener(addr)` runs when a pooled connection to `addr` ends, unless the whole client is closing."""
+        self._close_listeners.append(listener)
 
     def register(self, code: int, handler: Handler) -> None:
         """Handle a request code the server sends to clients."""
@@ -98,13 +105,20 @@ class RemotingClient:
         finally:
             self._connecting.pop(addr, None)
         self._connections[addr] = conn
-        conn.closed.add_done_callback(lambda _f, a=addr, c=conn: self._forget(a, c))
+        conn.closed.add_done_callback(functools.partial(self._forget_closed, addr, conn))
         future.set_result(conn)
         return conn
 
-    def _forget(self, addr: str, conn: RemotingConnection) -> None:
+    def _forget_closed(self, addr: str, conn: RemotingConnection, _closed: asyncio.Future[CloseReason]) -> None:
         if self._connections.get(addr) is conn:
             del self._connections[addr]
+        if self._closed:
+            return
+        for listener in self._close_listeners:
+            try:
+                listener(addr)
+            except Exception:
+                log.exception("close listener failed for %s", addr)
 
     async def invoke(self, addr: str, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
         conn = await self.get_connection(addr)

@@ -8,20 +8,36 @@ matching, flow control and close handling for both roles.
 Hot path: `data_received` feeds the sans-I/O FrameDecoder, answers synchronous handlers inline and
 writes every reply produced by one read with a single `transport.write`. Replies of asynchronous
 handlers and outgoing requests are coalesced per loop iteration with one `call_soon` flush.
+
+Bounds against peers that send slowly or do not read (issue 27):
+- An incomplete frame's start time is `frame_started_at` (the server closes connections whose frame takes
+  longer than its frame timeout); a large one reserves its size from the server's `FrameBudget` and the
+  connection stops reading while the reservation waits (broker/transport/budget.py).
+- Above `write_high_water` queued bytes we stop reading (no new replies), and `when_writable` lets a
+  producer of replies that were not asked for just now (a woken long poll) wait until the peer reads.
+  Past `write_buffer_limit` the connection is dropped: those bytes are replies to requests already taken,
+  which cannot be un-produced, and a peer that leaves that much unread is gone or hostile. Its clients
+  reconnect and pull again from their offsets; nothing acknowledged is lost.
+- A response body of `SHARED_BODY_FROM` bytes or more is written as its own buffer (no copy into the
+  frame), so one stored body sent to many pullers is held once.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
+import struct
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
+from broker.log_limit import LimitedLog
 from broker.protocol.codes import FLAG_ONEWAY, FLAG_RESPONSE, ResponseCode, SerializeType
 from broker.protocol.command import DEFAULT_MAX_FRAME_LENGTH, FrameDecoder, RemotingCommand, encode, encode_binary
 from broker.protocol.errors import RemoteProtocolError
+from broker.transport.budget import LARGE_FRAME, FrameBudget, Reservation
 from broker.transport.dispatcher import Dispatcher, Route
 from broker.transport.errors import (
     CloseReason,
@@ -30,9 +46,12 @@ from broker.transport.errors import (
     TooManyRequests,
 )
 
-__all__ = ["ConnectionConfig", "RemotingConnection"]
+__all__ = ["DEFAULT_WRITE_BUFFER_LIMIT", "SHARED_BODY_FROM", "ConnectionConfig", "RemotingConnection"]
 
 log = logging.getLogger(__name__)
+# Lines one hostile client can repeat per connection (garbage, half-sent frames, refused frames); a server
+# gives its connections a limiter of their own, this one serves the rest.
+limited_log = LimitedLog(log)
 
 _OPAQUE_MASK = 0x7FFFFFFF
 _REQUEST_FLAGS = ~(FLAG_RESPONSE | FLAG_ONEWAY)
@@ -40,8 +59,15 @@ _REQUEST_FLAGS = ~(FLAG_RESPONSE | FLAG_ONEWAY)
 _PAUSE_WRITE = "write-buffer"
 _PAUSE_IN_FLIGHT = "in-flight"
 _PAUSE_SHUTDOWN = "shutdown"
+_PAUSE_FRAME_BUDGET = "frame-budget"
 # Replies gathered from one read before they are written (see _process).
 _REPLIES_PER_WRITE = 16
+# Response bodies from this size on are written as their own buffer instead of being copied into the frame.
+SHARED_BODY_FROM = 64 * 1024
+# Queued replies above this size go to the transport as separate buffers (writev) instead of one join.
+_JOIN_BELOW = 64 * 1024
+DEFAULT_WRITE_BUFFER_LIMIT = 64 * 1024 * 1024
+_LENGTH_WORD = struct.Struct(">i")
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +82,8 @@ class ConnectionConfig:
     # Transport write buffer marks: above `high` we stop reading requests (their replies would pile up).
     write_high_water: int = 4 * 1024 * 1024
     write_low_water: int = 1024 * 1024
+    # Past this many queued bytes the peer is dropped (see the module docstring).
+    write_buffer_limit: int = DEFAULT_WRITE_BUFFER_LIMIT
     # How often pending outgoing requests are checked for timeouts (one timer per connection, not per request).
     timeout_scan_interval: float = 0.05
     # Header form for requests we send; responses are always JSON (ali-ons and C++ read only JSON).
@@ -72,12 +100,20 @@ class RemotingConnection(asyncio.Protocol):
         *,
         on_open: Callable[[RemotingConnection], None] | None = None,
         on_close: Callable[[RemotingConnection, CloseReason], None] | None = None,
+        frame_budget: FrameBudget | None = None,
+        log_limit: LimitedLog | None = None,
     ) -> None:
         self.config = config or ConnectionConfig()
         self._dispatcher = dispatcher
         self._on_open = on_open
         self._on_close_cb = on_close
         self._decoder = FrameDecoder(self.config.max_frame_length)
+        # The incomplete frame: loop time its first bytes arrived (0.0: none) and its share of the budget.
+        self.frame_started_at = 0.0
+        self._frame_seq = 0
+        self._frame_budget = frame_budget
+        self._reservation: Reservation | None = None
+        self._limited = log_limit or limited_log
         self._loop = asyncio.get_running_loop()
         self._encode_request = encode_binary if self.config.request_header == SerializeType.ROCKETMQ else encode
         self.transport: asyncio.Transport | None = None
@@ -98,6 +134,7 @@ class RemotingConnection(asyncio.Protocol):
         self._pause_reasons: set[str] = set()
         self._write_paused = False
         self._drain_waiters: list[asyncio.Future[None]] = []
+        self._writable_callbacks: deque[Callable[[], None]] = deque()
         self._backlog: deque[RemotingCommand] = deque()
         self._tasks: set[asyncio.Task[None]] = set()
         # Outgoing request matching: opaque -> (future, deadline).
@@ -125,16 +162,20 @@ class RemotingConnection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.last_activity = self._read_at = self._loop.time()
+        decoder = self._decoder
         try:
-            commands = self._decoder.feed(data)
+            commands = decoder.feed(data)
         except RemoteProtocolError as exc:
-            log.warning("closing connection from %s: %s: %s", self.peer, type(exc).__name__, exc)
+            name = type(exc).__name__
+            self._limited.warning(f"protocol:{name}", "closing connection from %s: %s: %s", self.peer, name, exc)
             self.close(CloseReason.PROTOCOL_ERROR)
             return
         if self._backlog:
             self._keep(commands)
         elif commands:
             self._process(commands)
+        if self.frame_started_at or decoder.buffered:
+            self._track_frame()
 
     def pause_writing(self) -> None:
         self._write_paused = True
@@ -146,14 +187,19 @@ class RemotingConnection(asyncio.Protocol):
         for waiter in waiters:
             if not waiter.done():
                 waiter.set_result(None)
+        self._run_writable_callbacks()
         self._drain_backlog()
         if not self._write_paused and not self._backlog:
             self._resume_reading(_PAUSE_WRITE)
 
     def eof_received(self) -> bool | None:
         if self._decoder.buffered:
-            log.warning("connection from %s ended inside a frame: %d bytes of a truncated frame discarded",
-                        self.peer, self._decoder.buffered)
+            self._limited.warning(
+                "truncated-frame",
+                "connection from %s ended inside a frame: %d bytes of a truncated frame discarded",
+                self.peer,
+                self._decoder.buffered,
+            )
         return None  # let the transport close; connection_lost reports PEER_CLOSED
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -162,6 +208,8 @@ class RemotingConnection(asyncio.Protocol):
         self._closing = True
         self._out.clear()
         self._backlog.clear()
+        self._writable_callbacks.clear()
+        self._end_frame()
         if self._scan_handle is not None:
             self._scan_handle.cancel()
             self._scan_handle = None
@@ -184,6 +232,54 @@ class RemotingConnection(asyncio.Protocol):
                 self._on_close_cb(self, reason)
             except Exception:
                 log.exception("close listener failed for %s", self.peer)
+
+    # ------------------------------------------------------------------ incomplete frames
+
+    def _track_frame(self) -> None:
+        """After a read: note when the incomplete frame began, and reserve a large one's size."""
+        decoder = self._decoder
+        if not decoder.buffered:
+            self._end_frame()
+            return
+        if decoder.frames_begun != self._frame_seq:
+            self._end_frame()
+            self._frame_seq = decoder.frames_begun
+            self.frame_started_at = self._read_at
+        budget = self._frame_budget
+        if budget is None or self._reservation is not None or self._closing:
+            return
+        size = decoder.frame_size
+        if size < LARGE_FRAME:
+            return
+        reservation = budget.reserve(size, decoder.buffered, self._frame_granted)
+        if reservation is None:
+            self._limited.warning(
+                "frame-refused",
+                "closing connection from %s: its frame of %d bytes does not fit the %d bytes that incomplete "
+                "frames may hold (%d in use)",
+                self.peer, size, budget.limit, budget.used,
+            )  # fmt: skip
+            self.abort(CloseReason.FRAME_REFUSED)
+            return
+        self._reservation = reservation
+        if reservation.waiting:
+            self._pause_reading(_PAUSE_FRAME_BUDGET)
+
+    def _frame_granted(self) -> None:
+        self._resume_reading(_PAUSE_FRAME_BUDGET)
+
+    def _end_frame(self) -> None:
+        self.frame_started_at = 0.0
+        reservation = self._reservation
+        if reservation is not None:
+            self._reservation = None
+            reservation.release()
+            self._resume_reading(_PAUSE_FRAME_BUDGET)
+
+    @property
+    def incomplete_frame_bytes(self) -> int:
+        """Bytes of the frame being received that have arrived so far."""
+        return self._decoder.buffered
 
     # ------------------------------------------------------------------ incoming requests and responses
 
@@ -221,8 +317,12 @@ class RemotingConnection(asyncio.Protocol):
                     continue
                 route = routes.get(cmd.code, default)
                 if route is None:
-                    self._reply(cmd, cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-                                                  f" request type {cmd.code} not supported"))
+                    self._reply(
+                        cmd,
+                        cmd.response(
+                            ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {cmd.code} not supported"
+                        ),
+                    )
                 elif route.is_async:
                     self._start_task(route, cmd)
                 else:
@@ -257,12 +357,22 @@ class RemotingConnection(asyncio.Protocol):
     def _reply(self, request: RemotingCommand, response: RemotingCommand | bytes) -> None:
         if request.flag & FLAG_ONEWAY:
             return
-        if type(response) is bytes:  # already a frame for this request (see broker.transport.dispatcher)
+        if isinstance(response, bytes):  # already a frame for this request (see broker.transport.dispatcher)
             self._send(response)
             return
         response.opaque = request.opaque
         response.flag |= FLAG_RESPONSE
-        self._send(encode(response))
+        self._send_command(response)
+
+    def _send_command(self, cmd: RemotingCommand) -> None:
+        body = cmd.body
+        if len(body) < SHARED_BODY_FROM:
+            self._send(encode(cmd))
+            return
+        # The body goes out as it is: a long poll's reply shares one stored body with every other puller.
+        head = encode(dataclasses.replace(cmd, body=b""))
+        self._send(_LENGTH_WORD.pack(len(head) - 4 + len(body)) + head[4:])
+        self._send(body)
 
     def _start_task(self, route: Route, cmd: RemotingCommand) -> None:
         task = self._loop.create_task(self._run_async(route, cmd))
@@ -304,8 +414,11 @@ class RemotingConnection(asyncio.Protocol):
         in-flight slot is released where the pending entry ends (response, timeout scan, close), so a
         caller that stops waiting keeps its slot until then, like RocketMQ's semaphore.
         """
-        if self._closing or self._write_paused or self._slot_waiters or (
-            self._outgoing >= self.config.max_outgoing_requests
+        if (
+            self._closing
+            or self._write_paused
+            or self._slot_waiters
+            or (self._outgoing >= self.config.max_outgoing_requests)
         ):
             return self._invoke_slowly(cmd, timeout)
         self._outgoing += 1  # fast path: open, writable, a free slot and nobody queued before us
@@ -393,11 +506,11 @@ class RemotingConnection(asyncio.Protocol):
         already-encoded response frame."""
         if self._closing:
             return
-        if type(response) is bytes:
+        if isinstance(response, bytes):
             self._send(response)
             return
         response.flag |= FLAG_RESPONSE
-        self._send(encode(response))
+        self._send_command(response)
 
     def _scan_timeouts(self) -> None:
         self._scan_handle = None
@@ -429,13 +542,54 @@ class RemotingConnection(asyncio.Protocol):
         out = self._out
         if not out:
             return
-        data = out[0] if len(out) == 1 else b"".join(out)
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            out.clear()
+            self._out_bytes = 0
+            return
+        if len(out) == 1:
+            transport.write(out[0])
+        elif self._out_bytes < _JOIN_BELOW:
+            transport.write(b"".join(out))
+        else:
+            transport.writelines(out)  # big bodies stay as they are (uvloop writes them with writev)
         out.clear()
         self._out_bytes = 0
-        transport = self.transport
-        if transport is not None and not transport.is_closing():
-            transport.write(data)
-            self.last_activity = self._loop.time()
+        self.last_activity = self._loop.time()
+        if self._write_paused and transport.get_write_buffer_size() > self.config.write_buffer_limit:
+            self._limited.warning(
+                "write-overflow",
+                "dropping connection to %s: %d bytes queued for it and it does not read (limit %d)",
+                self.peer, transport.get_write_buffer_size(), self.config.write_buffer_limit,
+            )  # fmt: skip
+            self.abort(CloseReason.WRITE_OVERFLOW)
+
+    @property
+    def write_backlogged(self) -> bool:
+        """True while the peer has more than the high-water mark of our writes left to read."""
+        return self._write_paused or self._out_bytes >= self.config.write_high_water
+
+    def when_writable(self, callback: Callable[[], None]) -> None:
+        """Run `callback` once the peer has read our writes down to the low-water mark; now if it has.
+
+        For replies nobody is waiting on the transport for (a woken long poll): producing them later, from
+        the data as it is then, holds no reply bytes for a peer that does not read. Dropped on close.
+        """
+        if self._closing:
+            return
+        if not self.write_backlogged and not self._writable_callbacks:
+            callback()
+            return
+        self._writable_callbacks.append(callback)
+
+    def _run_writable_callbacks(self) -> None:
+        callbacks = self._writable_callbacks
+        while callbacks and not self._closing and not self.write_backlogged:
+            callback = callbacks.popleft()
+            try:
+                callback()
+            except Exception:
+                log.exception("writable callback for %s failed", self.peer)
 
     async def drain(self) -> None:
         """Wait until the transport's write buffer is below the low-water mark."""

@@ -31,6 +31,9 @@ class CloseReason(Enum):
     IDLE = "idle timeout"
     SHUTDOWN = "server shutdown"
     CONNECTION_LOST = "connection lost"
+    FRAME_REFUSED = "frame refused: incomplete frames are over their memory bound"
+    FRAME_TIMEOUT = "frame not completed in time"
+    WRITE_OVERFLOW = "peer does not read: write buffer over its bound"
 
 
 class RemotingError(Exception):

@@ -4,6 +4,11 @@ The NameServer controller and the broker build one, register their processors by
 open/close listeners (the NameServer drops a broker whose channel closes), `await start()`, and at
 exit `await shutdown(grace)`: stop accepting, stop reading, let in-flight handlers finish within the
 deadline, cancel the rest, close. Connections idle for `idle_timeout` seconds are closed.
+
+Against hostile or broken clients (issue 27): a connection whose frame has not completed within
+`frame_timeout` seconds of its first byte is closed (a frame trickling one byte at a time keeps the idle
+timer from ever firing), and every connection's large incomplete frames share one `FrameBudget` of
+`incomplete_frames_limit` bytes (broker/transport/budget.py).
 """
 
 from __future__ import annotations
@@ -13,17 +18,22 @@ import dataclasses
 import logging
 from collections.abc import Callable
 
+from broker.log_limit import LimitedLog
 from broker.protocol.command import DEFAULT_MAX_FRAME_LENGTH, RemotingCommand
+from broker.transport.budget import DEFAULT_INCOMPLETE_FRAMES_LIMIT, FrameBudget
 from broker.transport.connection import ConnectionConfig, RemotingConnection
+from broker.transport.connection import log as connection_log
 from broker.transport.dispatcher import Dispatcher, Handler
 from broker.transport.errors import CloseReason
 
-__all__ = ["DEFAULT_IDLE_TIMEOUT", "RemotingServer"]
+__all__ = ["DEFAULT_FRAME_TIMEOUT", "DEFAULT_IDLE_TIMEOUT", "RemotingServer"]
 
 log = logging.getLogger(__name__)
 
 # RocketMQ's serverChannelMaxIdleTimeSeconds.
 DEFAULT_IDLE_TIMEOUT = 120.0
+# Ours: a 16 MiB frame at 1 MiB/s still fits; a slow-loris frame is gone well before the idle timeout.
+DEFAULT_FRAME_TIMEOUT = 30.0
 
 OpenListener = Callable[[RemotingConnection], None]
 CloseListener = Callable[[RemotingConnection, CloseReason], None]
@@ -42,6 +52,8 @@ class RemotingServer:
         idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
         config: ConnectionConfig | None = None,
         backlog: int = 1024,
+        frame_timeout: float | None = DEFAULT_FRAME_TIMEOUT,
+        incomplete_frames_limit: int | None = DEFAULT_INCOMPLETE_FRAMES_LIMIT,
     ) -> None:
         self.host = host
         self.port = port
@@ -51,6 +63,10 @@ class RemotingServer:
             base = dataclasses.replace(base, max_frame_length=max_frame_length)
         self.config = base
         self.idle_timeout = idle_timeout
+        self.frame_timeout = frame_timeout
+        self.frame_budget = FrameBudget(incomplete_frames_limit) if incomplete_frames_limit else None
+        # Per server, so that the NameServer's and the broker's floods are counted apart.
+        self.limited_log = LimitedLog(connection_log)
         self.connections: set[RemotingConnection] = set()
         self._backlog = backlog
         self._server: asyncio.Server | None = None
@@ -85,8 +101,8 @@ class RemotingServer:
         sockets = self._server.sockets or ()
         if sockets:
             self.port = sockets[0].getsockname()[1]
-        if self.idle_timeout:
-            self._idle_task = loop.create_task(self._close_idle_connections(self.idle_timeout))
+        if self.idle_timeout or self.frame_timeout:
+            self._idle_task = loop.create_task(self._close_stale_connections())
         log.info("remoting server listening on %s:%d", self.host, self.port)
 
     @property
@@ -140,7 +156,14 @@ class RemotingServer:
     # ------------------------------------------------------------------ internals
 
     def _create_protocol(self) -> RemotingConnection:
-        return RemotingConnection(self.dispatcher, self.config, on_open=self._opened, on_close=self._closed)
+        return RemotingConnection(
+            self.dispatcher,
+            self.config,
+            on_open=self._opened,
+            on_close=self._closed,
+            frame_budget=self.frame_budget,
+            log_limit=self.limited_log,
+        )
 
     def _opened(self, conn: RemotingConnection) -> None:
         if self._shutting_down:
@@ -164,13 +187,31 @@ class RemotingServer:
             except Exception:
                 log.exception("close listener failed for %s", conn.peer)
 
-    async def _close_idle_connections(self, idle_timeout: float) -> None:
+    async def _close_stale_connections(self) -> None:
         loop = asyncio.get_running_loop()
-        interval = min(1.0, idle_timeout / 4)
+        timeouts = [t for t in (self.idle_timeout, self.frame_timeout) if t]
+        interval = min(1.0, *(t / 4 for t in timeouts))
         while True:
             await asyncio.sleep(interval)
             now = loop.time()
             for conn in list(self.connections):
-                if not conn.busy and now - conn.last_activity > idle_timeout:
-                    log.info("closing connection from %s: idle for more than %.1fs", conn.peer, idle_timeout)
-                    conn.close(CloseReason.IDLE)
+                self._check_stale(conn, now)
+
+    def _check_stale(self, conn: RemotingConnection, now: float) -> None:
+        frame_timeout, idle_timeout = self.frame_timeout, self.idle_timeout
+        started = conn.frame_started_at
+        if conn.is_closing:
+            return
+        if frame_timeout and started and now - started > frame_timeout:
+            self.limited_log.warning(
+                "frame-timeout",
+                "closing connection from %s: its frame is not complete %.1f s after its first byte "
+                "(%d bytes received)",
+                conn.peer, now - started, conn.incomplete_frame_bytes,
+            )  # fmt: skip
+            conn.abort(CloseReason.FRAME_TIMEOUT)  # nothing to flush to a peer this slow: drop its bytes now
+        elif idle_timeout and not conn.busy and now - conn.last_activity > idle_timeout:
+            self.limited_log.info(
+                "idle", "closing connection from %s: idle for more than %.1fs", conn.peer, idle_timeout
+            )
+            conn.close(CloseReason.IDLE)

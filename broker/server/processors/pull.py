@@ -7,13 +7,20 @@ A pull that finds nothing and carries the SUSPEND flag is parked in the `PullHol
 response; the hold service calls `process(..., allow_suspend=False)` again when a message arrives
 or the suspend time ends. Every reply carries suggestWhichBrokerId, nextBeginOffset, minOffset and
 maxOffset (Java clients fail without them, even on PULL_NOT_FOUND).
+
+Held pulls woken together (one arrival, hundreds of consumer groups at the same offset) pass one `memo`:
+the first re-run reads the store and joins the records into one body, the others reuse that read, and
+the connection writes the shared body without copying it (issue 27: 600 woken pulls of a 1 MiB message
+took +610 MiB, one copy per puller).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, overload
 
 from broker.filter import SqlFilter
 from broker.protocol.codes import ResponseCode
@@ -24,13 +31,13 @@ from broker.server.errors import RequestError
 from broker.server.hold import HeldPull
 from broker.server.property_filter import compile_subscription, get_filtered
 from broker.server.topics import PERM_READ
-from broker.store.results import GetStatus
+from broker.store.results import GetResult, GetStatus
 
 if TYPE_CHECKING:
     from broker.server.broker import BrokerController
     from broker.transport.connection import RemotingConnection
 
-__all__ = ["PullProcessor", "pull_response_code"]
+__all__ = ["PullProcessor", "ReadMemo", "StoredRead", "pull_response_code"]
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +47,65 @@ FLAG_SUBSCRIPTION = 0x4
 FLAG_CLASS_FILTER = 0x8
 # A long poll is answered before the clients' 30 s request timeout, whatever suspend time they ask.
 MAX_SUSPEND_SECONDS = 25.0
+
+
+class RecordViews(Sequence[memoryview]):
+    """The records of a joined body as views into it, made only when asked for (HA's lag check)."""
+
+    __slots__ = ("_body", "_bounds")
+
+    def __init__(self, body: bytes, sizes: list[int]) -> None:
+        self._body = body
+        bounds = [0]
+        for size in sizes:
+            bounds.append(bounds[-1] + size)
+        self._bounds = bounds
+
+    def __len__(self) -> int:
+        return len(self._bounds) - 1
+
+    @overload
+    def __getitem__(self, index: int) -> memoryview: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[memoryview]: ...
+    def __getitem__(self, index: int | slice) -> memoryview | Sequence[memoryview]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError("record index out of range")
+        return memoryview(self._body)[self._bounds[index] : self._bounds[index + 1]]
+
+
+@dataclass(frozen=True, slots=True)
+class StoredRead:
+    """One store read with its records joined into one body, detached from the mapped files."""
+
+    status: GetStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    body: bytes
+    records: RecordViews
+
+    @classmethod
+    def take(cls, got: GetResult) -> StoredRead:
+        """Copy the records out of `got` once and release its views of the mapped files."""
+        buffers = got.buffers
+        if not buffers:
+            body = b""
+        elif len(buffers) == 1:
+            body = buffers[0].tobytes()
+        else:
+            body = b"".join(buffers)
+        records = RecordViews(body, [b.nbytes for b in buffers])
+        got.release()
+        return cls(got.status, got.next_begin_offset, got.min_offset, got.max_offset, body, records)
+
+
+# Reads shared by the held pulls of one wake-up, keyed by what decides a read's result.
+ReadMemo = dict[Hashable, StoredRead]
 
 
 def pull_response_code(status: GetStatus, request_offset: int) -> int:
@@ -65,10 +131,14 @@ class PullProcessor:
     def handle(self, conn: RemotingConnection, cmd: RemotingCommand) -> RemotingCommand | None:
         return self.process(conn, cmd, allow_suspend=True)
 
-    def rerun(self, conn: RemotingConnection, cmd: RemotingCommand) -> RemotingCommand | None:
-        return self.process(conn, cmd, allow_suspend=False)
+    def rerun(
+        self, conn: RemotingConnection, cmd: RemotingCommand, memo: ReadMemo | None = None
+    ) -> RemotingCommand | None:
+        return self.process(conn, cmd, allow_suspend=False, memo=memo)
 
-    def process(self, conn: RemotingConnection, cmd: RemotingCommand, *, allow_suspend: bool) -> RemotingCommand | None:
+    def process(
+        self, conn: RemotingConnection, cmd: RemotingCommand, *, allow_suspend: bool, memo: ReadMemo | None = None
+    ) -> RemotingCommand | None:
         b = self.broker
         h = PullMessageRequestHeader.from_ext_fields(cmd.ext_fields)
         if not self.config.broker_permission & PERM_READ:
@@ -95,26 +165,13 @@ class PullProcessor:
             )
         code_set, sql = self._subscription_filter(h)
         max_bytes = h.max_msg_bytes or self.config.max_transfer_bytes_on_message_in_memory
-        if sql is not None:
-            got = get_filtered(
-                self.store, h.consumer_group, h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, max_bytes, sql
-            )
-        else:
-            got = self.store.get_message(
-                h.consumer_group,
-                h.topic,
-                h.queue_id,
-                h.queue_offset,
-                h.max_msg_nums,
-                max_total_bytes=max_bytes,
-                tags_filter=set(code_set) if code_set else None,
-            )
-        code = pull_response_code(got.status, h.queue_offset)
-        suggest, next_begin = 0, got.next_begin_offset
+        read = self._read(h, code_set, sql, max_bytes, memo)
+        code = pull_response_code(read.status, h.queue_offset)
+        suggest, next_begin = 0, read.next_begin_offset
         if b.ha is not None:  # slave reads and suggestWhichBrokerId (broker/ha/reads.py)
             suggest, code, next_begin = b.ha.pull_suggestion.decide(
                 code,
-                found=got.buffers,
+                found=read.records,
                 commit_log_max_offset=self.store.max_phy_offset,
                 group_broker_id=group_cfg.broker_id,
                 group_slow_broker_id=group_cfg.which_broker_when_consume_slowly,
@@ -125,14 +182,13 @@ class PullProcessor:
         ext = {
             "suggestWhichBrokerId": str(suggest),
             "nextBeginOffset": str(next_begin),
-            "minOffset": str(got.min_offset),
-            "maxOffset": str(got.max_offset),
+            "minOffset": str(read.min_offset),
+            "maxOffset": str(read.max_offset),
         }
         body = b""
         if code == ResponseCode.SUCCESS:
-            body = got.buffers[0].tobytes() if len(got.buffers) == 1 else b"".join(got.buffers)
-            b.stats.get(len(got.buffers))
-        got.release()
+            body = read.body
+            b.stats.get(len(read.records))
         if allow_suspend and h.sys_flag & FLAG_COMMIT_OFFSET and self.config.is_master:
             b.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
         if code == ResponseCode.PULL_NOT_FOUND and allow_suspend and h.sys_flag & FLAG_SUSPEND:
@@ -147,14 +203,50 @@ class PullProcessor:
                     topic=h.topic,
                     queue_id=h.queue_id,
                     # a SQL92 scan may have read past non-matching messages: wait for what comes next
-                    offset=got.next_begin_offset if sql is not None else h.queue_offset,
+                    offset=read.next_begin_offset if sql is not None else h.queue_offset,
                     deadline=self._loop.time() + max(0.0, wait),
                     code_set=frozenset(code_set),
                 )
             )
             return None
-        remark = None if code == ResponseCode.SUCCESS else got.status.name
+        remark = None if code == ResponseCode.SUCCESS else read.status.name
         return cmd.response(code, remark, ext, body)
+
+    def _read(
+        self,
+        h: PullMessageRequestHeader,
+        code_set: set[int],
+        sql: SqlFilter | None,
+        max_bytes: int,
+        memo: ReadMemo | None,
+    ) -> StoredRead:
+        """The store's answer to this pull; with a memo, shared by every pull that asks the same thing."""
+        if sql is not None:  # SQL92 filters are not shared: one subscription's filter object is not another's
+            return StoredRead.take(
+                get_filtered(
+                    self.store, h.consumer_group, h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, max_bytes, sql
+                )
+            )
+        key: Hashable = None
+        if memo is not None:
+            key = (h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, max_bytes, frozenset(code_set))
+            shared = memo.get(key)
+            if shared is not None:
+                return shared
+        read = StoredRead.take(
+            self.store.get_message(
+                h.consumer_group,
+                h.topic,
+                h.queue_id,
+                h.queue_offset,
+                h.max_msg_nums,
+                max_total_bytes=max_bytes,
+                tags_filter=set(code_set) if code_set else None,
+            )
+        )
+        if memo is not None:
+            memo[key] = read
+        return read
 
     def _subscription_filter(self, h: PullMessageRequestHeader) -> tuple[set[int], SqlFilter | None]:
         """Tag hash codes to filter on (empty = everything) and the SQL92 filter, if any."""
