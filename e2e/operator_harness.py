@@ -1,0 +1,70 @@
+"""The operator as a real process against the harness's API server, for the e2e tests.
+
+`OperatorProcess` runs `rocketcluster-operator` (the console script users run) with the harness kubeconfig,
+watching the namespaces a test names, and keeps its log. `stop()` fails the test when the log holds a
+traceback: a crash or an unhandled error in a handler is a defect even when the objects look right.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+OPERATOR = REPO / ".venv" / "bin" / "rocketcluster-operator"
+CRD_FILE = REPO / "crds" / "rocketclusters.rocketcluster.io.yaml"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class OperatorProcess:
+    def __init__(self, kubeconfig: Path, namespaces: list[str], log: Path, resync_seconds: float = 3) -> None:
+        self.kubeconfig = kubeconfig
+        self.namespaces = namespaces
+        self.log = log
+        self.liveness_port = free_port()
+        self.resync_seconds = resync_seconds
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout: float = 60) -> None:
+        env = dict(os.environ, KUBECONFIG=str(self.kubeconfig), ROCKETCLUSTER_RESYNC_SECONDS=str(self.resync_seconds))
+        args = [str(OPERATOR), "--standalone", f"--liveness=http://127.0.0.1:{self.liveness_port}/healthz"]
+        for ns in self.namespaces:
+            args += ["--namespace", ns]
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=REPO)
+        deadline = time.monotonic() + timeout
+        while not self.alive():
+            assert self.proc.poll() is None, f"the operator exited:\n{self.tail()}"
+            assert time.monotonic() < deadline, f"the operator's liveness never answered:\n{self.tail()}"
+            time.sleep(0.3)
+
+    def alive(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.liveness_port}/healthz", timeout=2) as resp:
+                return bool(resp.status == 200)
+        except OSError:
+            return False
+
+    def tail(self, chars: int = 6000) -> str:
+        return self.log.read_text(errors="replace")[-chars:] if self.log.exists() else "(no log)"
+
+    def stop(self) -> str:
+        """Stop gracefully (SIGTERM, as the kubelet does); returns the log."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        return self.log.read_text(errors="replace") if self.log.exists() else ""

@@ -1,0 +1,345 @@
+"""The kopf handlers: observe, plan, act, report. Thin glue over render, observe and plan (all pure).
+
+One idempotent `reconcile` serves create, update and resume, and a timer catches drift (a child edited or
+deleted by hand, a pod that went down, a drain that finished). Waiting is never a sleep: a plan that has to
+wait raises `kopf.TemporaryError(delay=...)`, which frees the worker and lets a deletion preempt it. All state
+is in the RocketCluster's status and its children, so any number of clusters in any namespaces share one
+operator, and a restarted operator resumes a roll or a drain where the status says it stopped.
+
+Broker admin calls (topic copy, write permission, lag) go over the wire through the project's own admin
+client, to pod IPs: the operator reaches them from inside the cluster and from a node alike.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+import os
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import kopf
+
+from broker.client import Admin
+from rocketcluster import names
+from rocketcluster.kube import ApiError, Kube
+from rocketcluster.model import RocketClusterSpec, SpecError, parse_spec
+from rocketcluster.observe import (
+    BrokerFacts,
+    GroupFacts,
+    build_observed,
+    build_status,
+    merge_conditions,
+    ready_nameserver_addrs,
+)
+from rocketcluster.plan import (
+    Action,
+    AddWritePerm,
+    ApplyChildren,
+    ClearManualRollRequest,
+    CopyMetadata,
+    CreateGroup,
+    DeleteGroup,
+    DeletePod,
+    Wait,
+    WipeWritePerm,
+    plan,
+)
+from rocketcluster.render import render_broker_group, render_cluster
+
+__all__ = ["reconcile"]
+
+log = logging.getLogger("rocketcluster.operator")
+
+RESOURCE = (names.GROUP, names.VERSION, names.PLURAL)
+# How often the timer re-checks a cluster for drift (seconds); tests shorten it.
+RESYNC_SECONDS = float(os.environ.get("ROCKETCLUSTER_RESYNC_SECONDS", "30"))
+ADMIN_TIMEOUT = 5.0  # one admin call; a broker that does not answer in time is "unknown", not an error
+PERM_WRITE = 0x2
+_kube: Kube | None = None
+_locks: dict[str, asyncio.Lock] = {}
+
+
+@kopf.on.startup()
+async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+    global _kube
+    # Our own names for kopf's bookkeeping on the resource, so users see which operator wrote them
+    settings.persistence.finalizer = f"{names.GROUP}/finalizer"
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=names.GROUP)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=names.GROUP, key="last-handled-configuration"
+    )
+    settings.posting.level = logging.WARNING  # Events come from our explicit calls; log noise stays in the log
+    settings.watching.server_timeout = 300
+    _kube = Kube.login(settings)
+
+
+@kopf.on.cleanup()
+async def close(**_: Any) -> None:
+    if _kube is not None:
+        await _kube.close()
+
+
+@kopf.on.create(*RESOURCE)
+@kopf.on.update(*RESOURCE)
+@kopf.on.resume(*RESOURCE)
+async def on_change(body: kopf.Body, **_: Any) -> None:
+    wait = await reconcile(body)
+    if wait is not None:
+        raise kopf.TemporaryError(wait.message, delay=wait.retry_after_seconds)
+
+
+@kopf.timer(*RESOURCE, interval=RESYNC_SECONDS, initial_delay=RESYNC_SECONDS)
+async def resync(body: kopf.Body, **_: Any) -> None:
+    await reconcile(body)  # a Wait is picked up by the next tick or the change handler's retry
+
+
+def _kube_client() -> Kube:
+    if _kube is None:
+        raise kopf.TemporaryError("the operator has not logged in yet", delay=5)
+    return _kube
+
+
+def _now_iso() -> str:
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+async def reconcile(body: kopf.Body) -> Wait | None:
+    """One pass over one RocketCluster; the Wait the plan ended with, if any."""
+    meta = body["metadata"]
+    uid = str(meta["uid"])
+    lock = _locks.setdefault(uid, asyncio.Lock())
+    async with lock:
+        return await _reconcile(body)
+
+
+async def _reconcile(body: kopf.Body) -> Wait | None:
+    kube = _kube_client()
+    meta = body["metadata"]
+    name, namespace, generation = str(meta["name"]), str(meta["namespace"]), int(meta.get("generation", 1))
+    status: dict[str, Any] = dict(body.get("status") or {})
+    try:
+        cluster = names.ClusterRef(name, namespace, str(meta["uid"]))
+        spec = parse_spec(body.get("spec"))
+    except (SpecError, ValueError) as exc:
+        await _report_problem(body, status, "InvalidSpec", "SpecError", str(exc))
+        return None  # nothing to retry until the user edits the resource (an update event)
+    problem = await _unbuildable(kube, spec)
+    if problem is not None:
+        await _report_problem(body, status, "InvalidSpec", *problem)
+        return None
+
+    label = {names.LABEL_CLUSTER: name}
+    statefulsets = await kube.list("apps/v1", "StatefulSet", namespace, label)
+    pods = await kube.list("v1", "Pod", namespace, label)
+    async with _AdminSession(ready_nameserver_addrs(pods)) as admin:
+        facts = await admin.facts(spec.effective_cluster_name(name), spec, pods)
+        observed = build_observed(
+            name=name,
+            generation=generation,
+            now=time.time(),
+            spec=spec,
+            annotations=meta.get("annotations") or {},
+            statefulsets=statefulsets,
+            pods=pods,
+            facts=facts,
+            status=status,
+        )
+        decided = plan(observed)
+        try:
+            for action in decided.actions:
+                await _execute(action, body, cluster, spec, pods, facts, admin)
+        except ApiError as exc:
+            if exc.status >= 500 or exc.status in (409, 429):
+                raise  # the API server's trouble, not the spec's: kopf retries with backoff
+            await _report_problem(body, status, "Degraded", "ApplyRejected", str(exc))
+            return Wait("ApplyRejected", str(exc), 60)
+    new_status = build_status(
+        name=name,
+        namespace=namespace,
+        spec=spec,
+        plan=decided,
+        observed=observed,
+        pods=pods,
+        old_status=status,
+        now_iso=_now_iso(),
+    )
+    if _differs(new_status, status):
+        await kube.patch_status(namespace, name, new_status)
+    return decided.wait
+
+
+async def _unbuildable(kube: Kube, spec: RocketClusterSpec) -> tuple[str, str] | None:
+    """A spec the schema accepts but the cluster cannot build: (reason, message), else None."""
+    cls = spec.storage.storage_class_name
+    if (
+        spec.storage.type == "persistentClaim"
+        and cls
+        and await kube.get("storage.k8s.io/v1", "StorageClass", None, cls) is None
+    ):
+        return "StorageClassNotFound", f"spec.storage.storageClassName: StorageClass {cls!r} does not exist"
+    return None
+
+
+async def _report_problem(
+    body: kopf.Body, status: Mapping[str, Any], condition: str, reason: str, message: str
+) -> None:
+    meta = body["metadata"]
+    generation = int(meta.get("generation", 1))
+    phase = "Invalid" if condition == "InvalidSpec" else "Degraded"
+    new = {
+        "observedGeneration": generation,
+        "phase": phase,
+        "conditions": merge_conditions(
+            status.get("conditions") or [],
+            [
+                {"type": condition, "status": "True", "reason": reason, "message": message[:4000]},
+                {"type": "Ready", "status": "False", "reason": reason, "message": message[:4000]},
+            ],
+            generation,
+            _now_iso(),
+        ),
+    }
+    if _differs(new, status):
+        log.warning("%s/%s: %s: %s", meta["namespace"], meta["name"], reason, message)
+        kopf.event(body, type="Warning", reason=reason, message=message[:1000])
+        await _kube_client().patch_status(meta["namespace"], meta["name"], new)
+
+
+def _differs(new: Mapping[str, Any], old: Mapping[str, Any]) -> bool:
+    """Whether a merge patch of `new` onto `old` changes anything (None removes a key)."""
+    for key, value in new.items():
+        if value is None:
+            if old.get(key) is not None:
+                return True
+        elif old.get(key) != value:
+            return True
+    return False
+
+
+class _AdminSession:
+    """The broker admin client for one reconcile, to the NameServers' pod IPs; None-safe when none is up."""
+
+    def __init__(self, namesrv_addrs: list[str]) -> None:
+        self.admin = Admin(";".join(namesrv_addrs)) if namesrv_addrs else None
+
+    async def __aenter__(self) -> _AdminSession:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self.admin is not None:
+            await self.admin.shutdown()
+
+    def require(self) -> Admin:
+        if self.admin is None:
+            raise kopf.TemporaryError("no NameServer is ready to take admin requests", delay=10)
+        return self.admin
+
+    async def _ask(self, what: str, call: Any) -> Any:
+        try:
+            return await asyncio.wait_for(call, ADMIN_TIMEOUT)
+        except Exception as exc:  # any failure makes the fact unknown, which the planner handles
+            log.info("admin: %s failed: %s", what, exc)
+            return None
+
+    async def facts(self, cluster_name: str, spec: RocketClusterSpec, pods: list[dict[str, Any]]) -> BrokerFacts:
+        if self.admin is None:
+            return BrokerFacts()
+        info = await self._ask("cluster info", self.admin.cluster_info())
+        if info is None:
+            return BrokerFacts()
+        indexes = sorted(
+            {
+                int(g)
+                for p in pods
+                if (g := ((p.get("metadata") or {}).get("labels") or {}).get(names.LABEL_GROUP)) and g.isdigit()
+            }
+        )
+        groups: dict[int, GroupFacts] = {}
+        for g in indexes:
+            broker_name = names.broker_name(cluster_name, g)
+            data = info.brokers.get(broker_name)
+            registered = dict(data.broker_addrs) if data else {}
+            lag: dict[int, int | None] = {}
+            writable = consumer_lag = None
+            if 0 in registered:
+                if len(registered) > 1:
+                    replication = await self._ask(f"{broker_name} lag", self.admin.replication_lag(broker_name))
+                    if replication is not None:
+                        lag = {s.broker_id: s.lag_bytes for s in replication.slaves}
+                route = await self._ask(f"{broker_name} route", self.admin.topic_route(broker_name))
+                if route is not None:
+                    perms = [q.perm for q in route.queue_datas if q.broker_name == broker_name]
+                    writable = bool(perms) and all(p & PERM_WRITE for p in perms)
+                if g >= spec.broker.groups:  # only a group being drained needs its consumer lag
+                    found = await self._ask(f"{broker_name} consumer lag", self.admin.consumer_lag(broker_name))
+                    consumer_lag = None if found is None else found.total
+            groups[g] = GroupFacts(registered=registered, lag_bytes=lag, writable=writable, consumer_lag=consumer_lag)
+        return BrokerFacts(groups)
+
+
+def _shared_children(objs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [o for o in objs if names.LABEL_GROUP not in (o["metadata"].get("labels") or {})]
+
+
+async def _execute(
+    action: Action,
+    body: kopf.Body,
+    cluster: names.ClusterRef,
+    spec: RocketClusterSpec,
+    pods: list[dict[str, Any]],
+    facts: BrokerFacts,
+    admin: _AdminSession,
+) -> None:
+    kube = _kube_client()
+    ns, c = cluster.namespace, cluster.name
+    cluster_name = spec.effective_cluster_name(c)
+    if isinstance(action, Wait):
+        return
+    if not isinstance(action, ApplyChildren):  # applies happen every pass; the rest is news for `kubectl describe`
+        log.info("%s/%s: %s (%s)", ns, c, action.describe(), action.reason)
+        kopf.event(body, type="Normal", reason=action.reason, message=action.describe())
+    if isinstance(action, ApplyChildren):
+        objs = _shared_children(render_cluster(cluster, spec))
+        for g in action.groups:
+            objs += render_broker_group(cluster, spec, g)
+        for obj in objs:
+            await kube.apply(obj)
+    elif isinstance(action, CreateGroup):
+        for obj in render_broker_group(cluster, spec, action.group):
+            await kube.apply(obj)
+    elif isinstance(action, DeletePod):
+        await kube.delete("v1", "Pod", ns, action.pod)
+    elif isinstance(action, CopyMetadata):
+        source = _master_addr(facts, action.source)
+        target = _master_addr(facts, action.group)
+        await admin.require().copy_metadata(source, target)
+    elif isinstance(action, WipeWritePerm):
+        await admin.require().wipe_write_perm(names.broker_name(cluster_name, action.group))
+    elif isinstance(action, AddWritePerm):
+        await admin.require().add_write_perm(names.broker_name(cluster_name, action.group))
+    elif isinstance(action, DeleteGroup):
+        await _delete_group(kube, cluster, action)
+    elif isinstance(action, ClearManualRollRequest):
+        patch = {"metadata": {"annotations": {names.ANNOTATION_MANUAL_ROLLING_UPDATE: None}}}
+        path = f"/apis/{names.API_VERSION}/namespaces/{ns}/{names.PLURAL}/{c}"
+        await kube.request("PATCH", path, body=patch, content_type="application/merge-patch+json")
+
+
+def _master_addr(facts: BrokerFacts, group: int) -> str:
+    addr = facts.groups.get(group, GroupFacts()).registered.get(0)
+    if addr is None:
+        raise kopf.TemporaryError(f"the master of broker group {group} is not registered yet", delay=10)
+    return addr
+
+
+async def _delete_group(kube: Kube, cluster: names.ClusterRef, action: DeleteGroup) -> None:
+    ns, c, g = cluster.namespace, cluster.name, action.group
+    await kube.delete("apps/v1", "StatefulSet", ns, names.broker_statefulset(c, g))
+    await kube.delete("v1", "ConfigMap", ns, names.broker_config_map(c, g))
+    await kube.delete("policy/v1", "PodDisruptionBudget", ns, names.broker_pdb(c, g))
+    if action.delete_pvcs:  # retention.whenScaled: Delete; with Retain the claims stay for a later scale-out
+        for pvc in await kube.list("v1", "PersistentVolumeClaim", ns, names.broker_group_selector(c, g)):
+            await kube.delete("v1", "PersistentVolumeClaim", ns, pvc["metadata"]["name"])

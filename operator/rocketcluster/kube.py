@@ -1,0 +1,189 @@
+"""The few Kubernetes API calls the operator makes, over aiohttp (kopf's own HTTP stack).
+
+kopf watches and reports; it is not an API client. The official `kubernetes` package would add tens of MiB
+to an operator that holds many clusters, so this module speaks the REST API directly: server-side apply
+for every child (an unchanged object is not written, so its resourceVersion does not move), plus list,
+get, delete and the status patch. Credentials come from kopf's login functions (kubeconfig or the pod's
+service account), so the operator logs in the way kopf does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlencode
+
+import aiohttp
+import kopf
+
+__all__ = ["FIELD_MANAGER", "ApiError", "Kube", "resource_path"]
+
+log = logging.getLogger("rocketcluster.kube")
+
+FIELD_MANAGER = "rocketcluster-operator"
+
+# kind -> plural, for the kinds the operator touches (a fixed set: no discovery round trips)
+_PLURALS = {
+    "ConfigMap": "configmaps",
+    "Event": "events",
+    "PersistentVolumeClaim": "persistentvolumeclaims",
+    "Pod": "pods",
+    "PodDisruptionBudget": "poddisruptionbudgets",
+    "RocketCluster": "rocketclusters",
+    "Service": "services",
+    "ServiceAccount": "serviceaccounts",
+    "StatefulSet": "statefulsets",
+    "StorageClass": "storageclasses",
+}
+_CLUSTER_SCOPED = {"StorageClass"}
+_TOKEN_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
+
+
+class ApiError(Exception):
+    """A non-2xx answer, with the API server's own message (a Status object's `message`)."""
+
+    def __init__(self, status: int, reason: str, message: str) -> None:
+        super().__init__(f"{status} {reason}: {message}")
+        self.status = status
+        self.reason = reason
+        self.message = message
+
+
+def resource_path(api_version: str, kind: str, namespace: str | None, name: str | None = None) -> str:
+    """The REST path of a kind's collection, or of one object when `name` is given."""
+    plural = _PLURALS.get(kind)
+    if plural is None:
+        raise ValueError(f"the operator does not handle kind {kind!r}")
+    base = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
+    if namespace and kind not in _CLUSTER_SCOPED:
+        base += f"/namespaces/{quote(namespace, safe='')}"
+    path = f"{base}/{plural}"
+    return f"{path}/{quote(name, safe='')}" if name else path
+
+
+class Kube:
+    """One aiohttp session against the API server. Create it inside the operator's event loop."""
+
+    def __init__(self, info: kopf.ConnectionInfo) -> None:
+        self._info = info
+        self._session: aiohttp.ClientSession | None = None
+        self._token_read_at = time.monotonic()
+
+    @classmethod
+    def login(cls, settings: kopf.OperatorSettings) -> Kube:
+        """In a pod, its service account; elsewhere, the kubeconfig (KUBECONFIG or ~/.kube/config)."""
+        info = kopf.login_with_service_account(settings=settings) or kopf.login_with_kubeconfig(settings=settings)
+        if info is None:
+            raise kopf.PermanentError("no Kubernetes credentials: neither a service account nor a kubeconfig")
+        return cls(info)
+
+    def _session_now(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            # kopf's own SSL context: kubeconfig CA/client-cert data or the service account's CA
+            connector = aiohttp.TCPConnector(ssl=self._info.as_ssl_context(), limit=20)
+            self._session = aiohttp.ClientSession(
+                base_url=self._info.server.rstrip("/"), connector=connector, timeout=aiohttp.ClientTimeout(total=30)
+            )
+        return self._session
+
+    def _headers(self, content_type: str | None = None) -> dict[str, str]:
+        self._refresh_token()
+        headers = {"Accept": "application/json", **self._info.as_http_headers()}
+        if content_type:
+            headers["Content-Type"] = content_type
+        return headers
+
+    def _refresh_token(self) -> None:
+        # A projected service-account token is rotated by the kubelet: read the file again each minute
+        if not self._info.token or time.monotonic() - self._token_read_at < 60 or not _TOKEN_FILE.exists():
+            return
+        token = _TOKEN_FILE.read_text().strip()
+        if token:
+            self._info = dataclasses.replace(self._info, token=token)
+        self._token_read_at = time.monotonic()
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        content_type: str = "application/json",
+        params: Mapping[str, str] | None = None,
+    ) -> Any:
+        url = f"{path}?{urlencode(params)}" if params else path
+        data = json.dumps(body, separators=(",", ":")) if body is not None else None
+        session = self._session_now()
+        headers = self._headers(content_type if data is not None else None)
+        async with session.request(method, url, data=data, headers=headers) as resp:
+            text = await resp.text()
+            if resp.status >= 400:
+                try:
+                    status = json.loads(text)
+                    message, reason = status.get("message", text), status.get("reason", resp.reason or "")
+                except ValueError:
+                    message, reason = text[:500], resp.reason or ""
+                raise ApiError(resp.status, reason, message)
+            return json.loads(text) if text else None
+
+    async def apply(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        """Server-side apply, owning every field the operator renders (force: the operator is the owner)."""
+        meta = obj["metadata"]
+        path = resource_path(obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"])
+        params = {"fieldManager": FIELD_MANAGER, "force": "true"}
+        result: dict[str, Any] = await self.request(
+            "PATCH", path, body=obj, content_type="application/apply-patch+yaml", params=params
+        )
+        return result
+
+    async def get(self, api_version: str, kind: str, namespace: str | None, name: str) -> dict[str, Any] | None:
+        try:
+            result: dict[str, Any] = await self.request("GET", resource_path(api_version, kind, namespace, name))
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return result
+
+    async def list(
+        self, api_version: str, kind: str, namespace: str | None, selector: Mapping[str, str]
+    ) -> list[dict[str, Any]]:
+        params = {"labelSelector": ",".join(f"{k}={v}" for k, v in sorted(selector.items()))}
+        result = await self.request("GET", resource_path(api_version, kind, namespace), params=params)
+        items: list[dict[str, Any]] = result.get("items", [])
+        return items
+
+    async def delete(
+        self, api_version: str, kind: str, namespace: str | None, name: str, *, uid: str | None = None
+    ) -> bool:
+        """Delete one object (background propagation); False when it was already gone.
+
+        With `uid`, only that incarnation: a pod the StatefulSet already recreated is left alone.
+        """
+        body: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
+        if uid:
+            body["preconditions"] = {"uid": uid}
+        try:
+            await self.request("DELETE", resource_path(api_version, kind, namespace, name), body=body)
+        except ApiError as exc:
+            if exc.status in (404, 409):
+                return False
+            raise
+        return True
+
+    async def patch_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> dict[str, Any]:
+        """Merge-patch a RocketCluster's status (the status subresource)."""
+        path = resource_path("rocketcluster.io/v1alpha1", "RocketCluster", namespace, name) + "/status"
+        result: dict[str, Any] = await self.request(
+            "PATCH", path, body={"status": status}, content_type="application/merge-patch+json"
+        )
+        return result
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()

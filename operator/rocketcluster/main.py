@@ -1,0 +1,32 @@
+"""`rocketcluster-operator`: `kopf run` with the RocketCluster handlers loaded, and kopf's own flags.
+
+    rocketcluster-operator --standalone --all-namespaces --liveness=http://0.0.0.0:8080/healthz
+    rocketcluster-operator --namespace team-a --namespace team-b      # only these namespaces
+    rocketcluster-operator --peering=rocketcluster --priority=100      # active/standby replicas
+
+Every flag is kopf's (`kopf run --help`); this script only names the module, so users never type a path.
+Without a flag that chooses namespaces it watches all of them, as the Helm chart's default does.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from kopf import cli
+
+__all__ = ["main"]
+
+_NAMESPACE_FLAGS = ("-n", "--namespace", "-A", "--all-namespaces")
+
+
+def kopf_arguments(argv: list[str]) -> list[str]:
+    """The `kopf run` command line for our arguments (pure: tested by a table)."""
+    args = ["run", "--module", "rocketcluster.handlers"]
+    chooses_namespaces = any(a in _NAMESPACE_FLAGS or a.startswith(("--namespace=", "-n=")) for a in argv)
+    if not chooses_namespaces:
+        args.append("--all-namespaces")
+    return args + argv
+
+
+def main(argv: list[str] | None = None) -> None:
+    cli.main(args=kopf_arguments(sys.argv[1:] if argv is None else argv), prog_name="rocketcluster-operator")

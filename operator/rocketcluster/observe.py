@@ -1,0 +1,311 @@
+"""From Kubernetes objects and broker facts to the planner's `Observed`, and from a `Plan` to the status.
+
+Pure functions over plain dicts (what the API server returned) and small fact records (what the brokers
+answered over the wire), so the handler stays glue and these are tested by tables.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from rocketcluster import names
+from rocketcluster.model import RocketClusterSpec
+from rocketcluster.plan import (
+    GroupObservation,
+    NameServerObservation,
+    Observed,
+    Plan,
+    PodObservation,
+    Progress,
+    RolloutSettings,
+    ScaleDownSettings,
+)
+
+__all__ = [
+    "BrokerFacts",
+    "GroupFacts",
+    "build_observed",
+    "build_status",
+    "merge_conditions",
+    "pod_ip",
+    "pod_observation",
+    "ready_nameserver_addrs",
+]
+
+_REVISION_LABEL = "controller-revision-hash"
+
+
+@dataclass(frozen=True, slots=True)
+class GroupFacts:
+    """What the NameServer and the brokers said about one group (None: could not be asked)."""
+
+    registered: Mapping[int, str] = field(default_factory=dict)  # brokerId -> registered address
+    lag_bytes: Mapping[int, int | None] = field(default_factory=dict)  # slave brokerId -> replication lag
+    writable: bool | None = None
+    consumer_lag: int | None = None
+    metadata_copied: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerFacts:
+    """Facts per group index; empty when no NameServer answered."""
+
+    groups: Mapping[int, GroupFacts] = field(default_factory=dict)
+
+
+def pod_ip(pod: Mapping[str, Any]) -> str | None:
+    ip = (pod.get("status") or {}).get("podIP")
+    return str(ip) if ip else None
+
+
+def _ordinal(pod: Mapping[str, Any]) -> int | None:
+    meta = pod.get("metadata") or {}
+    index = (meta.get("labels") or {}).get(names.LABEL_POD_INDEX)
+    if index is not None and str(index).isdigit():
+        return int(index)
+    tail = str(meta.get("name", "")).rsplit("-", 1)[-1]
+    return int(tail) if tail.isdigit() else None
+
+
+def _is_ready(pod: Mapping[str, Any]) -> bool:
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def _waiting_reason(pod: Mapping[str, Any]) -> str | None:
+    status = pod.get("status") or {}
+    for c in status.get("conditions") or []:
+        if c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason") == "Unschedulable":
+            return "Unschedulable"
+    for cs in status.get("containerStatuses") or []:
+        waiting = (cs.get("state") or {}).get("waiting")
+        if waiting and waiting.get("reason"):
+            return str(waiting["reason"])
+    return None
+
+
+def pod_observation(pod: Mapping[str, Any], facts: GroupFacts | None = None) -> PodObservation | None:
+    """One pod as the planner sees it; None for a pod without an ordinal (not one of ours) or being deleted."""
+    meta = pod.get("metadata") or {}
+    ordinal = _ordinal(pod)
+    if ordinal is None or meta.get("deletionTimestamp"):
+        return None
+    ip = pod_ip(pod)
+    registered = False
+    lag: int | None = None
+    if facts is not None:
+        registered = ip is not None and facts.registered.get(ordinal) == f"{ip}:{names.BROKER_MAIN_PORT}"
+        lag = facts.lag_bytes.get(ordinal)
+    return PodObservation(
+        name=str(meta.get("name")),
+        ordinal=ordinal,
+        uid=str(meta.get("uid", "")),
+        ready=_is_ready(pod),
+        revision=(meta.get("labels") or {}).get(_REVISION_LABEL),
+        phase=str((pod.get("status") or {}).get("phase") or "Pending"),
+        waiting_reason=_waiting_reason(pod),
+        registered=registered,
+        lag_bytes=lag,
+    )
+
+
+def _label(obj: Mapping[str, Any], key: str) -> str | None:
+    value = ((obj.get("metadata") or {}).get("labels") or {}).get(key)
+    return None if value is None else str(value)
+
+
+def _group_index(obj: Mapping[str, Any]) -> int | None:
+    value = _label(obj, names.LABEL_GROUP)
+    return int(value) if value is not None and value.isdigit() else None
+
+
+def ready_nameserver_addrs(pods: Iterable[Mapping[str, Any]]) -> list[str]:
+    """ip:port of every ready NameServer pod: what the operator's admin client dials (pod IPs are reachable
+    from inside the cluster and from the node; the cluster DNS names are not, from outside)."""
+    addrs = []
+    for pod in pods:
+        if _label(pod, names.LABEL_COMPONENT) == names.COMPONENT_NAMESERVER and _is_ready(pod) and pod_ip(pod):
+            addrs.append(f"{pod_ip(pod)}:{names.NAMESERVER_PORT}")
+    return sorted(addrs)
+
+
+def build_observed(
+    *,
+    name: str,
+    generation: int,
+    now: float,
+    spec: RocketClusterSpec,
+    annotations: Mapping[str, str],
+    statefulsets: Sequence[Mapping[str, Any]],
+    pods: Sequence[Mapping[str, Any]],
+    facts: BrokerFacts,
+    status: Mapping[str, Any],
+) -> Observed:
+    """The planner's input for one reconcile."""
+    ns_sts: Mapping[str, Any] | None = None
+    group_sts: dict[int, Mapping[str, Any]] = {}
+    for sts in statefulsets:
+        component = _label(sts, names.LABEL_COMPONENT)
+        if component == names.COMPONENT_NAMESERVER:
+            ns_sts = sts
+        elif component == names.COMPONENT_BROKER and (g := _group_index(sts)) is not None:
+            group_sts[g] = sts
+
+    ns_pods: list[PodObservation] = []
+    group_pods: dict[int, list[PodObservation]] = {}
+    for pod in pods:
+        component = _label(pod, names.LABEL_COMPONENT)
+        if component == names.COMPONENT_NAMESERVER:
+            if (obs := pod_observation(pod)) is not None:
+                ns_pods.append(obs)
+        elif component == names.COMPONENT_BROKER and (g := _group_index(pod)) is not None:
+            obs = pod_observation(pod, facts.groups.get(g, GroupFacts()))
+            if obs is not None:
+                group_pods.setdefault(g, []).append(obs)
+
+    groups = []
+    for g in sorted(set(group_sts) | set(group_pods)):
+        group_set = group_sts.get(g)
+        f = facts.groups.get(g, GroupFacts())
+        groups.append(
+            GroupObservation(
+                index=g,
+                statefulset_exists=group_set is not None
+                and not (group_set.get("metadata") or {}).get("deletionTimestamp"),
+                update_revision=_update_revision(group_set),
+                pods=tuple(sorted(group_pods.get(g, []), key=lambda p: p.ordinal)),
+                metadata_copied=f.metadata_copied,
+                writable=f.writable,
+                consumer_lag=f.consumer_lag,
+            )
+        )
+    return Observed(
+        cluster=name,
+        generation=generation,
+        now=now,
+        groups=spec.broker.groups,
+        slaves_per_group=spec.broker.slaves_per_group,
+        nameserver_replicas=spec.name_server.replicas,
+        replication=spec.broker.replication,
+        rollout=RolloutSettings(
+            pod_ready_timeout_seconds=float(spec.rollout.pod_ready_timeout_seconds),
+            max_slave_lag_bytes=spec.rollout.max_slave_lag_bytes,
+            require_in_sync_slave=spec.rollout.require_in_sync_slave,
+        ),
+        scale_down=ScaleDownSettings(
+            drain=spec.scale_down.drain, drain_timeout_seconds=float(spec.scale_down.drain_timeout_seconds)
+        ),
+        when_scaled=spec.retention.when_scaled,
+        paused=annotations.get(names.ANNOTATION_PAUSE_RECONCILIATION) == "true",
+        manual_roll=annotations.get(names.ANNOTATION_MANUAL_ROLLING_UPDATE) == "true",
+        nameserver=NameServerObservation(
+            statefulset_exists=ns_sts is not None,
+            update_revision=_update_revision(ns_sts),
+            pods=tuple(sorted(ns_pods, key=lambda p: p.ordinal)),
+        ),
+        broker_groups=tuple(groups),
+        progress=Progress.from_dict(status),  # the planner's record: status.rollout, .scaling and .created
+    )
+
+
+def _update_revision(sts: Mapping[str, Any] | None) -> str | None:
+    if sts is None:
+        return None
+    revision = (sts.get("status") or {}).get("updateRevision")
+    return str(revision) if revision else None
+
+
+def merge_conditions(
+    old: Sequence[Mapping[str, Any]], new: Iterable[Mapping[str, str]], generation: int, now_iso: str
+) -> list[dict[str, Any]]:
+    """New conditions, keeping each one's lastTransitionTime while its status stays the same (the Kubernetes
+    convention: the time tells when it last flipped, not when it was last checked). Conditions not in `new`
+    (e.g. every other one while paused) are kept as they were."""
+    previous = {str(c.get("type")): c for c in old}
+    merged: dict[str, dict[str, Any]] = {t: dict(c) for t, c in previous.items()}
+    for c in new:
+        before = previous.get(c["type"])
+        changed = before is None or before.get("status") != c["status"]
+        merged[c["type"]] = {
+            **c,
+            "lastTransitionTime": now_iso if changed else before.get("lastTransitionTime", now_iso),  # type: ignore[union-attr]
+            "observedGeneration": generation,
+        }
+    return [merged[t] for t in sorted(merged)]
+
+
+def build_status(
+    *,
+    name: str,
+    namespace: str,
+    spec: RocketClusterSpec,
+    plan: Plan,
+    observed: Observed,
+    pods: Sequence[Mapping[str, Any]],
+    old_status: Mapping[str, Any],
+    now_iso: str,
+) -> dict[str, Any]:
+    """The whole status the operator writes (a merge patch: `None` removes a field)."""
+    cluster_name = spec.effective_cluster_name(name)
+    pods_by_name = {str((p.get("metadata") or {}).get("name")): p for p in pods}
+    group_status = []
+    ready_groups = 0
+    for group in observed.broker_groups:
+        master = next((p for p in group.pods if p.ordinal == 0), None)
+        slaves = [p for p in group.pods if p.ordinal > 0]
+        state = "Active" if group.index < spec.broker.groups else "Draining"
+        if group.index >= spec.broker.groups and not group.statefulset_exists:
+            state = "Removing"
+        master_up = master is not None and master.ready and master.registered
+        slaves_up = len(slaves) >= spec.broker.slaves_per_group and all(s.ready for s in slaves)
+        if group.index < spec.broker.groups and master_up and slaves_up:
+            ready_groups += 1
+        master_ip = pod_ip(pods_by_name.get(master.name, {})) if master else None
+        group_status.append(
+            {
+                "index": group.index,
+                "brokerName": names.broker_name(cluster_name, group.index),
+                "state": state,
+                "master": None
+                if master is None
+                else {
+                    "pod": master.name,
+                    "ready": master.ready,
+                    "address": f"{master_ip}:{names.BROKER_MAIN_PORT}" if master_ip else None,
+                },
+                "slaves": [{"pod": s.name, "ready": s.ready, "lagBytes": s.lag_bytes} for s in slaves],
+                "pvcs": []
+                if spec.storage.type == "ephemeral"
+                else [names.broker_pvc(name, group.index, p.ordinal) for p in group.pods],
+            }
+        )
+    ns_ready = sum(1 for p in observed.nameserver.pods if p.ready)
+    conditions = merge_conditions(
+        old_status.get("conditions") or [],
+        [c.to_dict() for c in plan.conditions] + [_invalid_spec_clear()],
+        plan.observed_generation,
+        now_iso,
+    )
+    return {
+        **plan.progress.to_dict(),
+        "observedGeneration": plan.observed_generation,
+        "phase": plan.phase,
+        "conditions": conditions,
+        "nameServer": {
+            "replicas": spec.name_server.replicas,
+            "readyReplicas": ns_ready,
+            "addresses": [names.nameserver_pod_address(name, namespace, i) for i in range(spec.name_server.replicas)],
+        },
+        "groups": spec.broker.groups,
+        "readyGroups": ready_groups,
+        "ready": f"{ready_groups}/{spec.broker.groups}",
+        "labelSelector": names.broker_label_selector(name),
+        "groupStatus": group_status,
+        "connectionConfigMap": names.connection_config_map(name),
+    }
+
+
+def _invalid_spec_clear() -> dict[str, str]:
+    return {"type": "InvalidSpec", "status": "False", "reason": "SpecValid", "message": ""}
