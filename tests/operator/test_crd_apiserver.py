@@ -1,0 +1,370 @@
+"""The generated CRD on a real kube-apiserver (and etcd): it is accepted (structural schema, CEL rules within the
+cost budget), its defaults are the model's, it refuses what the model refuses with messages naming the field,
+its transition rules hold, the status and scale subresources work, and every rendered child passes the API
+server's own validation (server-side dry run).
+
+The binaries are the ones the Kubernetes harness builds (`make k8s-build`, cached under
+~/.cache/rocketcluster); without them the module is skipped. This module starts its own private etcd and API
+server on free loopback ports and stops them at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rocketcluster import crd
+from rocketcluster.model import SpecError, parse_spec
+from rocketcluster.render import ClusterRef, render_cluster
+
+pytestmark = pytest.mark.k8s
+
+REPO = Path(__file__).resolve().parents[2]
+CACHE = Path(os.environ.get("ROCKETCLUSTER_CACHE", Path.home() / ".cache" / "rocketcluster"))
+NAMESPACE = "crd-test"
+
+
+def _versions() -> dict[str, str]:
+    out = {}
+    for line in (REPO / "e2e" / "versions.env").read_text().splitlines():
+        if "=" in line and not line.startswith("#"):
+            key, value = line.split("=", 1)
+            out[key.strip()] = value.strip()
+    return out
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class Kubectl:
+    binary: Path
+    kubeconfig: Path
+
+    def run(self, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(self.binary), "--kubeconfig", str(self.kubeconfig), *args],
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    def ok(self, *args: str, input: str | None = None) -> str:
+        done = self.run(*args, input=input)
+        assert done.returncode == 0, f"kubectl {' '.join(args)}: {done.stderr}"
+        return done.stdout
+
+    def apply(self, obj: dict[str, Any], *, dry_run: bool = False) -> subprocess.CompletedProcess[str]:
+        args = ["apply", "-f", "-", *(["--dry-run=server"] if dry_run else [])]
+        return self.run(*args, input=json.dumps(obj))
+
+
+def _wait_ready(kubectl: Kubectl, processes: list[subprocess.Popen[bytes]], logs: Path) -> None:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if kubectl.run("get", "--raw", "/readyz").returncode == 0:
+            return
+        for process in processes:
+            if process.poll() is not None:
+                pytest.fail(f"{process.args[0]} exited: {(logs / 'apiserver.log').read_text()[-3000:]}")
+        time.sleep(0.5)
+    pytest.fail(f"kube-apiserver not ready in 120 s: {(logs / 'apiserver.log').read_text()[-3000:]}")
+
+
+@pytest.fixture(scope="module")
+def kubectl(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kubectl]:
+    versions = _versions()
+    kube_bin = CACHE / f"kubernetes-{versions['K8S_VERSION']}" / "bin"
+    etcd_bin = CACHE / f"etcd-{versions['ETCD_VERSION']}" / "bin" / "etcd"
+    missing = [p for p in (kube_bin / "kube-apiserver", kube_bin / "kubectl", etcd_bin) if not p.exists()]
+    if missing:
+        pytest.skip(f"no Kubernetes binaries (make k8s-build): {', '.join(map(str, missing))}")
+    work = tmp_path_factory.mktemp("apiserver")
+    subprocess.run(["openssl", "genrsa", "-out", str(work / "sa.key"), "2048"], check=True, capture_output=True)
+    subprocess.run(
+        ["openssl", "rsa", "-in", str(work / "sa.key"), "-pubout", "-out", str(work / "sa.pub")],
+        check=True,
+        capture_output=True,
+    )
+    token = uuid.uuid4().hex
+    (work / "tokens.csv").write_text(f"{token},admin,admin,system:masters\n")
+    etcd_client, etcd_peer, secure = _free_port(), _free_port(), _free_port()
+    processes: list[subprocess.Popen[bytes]] = []
+    try:
+        with open(work / "etcd.log", "wb") as etcd_log:
+            processes.append(
+                subprocess.Popen(
+                    [
+                        str(etcd_bin),
+                        f"--data-dir={work / 'etcd'}",
+                        f"--listen-client-urls=http://127.0.0.1:{etcd_client}",
+                        f"--advertise-client-urls=http://127.0.0.1:{etcd_client}",
+                        f"--listen-peer-urls=http://127.0.0.1:{etcd_peer}",
+                        f"--initial-advertise-peer-urls=http://127.0.0.1:{etcd_peer}",
+                        f"--initial-cluster=default=http://127.0.0.1:{etcd_peer}",
+                    ],
+                    stdout=etcd_log,
+                    stderr=subprocess.STDOUT,
+                )
+            )
+        with open(work / "apiserver.log", "wb") as apiserver_log:
+            processes.append(
+                subprocess.Popen(
+                    [
+                        str(kube_bin / "kube-apiserver"),
+                        f"--etcd-servers=http://127.0.0.1:{etcd_client}",
+                        f"--secure-port={secure}",
+                        "--bind-address=127.0.0.1",
+                        "--advertise-address=127.0.0.1",
+                        f"--cert-dir={work / 'certs'}",
+                        "--service-account-issuer=https://kubernetes.default.svc",
+                        f"--service-account-key-file={work / 'sa.pub'}",
+                        f"--service-account-signing-key-file={work / 'sa.key'}",
+                        f"--token-auth-file={work / 'tokens.csv'}",
+                        "--authorization-mode=RBAC",
+                        "--service-cluster-ip-range=10.97.0.0/24",
+                        "--enable-priority-and-fairness=false",
+                    ],
+                    stdout=apiserver_log,
+                    stderr=subprocess.STDOUT,
+                )
+            )
+        kubeconfig = work / "kubeconfig"
+        kubeconfig.write_text(
+            json.dumps(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "clusters": [
+                        {
+                            "name": "c",
+                            "cluster": {"server": f"https://127.0.0.1:{secure}", "insecure-skip-tls-verify": True},
+                        }
+                    ],
+                    "users": [{"name": "u", "user": {"token": token}}],
+                    "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u", "namespace": NAMESPACE}}],
+                    "current-context": "c",
+                }
+            )
+        )
+        client = Kubectl(kube_bin / "kubectl", kubeconfig)
+        _wait_ready(client, processes, work)
+        client.ok("apply", "-f", str(REPO / crd.CRD_FILE))
+        client.ok("wait", "--for=condition=Established", f"crd/{crd.CRD_NAME}", "--timeout=60s")
+        client.ok("create", "namespace", NAMESPACE)
+        yield client
+    finally:
+        for process in reversed(processes):
+            process.terminate()
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def _cluster(name: str, spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "rocketcluster.io/v1alpha1",
+        "kind": "RocketCluster",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": spec,
+    }
+
+
+def _drop_empty(value: Any) -> Any:
+    if isinstance(value, dict):
+        kept = {k: _drop_empty(v) for k, v in value.items()}
+        return {k: v for k, v in kept.items() if v not in ({}, [])}
+    return value
+
+
+def test_the_api_server_fills_in_the_model_defaults(kubectl: Kubectl) -> None:
+    raw = {"broker": {"groups": 2}}
+    created = kubectl.ok("create", "-f", "-", "--dry-run=server", "-o", "json", input=json.dumps(_cluster("d", raw)))
+    stored = json.loads(created)["spec"]
+    model = parse_spec(raw).model_dump(by_alias=True, exclude_none=True)
+    assert _drop_empty(stored) == _drop_empty(model)
+    assert parse_spec(stored) == parse_spec(raw)
+
+
+_REFUSED: list[tuple[str, Any, str]] = [
+    # (case, spec, what the API server's message says); the model refuses each too
+    ("zero groups", {"broker": {"groups": 0}}, "spec.broker.groups"),
+    ("huge groups", {"broker": {"groups": 100000}}, "spec.broker.groups"),
+    ("groups as a string", {"broker": {"groups": "3"}}, "spec.broker.groups"),
+    ("too many slaves", {"broker": {"slavesPerGroup": 9}}, "spec.broker.slavesPerGroup"),
+    ("SYNC without a slave", {"broker": {"replication": "SYNC", "slavesPerGroup": 0}}, "SYNC needs slavesPerGroup"),
+    ("wrong enum", {"broker": {"replication": "QUORUM"}}, "spec.broker.replication"),
+    ("owned key", {"broker": {"config": {"brokerId": "1"}}}, "key 'brokerId' is owned by the operator"),
+    ("owned store path", {"broker": {"config": {"storePathCommitLog": "/x"}}}, "key 'storePathCommitLog' is owned"),
+    ("unknown key", {"broker": {"config": {"deleteWhne": "04"}}}, "key 'deleteWhne' is not a broker.conf key"),
+    ("newline in a value", {"broker": {"config": {"deleteWhen": "04\nbrokerId=2"}}}, "spec.broker.config.deleteWhen"),
+    (
+        "oversized value",
+        {"broker": {"config": {"msgTraceTopicName": "x" * 2000}}},
+        "spec.broker.config.msgTraceTopicName",
+    ),
+    ("unknown field", {"brokr": {"groups": 2}}, 'unknown field "spec.brokr"'),
+    ("wrong storage type", {"storage": {"type": "hostPath"}}, "spec.storage.type"),
+    ("size not a quantity", {"storage": {"size": "lots"}}, "spec.storage.size"),
+    ("bad cpu", {"broker": {"resources": {"requests": {"cpu": "lots"}}}}, "spec.broker.resources.requests.cpu"),
+    ("bad label value", {"template": {"labels": {"team": "a b"}}}, "spec.template.labels.team"),
+    ("too many labels", {"template": {"labels": {f"l{i}": "v" for i in range(40)}}}, "spec.template.labels"),
+    ("affinity as a list", {"template": {"affinity": [1]}}, "spec.template.affinity"),
+]
+
+
+@pytest.mark.parametrize(("spec", "words"), [row[1:] for row in _REFUSED], ids=[row[0] for row in _REFUSED])
+def test_the_api_server_refuses_what_the_model_refuses(kubectl: Kubectl, spec: Any, words: str) -> None:
+    with pytest.raises(SpecError):
+        parse_spec(spec)
+    done = kubectl.apply(_cluster("bad", spec), dry_run=True)
+    assert done.returncode != 0, f"accepted: {spec}"
+    assert words in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("name", ["a" * 42, "9lives"])
+def test_a_name_too_long_or_not_a_dns_label_is_refused(kubectl: Kubectl, name: str) -> None:
+    with pytest.raises(ValueError):
+        ClusterRef(name, NAMESPACE, "uid")
+    done = kubectl.apply(_cluster(name, {}), dry_run=True)
+    assert done.returncode != 0
+    assert "metadata.name must be a DNS-1035 label" in done.stderr, done.stderr
+
+
+_UPDATES: list[tuple[str, dict[str, Any], str | None]] = [
+    # (case, the spec changed to, the refusal, or None when allowed); the first spec is _ORIGINAL
+    ("add clusterName equal to the name", {"clusterName": "upd"}, None),
+    ("add another clusterName", {"clusterName": "other"}, "spec.clusterName"),
+    ("change storage type", {"storage": {"type": "ephemeral"}}, "spec.storage.type"),
+    ("set a storage class", {"storage": {"storageClassName": "fast"}}, "spec.storage.storageClassName"),
+    ("shrink the volumes", {"storage": {"size": "5Gi"}}, "cannot shrink"),
+    ("grow the volumes", {"storage": {"size": "20Gi"}}, None),
+    ("scale the groups", {"broker": {"groups": 3}}, None),
+]
+
+
+@pytest.fixture(scope="module")
+def existing(kubectl: Kubectl) -> str:
+    done = kubectl.apply(_cluster("upd", {"storage": {"size": "10Gi"}}))
+    assert done.returncode == 0, done.stderr
+    return "upd"
+
+
+@pytest.mark.parametrize(("spec", "refusal"), [row[1:] for row in _UPDATES], ids=[row[0] for row in _UPDATES])
+def test_transition_rules(kubectl: Kubectl, existing: str, spec: dict[str, Any], refusal: str | None) -> None:
+    done = kubectl.apply(_cluster(existing, spec), dry_run=True)
+    if refusal is None:
+        assert done.returncode == 0, done.stderr
+    else:
+        assert done.returncode != 0, f"accepted: {spec}"
+        assert refusal in done.stderr, done.stderr
+
+
+def test_a_fixed_cluster_name_cannot_change(kubectl: Kubectl) -> None:
+    assert kubectl.apply(_cluster("named", {"clusterName": "prod"})).returncode == 0
+    assert kubectl.apply(_cluster("named", {"clusterName": "prod"}), dry_run=True).returncode == 0
+    removed = kubectl.apply(_cluster("named", {}), dry_run=True)
+    assert removed.returncode != 0 and "spec.clusterName" in removed.stderr
+    changed = kubectl.apply(_cluster("named", {"clusterName": "prod2"}), dry_run=True)
+    assert changed.returncode != 0 and "spec.clusterName" in changed.stderr
+
+
+def test_status_and_scale_subresources_and_printer_columns(kubectl: Kubectl) -> None:
+    assert kubectl.apply(_cluster("sub", {"broker": {"groups": 2}})).returncode == 0
+    status = {
+        "observedGeneration": 1,
+        "phase": "Ready",
+        "groups": 2,
+        "readyGroups": 2,
+        "ready": "2/2",
+        "labelSelector": "app.kubernetes.io/component=broker,rocketcluster.io/cluster=sub",
+        "conditions": [
+            {
+                "type": "Ready",
+                "status": "True",
+                "reason": "AllGroupsReady",
+                "lastTransitionTime": "2026-01-01T00:00:00Z",
+            }
+        ],
+        "groupStatus": [
+            {
+                "index": 0,
+                "brokerName": "sub-0",
+                "state": "Active",
+                "master": {"pod": "sub-broker-0-0", "ready": True, "address": "10.0.0.5:10911"},
+                "slaves": [{"pod": "sub-broker-0-1", "ready": True, "lagBytes": 0}],
+                "pvcs": ["data-sub-broker-0-0"],
+            }
+        ],
+        "rollout": {"pending": ["sub-broker-1-1"], "current": None},
+        "connectionConfigMap": "sub-connection",
+    }
+    kubectl.ok(
+        "patch", "rocketcluster", "sub", "--subresource=status", "--type=merge", "-p", json.dumps({"status": status})
+    )
+    stored = json.loads(kubectl.ok("get", "rmq", "sub", "-o", "json"))["status"]
+    assert stored["groupStatus"] == status["groupStatus"]
+    assert stored["ready"] == "2/2"
+    kubectl.ok("scale", "rmq", "sub", "--replicas=3")
+    assert json.loads(kubectl.ok("get", "rmq", "sub", "-o", "json"))["spec"]["broker"]["groups"] == 3
+    scale = json.loads(
+        kubectl.ok("get", "--raw", f"/apis/rocketcluster.io/v1alpha1/namespaces/{NAMESPACE}/rocketclusters/sub/scale")
+    )
+    assert scale["status"] == {"replicas": 2, "selector": status["labelSelector"]}
+    table = kubectl.ok("get", "rocketmq")
+    header, *rows = table.splitlines()
+    assert header.split()[:5] == ["NAME", "GROUPS", "SLAVES/GROUP", "READY", "PHASE"]
+    assert any(row.split()[:5] == ["sub", "3", "1", "2/2", "Ready"] for row in rows), table
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"broker": {"groups": 2, "config": {"deleteWhen": "03"}}, "storage": {"storageClassName": "fast"}},
+        {
+            "nameServer": {"replicas": 1, "resources": {"limits": {"memory": "256Mi"}}},
+            "broker": {"slavesPerGroup": 0, "resources": {"requests": {"cpu": 1}}},
+            "storage": {"type": "ephemeral", "size": "1Gi"},
+            "placement": {"antiAffinity": "required", "topologyKey": "topology.kubernetes.io/zone"},
+            "retention": {"whenDeleted": "Delete", "whenScaled": "Delete"},
+            "imagePullSecrets": [{"name": "regcred"}],
+            "template": {
+                "labels": {"team": "pay"},
+                "annotations": {"note": "x"},
+                "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "mq", "effect": "NoSchedule"}],
+                "nodeSelector": {"pool": "mq"},
+                "securityContext": {"fsGroupChangePolicy": "OnRootMismatch"},
+                "containerSecurityContext": {"readOnlyRootFilesystem": False},
+                "topologySpreadConstraints": [
+                    {"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "ScheduleAnyway"}
+                ],
+            },
+        },
+    ],
+    ids=["persistent", "ephemeral-with-templates"],
+)
+def test_every_rendered_child_passes_the_api_servers_validation(kubectl: Kubectl, spec: dict[str, Any]) -> None:
+    created = json.loads(
+        kubectl.ok("create", "-f", "-", "-o", "json", input=json.dumps(_cluster(f"r{uuid.uuid4().hex[:6]}", spec)))
+    )
+    cluster = ClusterRef(created["metadata"]["name"], NAMESPACE, created["metadata"]["uid"])
+    objects = render_cluster(cluster, parse_spec(created["spec"]))
+    done = kubectl.apply({"apiVersion": "v1", "kind": "List", "items": objects}, dry_run=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("(server dry run)") == len(objects), done.stdout
