@@ -5,11 +5,16 @@ by `Registrar.trigger()`) right after a topic is created or changed; `unregister
 Each NameServer is contacted concurrently; one that is down is logged and retried next period.
 `runtime_info()` tells GET_BROKER_RUNTIME_INFO which NameServers accepted the latest registration and
 when, which `rocketcluster-probe broker` (broker/cli/probe.py) reads as readiness.
+
+When the connection to a NameServer drops (it restarted, or the network broke), the broker registers with
+it again as soon as it answers, not at the next period: a restarted NameServer knows no routes until then,
+and new clients fail with "no route for topic" meanwhile (issue 27: up to 30 s).
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import time
 from collections.abc import Callable
@@ -17,6 +22,7 @@ from typing import Any
 
 import orjson
 
+from broker.log_limit import LimitedLog
 from broker.protocol.codes import RequestCode, ResponseCode
 from broker.protocol.command import RemotingCommand
 from broker.protocol.headers import RegisterBrokerRequestHeader, UnregisterBrokerRequestHeader
@@ -28,10 +34,14 @@ from broker.transport.errors import RemotingError
 __all__ = ["Registrar", "register_body", "register_period_ms"]
 
 log = logging.getLogger(__name__)
+# A NameServer that stays down is retried every few seconds (see RECONNECT_DELAYS_S): one line per 10 s.
+limited_log = LimitedLog(log)
 
 # RocketMQ clamps the period to 10-60 s; our floor is 1 s so tests can see a NameServer go away quickly.
 MIN_REGISTER_PERIOD_MS = 1_000
 MAX_REGISTER_PERIOD_MS = 60_000
+# Delays between attempts to register again after a NameServer connection dropped; the last one repeats.
+RECONNECT_DELAYS_S = (0.2, 0.5, 1.0, 2.0)
 
 
 def register_period_ms(configured: int) -> int:
@@ -65,6 +75,8 @@ class Registrar:
         # The master's addresses as the NameServer reported them (a slave uses them for HA).
         self.master_addr: str | None = None
         self.master_ha_addr: str | None = None
+        self._reconnecting: dict[str, asyncio.Task[None]] = {}
+        self._stopped = False
 
     def _register_command(self) -> RemotingCommand:
         c = self.config
@@ -95,7 +107,7 @@ class Registrar:
             resp = await self.client.invoke(addr, self._register_command(), self.timeout)
         except (RemotingError, OSError) as exc:
             self.last_results[addr] = f"{type(exc).__name__}: {exc}"
-            log.warning("register broker to name server %s failed: %s", addr, exc)
+            limited_log.warning(f"register:{addr}", "register broker to name server %s failed: %s", addr, exc)
             return False
         if resp.code != ResponseCode.SUCCESS:
             self.last_results[addr] = f"code {resp.code}: {resp.remark}"
@@ -152,12 +164,33 @@ class Registrar:
         }
 
     async def run_periodically(self) -> None:
+        self.client.add_close_listener(self._connection_lost)
         period = self.period_ms / 1000
         while True:
             await asyncio.sleep(period)
             await self.register_all()
 
+    def _connection_lost(self, addr: str) -> None:
+        if self._stopped or addr not in self.config.name_servers:
+            return
+        task = self._reconnecting.get(addr)
+        if task is None or task.done():
+            self._reconnecting[addr] = asyncio.get_running_loop().create_task(self._register_again(addr))
+
+    async def _register_again(self, addr: str) -> None:
+        log.info("connection to name server %s lost: registering again as soon as it answers", addr)
+        for attempt in itertools.count():
+            await asyncio.sleep(RECONNECT_DELAYS_S[min(attempt, len(RECONNECT_DELAYS_S) - 1)])
+            if self._stopped:
+                return
+            if await self._register_one(addr):
+                log.info("registered again to name server %s", addr)
+                return
+
     async def unregister_all(self) -> None:
+        self._stopped = True
+        for task in self._reconnecting.values():
+            task.cancel()
         c = self.config
         header = UnregisterBrokerRequestHeader(
             broker_name=c.broker_name,

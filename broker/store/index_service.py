@@ -22,6 +22,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from broker.log_limit import LimitedLog
 from broker.protocol.message import SysFlag
 from broker.store.dispatch import call_later_or_now
 from broker.store.index_file import IndexFile, index_file_size, key_hash
@@ -34,6 +35,8 @@ if TYPE_CHECKING:
 __all__ = ["IndexService"]
 
 log = logging.getLogger(__name__)
+# Every message retries the roll while an index file cannot be created: one line per 10 s, not per message.
+limited_log = LimitedLog(log)
 
 # dispatch_batch gathers records for one vectorized write: bench/index.py, 1 KiB sends with UNIQ_KEY + 1
 # key, 1.66 us/msg at 64 records a write, 1.07 at 256
@@ -195,7 +198,12 @@ class IndexService:
                 end_timestamp=prev.end_timestamp if prev else 0,
             )
         except OSError as exc:
-            log.error("cannot create index file %s: %s; messages are not indexed until this is fixed", path, exc)
+            limited_log.error(
+                "index-create",
+                "cannot create index file %s: %s; messages are not indexed until this is fixed",
+                path,
+                exc,
+            )
             return None
         self._last_name_ms = ms
         with self._lock:

@@ -6,6 +6,11 @@ disk usage is above diskMaxUsedSpaceRatio; above diskSpaceCleanForciblyRatio the
 they are young. The active (last) file is never deleted. Afterwards ConsumeQueue files and index files
 that only point below the new CommitLog minimum are removed and queue min offsets advance.
 Deletion (unlink of up to 1 GiB) runs in a worker thread.
+
+Every deletion is logged with the CommitLog offsets it removed. A forced clean (disk at or above
+diskSpaceCleanForciblyRatio) is a WARNING that says so, with the disk ratio and how many of the files were
+still inside fileReservedTime: their messages are gone whether or not consumers had pulled them, and an
+operator must be able to tell that from expiry (docs/operations.md).
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ from pathlib import Path
 
 from broker.store.config import StoreConfig
 from broker.store.mapped_file_queue import MappedFileQueue
+
+MAX_FILES_PER_PASS = 10
 
 __all__ = ["CleanService", "disk_usage_ratio"]
 
@@ -90,8 +97,12 @@ class CleanService:
         if disk_full != self.disk_full:
             self.disk_full = disk_full
             if disk_full:
-                log.error("disk usage %.0f%% of %s is above %.0f%%: puts are refused (DISK_FULL) until it is not",
-                          ratio * 100, self.queue.directory, DISK_WARNING_RATIO * 100)
+                log.error(
+                    "disk usage %.0f%% of %s is above %.0f%%: puts are refused (DISK_FULL) until it is not",
+                    ratio * 100,
+                    self.queue.directory,
+                    DISK_WARNING_RATIO * 100,
+                )
             else:
                 log.warning("disk usage %.0f%% of %s: puts are taken again", ratio * 100, self.queue.directory)
             if self.on_disk_full_change is not None:
@@ -107,14 +118,34 @@ class CleanService:
             )
         expired_ms = int(self.config.file_reserved_time * 3_600_000)
         now_ms = int(self.now().timestamp() * 1000)
+        # The candidates in deletion order, seen before they go: which were still young is said afterwards.
+        candidates = [mf.last_modified_ms for mf in self.queue.files[:-1][:MAX_FILES_PER_PASS]]
+        min_before = self.queue.min_offset
         deleted = await loop.run_in_executor(
             None,
             lambda: self.queue.delete_expired_files_by_time(
-                expired_ms, clean_immediately=forcibly, max_files=10, now_ms=now_ms
+                expired_ms, clean_immediately=forcibly, max_files=MAX_FILES_PER_PASS, now_ms=now_ms
             ),
         )
         self.manual_delete = False
         if deleted:
-            log.info("deleted %d expired CommitLog files; min offset now %d", deleted, self.queue.min_offset)
+            young = sum(1 for modified in candidates[:deleted] if now_ms < modified + expired_ms)
+            self._log_deletion(deleted, young, min_before, self.queue.min_offset, ratio, forcibly)
             self.after_delete(self.queue.min_offset)
         return deleted
+
+    def _log_deletion(self, deleted: int, young: int, start: int, end: int, ratio: float, forcibly: bool) -> None:
+        hours = self.config.file_reserved_time
+        if not forcibly:
+            log.info(
+                "deleted %d expired CommitLog files (older than fileReservedTime %g h): CommitLog offsets [%d, %d)",
+                deleted, hours, start, end,
+            )  # fmt: skip
+            return
+        log.warning(
+            "forced clean: disk usage %.0f%% of %s is at or above diskSpaceCleanForciblyRatio %.0f%%: deleted %d "
+            "CommitLog files, %d of them younger than fileReservedTime %g h; CommitLog offsets [%d, %d) are gone, "
+            "with every message stored there, acknowledged or not, that a consumer had not pulled",
+            ratio * 100, self.queue.directory, self.config.disk_space_clean_forcibly_ratio * 100, deleted, young,
+            hours, start, end,
+        )  # fmt: skip
