@@ -161,7 +161,7 @@ def _validations() -> dict[SchemaPath, list[dict[str, str]]]:
                 "(has(oldSelf.spec.clusterName) ? "
                 "(has(self.spec.clusterName) && self.spec.clusterName == oldSelf.spec.clusterName) : "
                 "(!has(self.spec.clusterName) || self.spec.clusterName == self.metadata.name))",
-                "message": "cannot change once set (clients and routes know the cluster by it)",
+                "message": "cannot change, and can be added only equal to metadata.name (clients and routes know the cluster by it)",
                 "fieldPath": ".spec.clusterName",
                 "reason": "FieldValueInvalid",
             },
@@ -178,8 +178,7 @@ def _validations() -> dict[SchemaPath, list[dict[str, str]]]:
         ("spec", "broker", "config"): [
             {
                 "rule": f"self.all(k, !(k in {owned}))",
-                "messageExpression": "'key \\'' + "
-                f"self.filter(k, k in {owned})[0] + '\\' is owned by the operator'",
+                "messageExpression": f"'key \\'' + self.filter(k, k in {owned})[0] + '\\' is owned by the operator'",
                 "reason": "FieldValueForbidden",
             },
             {

@@ -80,7 +80,8 @@ def _wait_ready(kubectl: Kubectl, processes: list[subprocess.Popen[bytes]], logs
             return
         for process in processes:
             if process.poll() is not None:
-                pytest.fail(f"{process.args[0]} exited: {(logs / 'apiserver.log').read_text()[-3000:]}")
+                log = (logs / "apiserver.log").read_text()[-3000:]
+                pytest.fail(f"etcd or kube-apiserver exited with {process.returncode}: {log}")
         time.sleep(0.5)
     pytest.fail(f"kube-apiserver not ready in 120 s: {(logs / 'apiserver.log').read_text()[-3000:]}")
 

@@ -67,7 +67,7 @@ def test_camel_case_on_the_wire_and_in_the_dump() -> None:
 def test_a_spec_is_immutable_once_parsed() -> None:
     spec = parse_spec({})
     with pytest.raises(ValueError):
-        spec.broker.groups = 3  # type: ignore[misc]
+        spec.broker.groups = 3
 
 
 def test_resources_take_ints_and_quantity_strings() -> None:

@@ -277,7 +277,9 @@ def test_anti_affinity_keeps_a_group_apart(placement: dict[str, Any], expected: 
 
 
 def test_a_template_affinity_replaces_the_placement() -> None:
-    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": []}}}
+    affinity: dict[str, Any] = {
+        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": []}}
+    }
     spec = _spec(broker={"template": {"affinity": affinity}})
     objects = render_cluster(CLUSTER, spec)
     assert _statefulset(objects, "demo-broker-0")["spec"]["template"]["spec"]["affinity"] == affinity
