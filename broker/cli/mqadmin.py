@@ -3,14 +3,14 @@
 A RocketMQ operator types the commands they know (`mqadmin clusterList -n host:9876`, `updateTopic`,
 `topicRoute`, `consumerProgress`, `queryMsgById`, `sendMessage`, `consumeMessage`...). Each subcommand
 is a small function over the blocking client facade (broker.client.blocking); this module only parses
-arguments and prints. `-n` defaults to the NAMESRV_ADDR environment variable, as in RocketMQ.
+arguments and prints. `-n` defaults to the NAMESRV_ADDR environment variable, as in RocketMQ (or the
+`rocketmq.namesrv.addr` property: `python -X rocketmq.namesrv.addr=... -m broker.cli.mqadmin`).
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -20,7 +20,8 @@ from typing import Any
 from rich.progress import Progress
 
 from broker.client import BlockingAdmin, BlockingProducer, BlockingPullConsumer, Message, MessageExt
-from broker.client.errors import RocketError
+from broker.client.config import NAMESRV_ADDR_ENV, resolve_namesrv_addr
+from broker.client.errors import NoNameServerError, RocketError
 from broker.transport.errors import RemotingError
 
 __all__ = ["main"]
@@ -277,9 +278,7 @@ def parse_reset_timestamp(text: str, now_ms: int | None = None) -> int:
     try:
         parsed = datetime.strptime(value, "%Y-%m-%d#%H:%M:%S:%f")
     except ValueError:
-        raise ValueError(
-            f"timestamp {text!r} is not 'now', milliseconds, or yyyy-MM-dd#HH:mm:ss:SSS"
-        ) from None
+        raise ValueError(f"timestamp {text!r} is not 'now', milliseconds, or yyyy-MM-dd#HH:mm:ss:SSS") from None
     return int(parsed.timestamp() * 1000)
 
 
@@ -295,8 +294,10 @@ def run_resetOffsetByTime(args: argparse.Namespace) -> int:
     timestamp = parse_reset_timestamp(args.timestamp)
     with BlockingAdmin(args.namesrvAddr) as admin:
         moved = admin.reset_offset_by_time(args.group, args.topic, timestamp, force=args.force)
-    print(f"rollback consumer offset by specified group[{args.group}], topic[{args.topic}], "
-          f"force[{str(args.force).lower()}], timestamp(string)[{args.timestamp}], timestamp(long)[{timestamp}]")
+    print(
+        f"rollback consumer offset by specified group[{args.group}], topic[{args.topic}], "
+        f"force[{str(args.force).lower()}], timestamp(string)[{args.timestamp}], timestamp(long)[{timestamp}]"
+    )
     print(f"{'#brokerName':<32}{'#queueId':>10}{'#offset':>12}")
     for mq, offset in sorted(moved.items()):
         print(f"{mq.broker_name:<32}{mq.queue_id:>10}{offset:>12}")
@@ -371,8 +372,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument(
             "-n",
             dest="namesrvAddr",
-            default=os.environ.get("NAMESRV_ADDR"),
-            help="NameServer address(es), host:port;host:port (default: $NAMESRV_ADDR)",
+            help=f"NameServer address(es), host:port;host:port (default: ${NAMESRV_ADDR_ENV})",
         )
         for flags, options in arguments:
             p.add_argument(*flags, **options)
@@ -382,8 +382,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if not args.namesrvAddr:
-        parser.error("no NameServer address: pass -n host:9876 or set NAMESRV_ADDR")
+    try:
+        args.namesrvAddr = resolve_namesrv_addr(args.namesrvAddr)
+    except NoNameServerError:
+        parser.error(f"no NameServer address: pass -n host:9876 or set {NAMESRV_ADDR_ENV}")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s - %(message)s")
     run: Any = COMMANDS[args.command][1]
     try:

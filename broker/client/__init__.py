@@ -7,7 +7,14 @@ from broker.client.admin import Admin
 from broker.client.allocate import allocate_averagely, allocate_averagely_by_circle
 from broker.client.blocking import BlockingAdmin, BlockingProducer, BlockingPullConsumer, BlockingPushConsumer
 from broker.client.config import ClientConfig, ConsumerConfig, ProducerConfig
-from broker.client.errors import BrokerResponseError, ClientError, RocketError
+from broker.client.errors import (
+    BrokerResponseError,
+    BrokerUnreachable,
+    ClientError,
+    NoNameServerError,
+    NoRouteError,
+    RocketError,
+)
 from broker.client.message import (
     ConsumeFromWhere,
     ConsumeStatus,
@@ -34,6 +41,7 @@ __all__ = [
     "BlockingPullConsumer",
     "BlockingPushConsumer",
     "BrokerResponseError",
+    "BrokerUnreachable",
     "ClientConfig",
     "ClientError",
     "ConsumeFromWhere",
@@ -45,6 +53,8 @@ __all__ = [
     "MessageModel",
     "MessageQueue",
     "MessageSelector",
+    "NoNameServerError",
+    "NoRouteError",
     "Producer",
     "ProducerConfig",
     "PullConsumer",

@@ -64,6 +64,15 @@ async def _build(factory: Callable[[], T]) -> T:
     return factory()
 
 
+def _construct(lt: LoopThread, factory: Callable[[], T]) -> T:
+    """Build a client on `lt`; a client that cannot be built (no NameServer address...) stops the thread."""
+    try:
+        return lt.run(_build(factory))
+    except BaseException:
+        lt.stop()
+        raise
+
+
 class _BlockingClient:
     """The lifecycle the blocking facades share: one loop thread running one async client."""
 
@@ -92,7 +101,7 @@ class _BlockingClient:
 class BlockingProducer(_BlockingClient):
     def __init__(self, group: str = "DEFAULT_PRODUCER", namesrv_addr: str | None = None, **options: Any) -> None:
         self._lt = LoopThread(f"producer-{group}")
-        self.producer: Producer = self._lt.run(_build(lambda: Producer(group, namesrv_addr, **options)))
+        self.producer: Producer = _construct(self._lt, lambda: Producer(group, namesrv_addr, **options))
         self._client = self.producer
 
     def send(self, msg: Message, **kwargs: Any) -> SendResult:
@@ -119,7 +128,7 @@ class BlockingProducer(_BlockingClient):
 class BlockingPushConsumer(_BlockingClient):
     def __init__(self, group: str = "DEFAULT_CONSUMER", namesrv_addr: str | None = None, **options: Any) -> None:
         self._lt = LoopThread(f"push-{group}")
-        self.consumer: PushConsumer = self._lt.run(_build(lambda: PushConsumer(group, namesrv_addr, **options)))
+        self.consumer: PushConsumer = _construct(self._lt, lambda: PushConsumer(group, namesrv_addr, **options))
         self._client = self.consumer
 
     def subscribe(self, topic: str, expression: str | MessageSelector | None = "*") -> None:
@@ -135,7 +144,7 @@ class BlockingPushConsumer(_BlockingClient):
 class BlockingPullConsumer(_BlockingClient):
     def __init__(self, group: str = "DEFAULT_CONSUMER", namesrv_addr: str | None = None, **options: Any) -> None:
         self._lt = LoopThread(f"pull-{group}")
-        self.consumer: PullConsumer = self._lt.run(_build(lambda: PullConsumer(group, namesrv_addr, **options)))
+        self.consumer: PullConsumer = _construct(self._lt, lambda: PullConsumer(group, namesrv_addr, **options))
         self._client = self.consumer
 
     def subscribe(self, topic: str, expression: str | MessageSelector | None = "*") -> None:
@@ -172,7 +181,7 @@ class BlockingAdmin:
 
     def __init__(self, namesrv_addr: str | None = None) -> None:
         self._lt = LoopThread("admin")
-        self.admin: Admin = self._lt.run(_build(lambda: Admin(namesrv_addr)))
+        self.admin: Admin = _construct(self._lt, lambda: Admin(namesrv_addr))
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
         attr = getattr(self.admin, name)

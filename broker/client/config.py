@@ -8,23 +8,33 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from broker.client.errors import NoNameServerError
 from broker.client.message import ConsumeFromWhere, MessageModel
 
 __all__ = [
     "DEFAULT_MAX_MESSAGE_SIZE",
+    "NAMESRV_ADDR_ENV",
+    "NAMESRV_ADDR_PROPERTY",
     "ClientConfig",
     "ConsumerConfig",
     "ProducerConfig",
     "client_config_with",
     "parse_namesrv_addr",
+    "resolve_namesrv_addr",
 ]
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_MESSAGE_SIZE = 4 * 1024 * 1024
+
+#: Java's system property; Python's equivalent of `java -Dkey=value` is `python -X key=value`.
+NAMESRV_ADDR_PROPERTY = "rocketmq.namesrv.addr"
+NAMESRV_ADDR_ENV = "NAMESRV_ADDR"
 
 
 def parse_namesrv_addr(value: str | list[str] | tuple[str, ...]) -> list[str]:
@@ -36,9 +46,33 @@ def parse_namesrv_addr(value: str | list[str] | tuple[str, ...]) -> list[str]:
     return result
 
 
+def resolve_namesrv_addr(
+    explicit: str | None,
+    *,
+    xoptions: Mapping[str, str | bool] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> str:
+    """The NameServer list as RocketMQ's clients find it: the explicit setting, else the
+    `rocketmq.namesrv.addr` property (`python -X rocketmq.namesrv.addr=host:9876`), else $NAMESRV_ADDR.
+    There is no built-in default: a client that silently used 127.0.0.1 sent to the wrong cluster."""
+    if explicit is not None and explicit.strip():
+        return explicit
+    prop = (sys._xoptions if xoptions is None else xoptions).get(NAMESRV_ADDR_PROPERTY)
+    if isinstance(prop, str) and prop.strip():
+        return prop
+    env = (os.environ if environ is None else environ).get(NAMESRV_ADDR_ENV, "")
+    if env.strip():
+        return env
+    raise NoNameServerError(
+        f"no NameServer address: pass namesrv_addr='host:9876', or set the {NAMESRV_ADDR_ENV} environment variable"
+        f" or the {NAMESRV_ADDR_PROPERTY} property (python -X {NAMESRV_ADDR_PROPERTY}=host:9876)"
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class ClientConfig:
-    namesrv_addr: str = "127.0.0.1:9876"
+    #: None: resolved by `resolve_namesrv_addr` (the property, then $NAMESRV_ADDR) when a client is built.
+    namesrv_addr: str | None = None
     #: Distinguishes two clients of one process in the clientId (`ip@instance`); defaults to the pid.
     instance_name: str = field(default_factory=lambda: str(os.getpid()))
     client_ip: str = "127.0.0.1"
@@ -54,14 +88,15 @@ class ClientConfig:
 
     @property
     def namesrv_list(self) -> list[str]:
-        return parse_namesrv_addr(self.namesrv_addr)
+        return parse_namesrv_addr(resolve_namesrv_addr(self.namesrv_addr))
 
 
 def client_config_with(client_config: ClientConfig | None, namesrv_addr: str | None, **defaults: Any) -> ClientConfig:
     """The client config every role starts from: the given one (or a default built from `defaults`),
-    with `namesrv_addr` overriding its NameServer list when given."""
+    with `namesrv_addr` overriding its NameServer list when given, and the list resolved now (so a client
+    without any NameServer address fails where it is built, naming the ways to give one)."""
     cc = client_config or ClientConfig(**defaults)
-    return cc if namesrv_addr is None else replace(cc, namesrv_addr=namesrv_addr)
+    return replace(cc, namesrv_addr=resolve_namesrv_addr(namesrv_addr or cc.namesrv_addr))
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,7 @@ from broker.transport.errors import RemotingError
 __all__ = [
     "BrokerResponseError",
     "BrokerSystemError",
+    "BrokerUnreachable",
     "ClientError",
     "ConsumerNotOnline",
     "FlowControl",
@@ -27,6 +28,7 @@ __all__ = [
     "InvalidParameter",
     "MessageIllegal",
     "MessageTooLarge",
+    "NoNameServerError",
     "NoPermission",
     "NoRouteError",
     "NotLeaderForQueue",
@@ -67,8 +69,22 @@ class IllegalStateError(ClientError):
     """The client is not started, already shut down, or misconfigured."""
 
 
+class NoNameServerError(IllegalStateError):
+    """No NameServer address was given: neither an argument, nor the `rocketmq.namesrv.addr` property
+    (`python -X rocketmq.namesrv.addr=...`), nor the NAMESRV_ADDR environment variable."""
+
+
 class NoRouteError(ClientError):
     """No NameServer knows a route for the topic (and the TBW102 fallback did not help)."""
+
+    retriable = True
+    refresh_route = True
+
+
+class BrokerUnreachable(ClientError):
+    """The brokers that serve a topic did not answer (refused, reset, timed out), or the NameServer
+    dropped the only ones it had: the topic exists, its broker is down. The producer raises it when a
+    send's time budget ran out while retrying."""
 
     retriable = True
     refresh_route = True

@@ -77,7 +77,11 @@ class Producer:
     ) -> None:
         """`options` are ProducerConfig field names (e.g. `retry_times_when_send_failed=0`)."""
         self.config = replace(config or ProducerConfig(), group=group, **options)
-        self.client_config = cc = client_config_with(client_config, namesrv_addr)
+        if instance is not None and client_config is None and namesrv_addr is None:
+            cc = instance.config  # sharing a consumer's instance: its NameServers are ours
+        else:
+            cc = client_config_with(client_config, namesrv_addr)
+        self.client_config = cc
         self._own_instance = instance is None
         self.instance = instance or ClientInstance(
             cc, topics=self._topics, heartbeat=self._heartbeat_data, on_route_change=self._route_changed
