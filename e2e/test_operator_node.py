@@ -1,0 +1,114 @@
+"""The operator on the node tier: real pods from the broker image, real volumes, real probes.
+
+A RocketCluster of 1 group x (master + slave) reaches Ready=True, and a pod that knows only the cluster's
+`<cluster>-connection` ConfigMap creates a topic, sends a message and consumes it back with `mqadmin`.
+The operator runs as a process on the node (pod IPs are routed there), as `rocketcluster-operator`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from operator_harness import CRD_FILE, OperatorProcess
+
+if TYPE_CHECKING:
+    from conftest import Kube
+
+pytestmark = [pytest.mark.k8s, pytest.mark.node]
+
+
+@pytest.fixture(scope="module")
+def namespace(k8s_node: Kube) -> Iterator[str]:
+    name = f"rc-node-{uuid.uuid4().hex[:6]}"
+    k8s_node.run("apply", "--server-side", "-f", str(CRD_FILE))
+    k8s_node.run("wait", "--for=condition=Established", "crd/rocketclusters.rocketcluster.io", "--timeout=60s")
+    k8s_node.run("create", "namespace", name)
+    yield name
+    k8s_node.run("delete", "rmq", "--all", "-n", name, "--wait=true", "--timeout=60s", check=False, timeout=90)
+    k8s_node.run("delete", "namespace", name, "--wait=true", "--timeout=120s", check=False, timeout=150)
+
+
+@pytest.fixture(scope="module")
+def operator(k8s_node: Kube, namespace: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
+    proc = OperatorProcess(k8s_node.kubeconfig, [namespace], tmp_path_factory.mktemp("op") / "operator.log")
+    proc.start()
+    yield proc
+    text = proc.stop()
+    assert "Traceback" not in text, text[-6000:]
+
+
+def _ready(kube: Kube, ns: str, name: str) -> dict[str, Any] | None:
+    obj = kube.get("-n", ns, "rmq", name)
+    status = obj.get("status") or {}
+    ready = next((c for c in status.get("conditions", []) if c["type"] == "Ready"), None)
+    current = status.get("observedGeneration") == obj["metadata"]["generation"]
+    return obj if ready and ready["status"] == "True" and current else None
+
+
+def test_master_slave_cluster_reaches_ready_and_serves_a_pod(
+    k8s_node: Kube, broker_image: str, namespace: str, operator: OperatorProcess
+) -> None:
+    kube, ns = k8s_node, namespace
+    cluster = {
+        "apiVersion": "rocketcluster.io/v1alpha1",
+        "kind": "RocketCluster",
+        "metadata": {"name": "demo"},
+        "spec": {
+            "image": broker_image,
+            "imagePullPolicy": "Never",
+            "nameServer": {"replicas": 1},
+            "broker": {"groups": 1, "slavesPerGroup": 1, "config": {"autoCreateTopicEnable": "true"}},
+            "storage": {"type": "persistentClaim", "size": "256Mi"},
+        },
+    }
+    started = time.monotonic()
+    kube.apply(json.dumps(cluster), namespace=ns)
+    try:
+        obj = kube.wait_for("Ready=True", lambda: _ready(kube, ns, "demo"), timeout=300, interval=1)
+    except AssertionError:
+        pods = kube.run("get", "pods", "-n", ns, "-o", "wide", check=False)
+        status = json.dumps(kube.get("-n", ns, "rmq", "demo").get("status"), indent=1)
+        raise AssertionError(f"not Ready:\n{pods}\n{status}\n{operator.tail(4000)}") from None
+    print(f"\nkubectl apply -> Ready=True: {time.monotonic() - started:.1f} s (1 group x master+slave)")
+    group = obj["status"]["groupStatus"][0]
+    assert group["master"]["ready"] and group["slaves"][0]["ready"], group
+    assert obj["status"]["phase"] == "Ready" and obj["status"]["ready"] == "1/1"
+
+    script = (
+        "set -e; echo NAMESRV_ADDR=$NAMESRV_ADDR; "
+        'mqadmin updateTopic -c "$CLUSTER_NAME" -t E2EOrders -r 2 -w 2; '
+        "mqadmin sendMessage -t E2EOrders -p hello-from-a-pod -k e2e-key; "
+        "mqadmin consumeMessage -t E2EOrders -c 1 --timeout 30"
+    )
+    client = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "client", "namespace": ns},
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [
+                {
+                    "name": "client",
+                    "image": broker_image,
+                    "imagePullPolicy": "Never",
+                    "command": ["/bin/sh", "-c", script],
+                    "envFrom": [{"configMapRef": {"name": "demo-connection"}}],
+                }
+            ],
+        },
+    }
+    kube.apply(json.dumps(client))
+
+    def finished() -> str | None:
+        phase = kube.get("-n", ns, "pod", "client").get("status", {}).get("phase")
+        return phase if phase in ("Succeeded", "Failed") else None
+
+    phase = kube.wait_for("the client pod", finished, timeout=180, interval=1)
+    logs = kube.run("logs", "-n", ns, "client", check=False)
+    assert phase == "Succeeded", logs
+    assert "hello-from-a-pod" in logs and "demo-nameserver-0.demo-nameserver-headless" in logs, logs
