@@ -15,9 +15,10 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	@touch $(STAMP)
 
-# The Spark data source's tests need pyspark and pyarrow (the `spark` extra); `make run` does not.
+# The Spark data source's tests need pyspark and pyarrow (the `spark` extra), the operator's need kopf and pyyaml
+# (the `operator` extra); `make run` needs neither.
 $(SPARK_STAMP): $(STAMP)
-	$(BIN)/pip install --quiet -e '.[dev,spark]'
+	$(BIN)/pip install --quiet -e '.[dev,spark,operator]'
 	@touch $(SPARK_STAMP)
 
 venv: $(STAMP)

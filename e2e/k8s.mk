@@ -32,11 +32,11 @@ k8s-load-images:
 	bash e2e/cluster.sh load-images $(if $(IMAGES),$(foreach i,$(IMAGES),rocketcluster.local/$(i):0.1.0),$(shell cat /var/lib/rocketcluster/images/built.txt 2>/dev/null))
 
 # Control-plane tier only: what CI always runs (seconds once built).
-e2e-control-plane: $(STAMP)
+e2e-control-plane: $(SPARK_STAMP)
 	bash e2e/build.sh control-plane
 	$(BIN)/pytest e2e -m 'k8s and not node' --timeout 600 $(E2E_ARGS)
 
-e2e: $(STAMP)
+e2e: $(SPARK_STAMP)
 	bash e2e/deps.sh all
 	bash e2e/build.sh node
 	$(BIN)/pytest e2e --timeout 900 $(E2E_ARGS)

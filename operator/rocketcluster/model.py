@@ -462,6 +462,8 @@ class RocketClusterStatus(_Status):
     """Progress of a scale-down drain."""
     connection_config_map: str | None = None
     """The ConfigMap with NAMESRV_ADDR for clients (envFrom it)."""
+    created: bool | None = None
+    """True once the cluster was first Ready (after that, Progressing never says Creating again)."""
 
 
 # -- parsing -----------------------------------------------------------------------------------------------------
