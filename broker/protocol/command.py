@@ -8,6 +8,7 @@ JSON, the only form ali-ons and the C++ clients can read. This module imports no
 
 from __future__ import annotations
 
+import mmap
 import struct
 from dataclasses import dataclass, field
 from typing import Annotated, Any
@@ -349,9 +350,11 @@ def _decode_header(serialize_type: int, header: bytes) -> RemotingCommand:
     raise HeaderError(f"unknown serialize type {serialize_type}")
 
 
-# A frame at least this long is gathered in a bytearray as it arrives. Joining the bytes held so far to
-# every read (fine for small frames, which mostly arrive whole) is quadratic in a frame's size: a 16 MiB
-# frame in 64 KiB reads copied ~2 GiB and held two copies at each join.
+# A frame at least this long is gathered as it arrives into an anonymous mapping of its announced size.
+# Joining the bytes held so far to every read (fine for small frames, which mostly arrive whole) is
+# quadratic in a frame's size: a 16 MiB frame in 64 KiB reads copied ~2 GiB and held two copies at each
+# join. A mapping takes memory only for the pages written, and unmapping it gives them back to the system
+# at once, where freed heap blocks of that size stay in the process (RSS) after a flood of half-sent frames.
 GATHER_FRAMES_FROM = 64 * 1024
 
 
@@ -364,19 +367,26 @@ class FrameDecoder:
     arrived) and `frames_begun` counts incomplete frames, so a caller can tell a new one from the last.
     """
 
-    __slots__ = ("_buffer", "_gathered", "_gathered_size", "frames_begun", "max_frame_length")
+    __slots__ = ("_buffer", "_filled", "_gathered", "_gathered_size", "frames_begun", "max_frame_length")
 
     def __init__(self, max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH) -> None:
         self.max_frame_length = max_frame_length
         self._buffer = b""
-        self._gathered: bytearray | None = None  # a large frame under way
+        self._gathered: mmap.mmap | None = None  # a large frame under way, `_filled` bytes of it arrived
         self._gathered_size = 0
+        self._filled = 0
         self.frames_begun = 0
 
     @property
     def buffered(self) -> int:
-        gathered = self._gathered
-        return len(self._buffer) if gathered is None else len(gathered)
+        return len(self._buffer) if self._gathered is None else self._filled
+
+    def clear(self) -> None:
+        """Drop what is buffered (the connection is gone)."""
+        self._buffer = b""
+        if self._gathered is not None:
+            self._gathered.close()
+            self._gathered = None
 
     @property
     def frame_size(self) -> int:
@@ -418,8 +428,10 @@ class FrameDecoder:
             (length,) = unpack_length(buffer, pos)
             self._check_length(length)
             if length >= GATHER_FRAMES_FROM:
-                self._gathered = bytearray(memoryview(buffer)[pos:])
+                self._gathered = gathered = mmap.mmap(-1, 4 + length, flags=mmap.MAP_PRIVATE)
                 self._gathered_size = 4 + length
+                self._filled = size - pos
+                gathered[: size - pos] = memoryview(buffer)[pos:]
                 self._buffer = b""
                 return commands
         self._buffer = buffer[pos:]
@@ -428,15 +440,19 @@ class FrameDecoder:
     def _feed_gathered(self, data: bytes) -> list[RemotingCommand]:
         gathered = self._gathered
         assert gathered is not None
-        need = self._gathered_size - len(gathered)
+        filled = self._filled
+        need = self._gathered_size - filled
         if len(data) < need:
-            gathered += data
+            gathered[filled : filled + len(data)] = data
+            self._filled = filled + len(data)
             return []
-        gathered += memoryview(data)[:need]
+        gathered[filled:] = memoryview(data)[:need]
         self._gathered = None
-        self._gathered_size = 0
-        commands = [_decode_gathered(gathered)]
-        del gathered  # the command holds its own copy of the body now
+        self._gathered_size = self._filled = 0
+        try:
+            commands = [_decode_gathered(gathered)]
+        finally:
+            gathered.close()  # the command holds its own copy of the body
         if len(data) > need:
             commands += self.feed(data[need:])
         return commands
@@ -448,13 +464,12 @@ class FrameDecoder:
             raise FrameTooLarge(f"frame length {length} exceeds the maximum of {self.max_frame_length}")
 
 
-def _decode_gathered(frame: bytearray) -> RemotingCommand:
-    """Decode a whole frame (length word included) gathered in a bytearray, copying its body once."""
-    with memoryview(frame) as view:
-        (type_and_len,) = _INT.unpack_from(view, 4)
-        body_at = 8 + (type_and_len & 0xFFFFFF)
-        if body_at > len(view):
-            raise MalformedFrame(f"header length {type_and_len & 0xFFFFFF} exceeds the frame length {len(view) - 4}")
-        cmd = _decode_header((type_and_len >> 24) & 0xFF, bytes(view[8:body_at]))
-        cmd.body = bytes(view[body_at:])
+def _decode_gathered(frame: mmap.mmap) -> RemotingCommand:
+    """Decode a whole frame (length word included) gathered in a mapping, copying its body once."""
+    (type_and_len,) = _INT.unpack_from(frame, 4)
+    body_at = 8 + (type_and_len & 0xFFFFFF)
+    if body_at > len(frame):
+        raise MalformedFrame(f"header length {type_and_len & 0xFFFFFF} exceeds the frame length {len(frame) - 4}")
+    cmd = _decode_header((type_and_len >> 24) & 0xFF, frame[8:body_at])
+    cmd.body = frame[body_at:]
     return cmd

@@ -134,7 +134,7 @@ class RemotingConnection(asyncio.Protocol):
         self._pause_reasons: set[str] = set()
         self._write_paused = False
         self._drain_waiters: list[asyncio.Future[None]] = []
-        self._writable_callbacks: deque[Callable[[], None]] = deque()
+        self._writable_callbacks: deque[Callable[[], object]] = deque()
         self._backlog: deque[RemotingCommand] = deque()
         self._tasks: set[asyncio.Task[None]] = set()
         # Outgoing request matching: opaque -> (future, deadline).
@@ -210,6 +210,7 @@ class RemotingConnection(asyncio.Protocol):
         self._backlog.clear()
         self._writable_callbacks.clear()
         self._end_frame()
+        self._decoder.clear()
         if self._scan_handle is not None:
             self._scan_handle.cancel()
             self._scan_handle = None
@@ -569,7 +570,7 @@ class RemotingConnection(asyncio.Protocol):
         """True while the peer has more than the high-water mark of our writes left to read."""
         return self._write_paused or self._out_bytes >= self.config.write_high_water
 
-    def when_writable(self, callback: Callable[[], None]) -> None:
+    def when_writable(self, callback: Callable[[], object]) -> None:
         """Run `callback` once the peer has read our writes down to the low-water mark; now if it has.
 
         For replies nobody is waiting on the transport for (a woken long poll): producing them later, from

@@ -176,7 +176,9 @@ def test_a_frame_larger_than_the_budget_is_refused_and_logged(arun, caplog) -> N
 
     with caplog.at_level(logging.WARNING, logger="broker.transport"):
         arun(body())
-    assert any("does not fit the 1048576 bytes that incomplete frames may hold" in r.getMessage() for r in caplog.records)
+    assert any(
+        "does not fit the 1048576 bytes that incomplete frames may hold" in r.getMessage() for r in caplog.records
+    )
 
 
 def test_a_trickling_frame_is_closed_after_the_frame_timeout(arun, caplog) -> None:
