@@ -119,8 +119,10 @@ def sts(name: str, component: str, group: int | None, revision: str = "rev-1") -
 def test_build_observed_groups_pods_and_settings() -> None:
     observed = _observed(
         {"broker": {"groups": 1, "slavesPerGroup": 1, "replication": "SYNC"}, "scaleDown": {"drainTimeoutSeconds": 60}},
-        [sts("c-nameserver", "nameserver", None), sts("c-broker-0", "broker", 0, "rev-2"), sts("c-broker-1", "broker", 1)],
-        [pod("c-broker-0-1", ip="10.88.0.6"), pod("c-broker-0-0"), pod("c-nameserver-0", component="nameserver", group=None)],
+        [sts("c-nameserver", "nameserver", None), sts("c-broker-0", "broker", 0, "rev-2"),
+         sts("c-broker-1", "broker", 1)],
+        [pod("c-broker-0-1", ip="10.88.0.6"), pod("c-broker-0-0"),
+         pod("c-nameserver-0", component="nameserver", group=None)],
     )  # fmt: skip
     assert (observed.groups, observed.slaves_per_group, observed.replication) == (1, 1, "SYNC")
     assert observed.manual_roll and not observed.paused and observed.progress.created
@@ -181,7 +183,8 @@ def test_condition_transition_times(old_status: str | None, new_status: str, kep
         ("policy/v1", "PodDisruptionBudget", "ns", "x", "/apis/policy/v1/namespaces/ns/poddisruptionbudgets/x"),
         ("storage.k8s.io/v1", "StorageClass", None, "fast", "/apis/storage.k8s.io/v1/storageclasses/fast"),
         ("storage.k8s.io/v1", "StorageClass", "ns", "fast", "/apis/storage.k8s.io/v1/storageclasses/fast"),
-        ("rocketcluster.io/v1alpha1", "RocketCluster", "ns", "c", "/apis/rocketcluster.io/v1alpha1/namespaces/ns/rocketclusters/c"),
+        ("rocketcluster.io/v1alpha1", "RocketCluster", "ns", "c",
+         "/apis/rocketcluster.io/v1alpha1/namespaces/ns/rocketclusters/c"),
     ],
 )  # fmt: skip
 def test_resource_paths(api_version: str, kind: str, namespace: str | None, name: str | None, path: str) -> None:
