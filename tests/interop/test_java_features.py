@@ -24,6 +24,8 @@ pytestmark = pytest.mark.peers
 
 COUNT = 10
 SEND_MODES = ("sync", "async", "oneway", "batch", "ordered")
+#: A topic the test does not create: the first send creates it.
+AUTO_CREATED = "JavaSendAutoCreated"
 
 
 @pytest.fixture(scope="module")
@@ -53,6 +55,7 @@ def sends(java_servers: ServerPair) -> JavaProc:
     args = ["produce", "--origin", "javasend", "--count", str(COUNT)]
     for mode, topic in zip(SEND_MODES, topics, strict=True):
         args += ["--send", f"{mode}:{topic}"]
+    args += ["--send", f"sync:{AUTO_CREATED}"]
     return run_java(java_servers, "java-send", args)
 
 
@@ -60,7 +63,7 @@ def sends(java_servers: ServerPair) -> JavaProc:
 def test_java_producer_send_is_stored_intact(java_servers: ServerPair, sends: JavaProc, mode: str) -> None:
     topic = f"JavaSend-{mode}"
     assert sends.returncode == 0 and not sends.of("send_error"), sends.describe()
-    results = [e for e in sends.of("sent") if e["mode"] == mode]
+    results = [e for e in sends.of("sent") if e["topic"] == topic]
     if mode == "batch":
         assert len(results) == 1 and results[0]["n"] == COUNT and results[0]["status"] == "SEND_OK", results
         assert len(results[0]["msg_id"].split(",")) == COUNT, results
@@ -88,6 +91,15 @@ def test_java_producer_send_is_stored_intact(java_servers: ServerPair, sends: Ja
             mine = sorted((r for r in stored if r.props["shard"] == shard), key=lambda r: r.queue_offset)
             assert len({r.queue_id for r in mine}) == 1, mine
             assert [r.seq for r in mine] == sorted(r.seq for r in mine), mine
+
+
+def test_java_send_to_a_topic_nobody_created(java_servers: ServerPair, sends: JavaProc) -> None:
+    """The producer falls back to TBW102's route; the broker creates the topic on the first send."""
+    assert [e["seq"] for e in sends.of("sent") if e["topic"] == AUTO_CREATED] == list(range(COUNT)), sends.describe()
+    stored = sdk_pull_all(java_servers.namesrv_addr, "CID-java-send-check-auto", AUTO_CREATED, COUNT)
+    assert seqs(stored) == Counter(range(COUNT)), [r.seq for r in stored]
+    for record in stored:
+        check_intact(record, "javasend")
 
 
 def test_java_lite_pull_consumer_gets_everything_once(java_servers: ServerPair) -> None:

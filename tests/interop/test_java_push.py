@@ -16,6 +16,8 @@ import pytest
 from interop_harness import Record, ServerPair, home_for, run_all, sdk_produce
 from java_harness import JavaProc, check_intact, client_log_lines, ensure_java, java, java_server_pair
 
+from broker.client import BlockingAdmin
+
 pytestmark = pytest.mark.peers
 
 COUNT = 20
@@ -54,6 +56,10 @@ def test_java_push_consumer_gets_what_our_producer_sent(java_servers: ServerPair
     for record in got:
         check_intact(record, "sdk")
     assert not not_latest, not_latest[-3:]
+    # shutdown() committed the group's offsets: nothing left to consume on any queue.
+    with BlockingAdmin(java_servers.namesrv_addr) as admin:
+        lag = {p.mq.queue_id: p.lag for p in admin.consumer_progress("CID-java-repro", topic)}
+    assert lag == dict.fromkeys(range(4), 0), lag
 
 
 def test_java_orderly_consumer_gets_each_shard_in_order(java_servers: ServerPair) -> None:
