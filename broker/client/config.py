@@ -113,6 +113,10 @@ class ProducerConfig:
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
     #: Latency-based fault avoidance (Java's sendLatencyFaultEnable; on here by default).
     send_latency_fault_enable: bool = True
+    #: Seconds before retrying a send when no other broker is available (doubling up to the max); a broker
+    #: that does not answer is retried this way until send_msg_timeout, so a restart does not fail sends.
+    retry_backoff_initial: float = 0.1
+    retry_backoff_max: float = 1.0
 
 
 @dataclass(frozen=True, slots=True)

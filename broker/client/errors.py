@@ -28,6 +28,7 @@ __all__ = [
     "InvalidParameter",
     "MessageIllegal",
     "MessageTooLarge",
+    "NameServerUnreachable",
     "NoNameServerError",
     "NoPermission",
     "NoRouteError",
@@ -79,6 +80,10 @@ class NoRouteError(ClientError):
 
     retriable = True
     refresh_route = True
+
+
+class NameServerUnreachable(NoRouteError):
+    """None of the configured NameServers answered (refused, reset, timed out)."""
 
 
 class BrokerUnreachable(ClientError):

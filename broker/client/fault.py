@@ -106,6 +106,13 @@ class FaultStrategy:
         duration = not_available_duration(ISOLATION_LATENCY_MS if isolation else latency_ms)
         self.tolerance.update(broker_name, latency_ms, duration)
 
+    def has_alternative(self, info: TopicPublishInfo, failed_broker: str) -> bool:
+        """Whether a retry can go at once to another broker that is not sidelined."""
+        return any(
+            mq.broker_name != failed_broker and (not self.enabled or self.tolerance.is_available(mq.broker_name))
+            for mq in info.queues
+        )
+
     def select(self, info: TopicPublishInfo, last_broker_name: str | None = None) -> MessageQueue:
         if not self.enabled:
             return info.select_one(last_broker_name)

@@ -16,7 +16,7 @@ from typing import Any
 
 from broker.client.api import ClientAPI, heartbeat_body
 from broker.client.config import ClientConfig
-from broker.client.errors import NoRouteError, TopicNotExist
+from broker.client.errors import NameServerUnreachable, NoRouteError, TopicNotExist
 from broker.client.message import MessageQueue
 from broker.client.route import MASTER_ID, TopicRouteData
 from broker.client.subscription import SubscriptionData
@@ -113,7 +113,7 @@ class ClientInstance:
                 continue
             self._ns_index = (self._ns_index + attempt) % len(self.namesrvs)
             return result
-        raise NoRouteError(f"no NameServer of {self.namesrvs} answered: {last}") from last
+        raise NameServerUnreachable(f"no NameServer of {self.namesrvs} answered: {last}") from last
 
     async def fetch_route(self, topic: str) -> TopicRouteData:
         """Ask the NameServers for a route (no cache); TopicNotExist when none knows the topic."""

@@ -4,8 +4,9 @@ Applications create `Producer(group, namesrv_addr=...)`, `await start()`, send, 
 (or use `async with`). The blocking facade (blocking.py) wraps it for threads. A send resolves the
 topic's route (falling back to TBW102's when the topic does not exist yet, so the broker creates it),
 picks a queue with latency-based fault avoidance, sends SEND_MESSAGE_V2 to that broker's master and
-retries retryTimesWhenSendFailed times on another broker for retriable failures, all within
-sendMsgTimeout.
+retries within sendMsgTimeout: a broker's retriable answer (SYSTEM_BUSY...) up to retryTimesWhenSendFailed
+times on another broker; a broker that does not answer, or that left the NameServer, until the timeout,
+backing off when no other broker is available (send_failure.py), and then BrokerUnreachable names it.
 """
 
 from __future__ import annotations
@@ -19,12 +20,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
+from broker.client.admin import parse_cluster_info
 from broker.client.batch import check_batch, encode_batch_body, split_batches
 from broker.client.config import ClientConfig, ProducerConfig, client_config_with
 from broker.client.errors import (
     ClientError,
     IllegalStateError,
     MessageTooLarge,
+    NameServerUnreachable,
     NoRouteError,
     RocketError,
     is_retriable,
@@ -34,6 +37,7 @@ from broker.client.instance import ClientInstance
 from broker.client.message import Message, MessageQueue, SendResult, SendStatus
 from broker.client.route import TopicPublishInfo, TopicRouteData
 from broker.client.selector import MessageQueueSelector
+from broker.client.send_failure import Backoff, unreachable, vanished
 from broker.protocol.headers import SendMessageRequestHeader
 from broker.protocol.message import SysFlag
 from broker.protocol.properties import Prop, encode_properties
@@ -156,7 +160,11 @@ class Producer:
                 # Auto-created topics get min(defaultTopicQueueNums, TBW102's queues) queues.
                 info.queues = [q for q in info.queues if q.queue_id < self.config.default_topic_queue_nums]
         if info is None or not info.ok:
-            raise NoRouteError(f"no route for topic {topic} (and no {self.config.create_topic_key} route)")
+            raise NoRouteError(
+                f"topic {topic} does not exist: the NameServer has no route for it, and no"
+                f" {self.config.create_topic_key} route to create it from (autoCreateTopicEnable is off);"
+                f" create it with mqadmin updateTopic -t {topic}"
+            )
         self._publish[topic] = info
         await self._first_heartbeat()
         return info
@@ -359,6 +367,21 @@ class Producer:
         self.fault.update(mq.broker_name, (time.monotonic() - start) * 1000, isolation=False)
         return result
 
+    async def _vanished_brokers(self, topic: str) -> dict[str, str] | None:
+        """After a failed route lookup: the brokers (name -> address) that served `topic` and are no longer
+        registered, {} when no broker at all is registered, or None when brokers are up and the topic is
+        simply missing (deleted, or never created)."""
+        try:
+            cluster = parse_cluster_info(await self.instance.namesrv_call(self.instance.api.get_cluster_info))
+        except (RocketError, RemotingError):
+            return None
+        old = self.instance.routes.get(topic)
+        if old is None:
+            return {} if not cluster.brokers else None
+        served = {bd.broker_name: bd.broker_addrs.get(0, "") for bd in old.broker_datas}
+        gone = {name: addr for name, addr in served.items() if name not in cluster.brokers}
+        return gone if gone and len(gone) == len(served) else None
+
     async def _send_with_retries(
         self,
         topic: str,
@@ -368,17 +391,31 @@ class Producer:
         budget: float,
         attempts: int,
     ) -> SendResult:
-        deadline = time.monotonic() + budget
+        started = time.monotonic()
+        deadline = started + budget
+        backoff = Backoff(self.config.retry_backoff_initial, self.config.retry_backoff_max)
         last_broker: str | None = None
         last_error: BaseException | None = None
         result: SendResult | None = None
-        for attempt in range(attempts):
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                break
-            info = await self.publish_info(topic)
+        silent: dict[str, str] = {}  # brokers whose last attempt got no answer: name -> address
+        gone: dict[str, str] | None = None  # set while the topic's brokers are missing from the NameServer
+        answered_failures = tries = 0
+        while (remaining := deadline - time.monotonic()) > 0:
+            tries += 1
+            try:
+                info = await self.publish_info(topic)
+            except NoRouteError as exc:
+                last_error = exc
+                gone = None if isinstance(exc, NameServerUnreachable) else await self._vanished_brokers(topic)
+                if attempts <= 1 or (gone is None and not isinstance(exc, NameServerUnreachable)):
+                    raise  # the topic does not exist: waiting will not create it
+                log.info("no route for %s yet (attempt %d): %s", topic, tries, exc)
+                await asyncio.sleep(backoff.delay(deadline - time.monotonic()))
+                continue
+            gone = None
             mq = self.fault.select(info, last_broker)
             last_broker = mq.broker_name
+            addr: str | None = None
             start = time.monotonic()
             try:
                 addr = await self.instance.find_master(mq.broker_name, topic)
@@ -386,18 +423,37 @@ class Producer:
             except (RocketError, RemotingError) as exc:
                 self.fault.update(mq.broker_name, (time.monotonic() - start) * 1000, isolation=True)
                 last_error = exc
-                if not is_retriable(exc):
+                no_answer = isinstance(exc, RemotingError)
+                if no_answer:
+                    silent[mq.broker_name] = addr or ""
+                if not is_retriable(exc) or attempts <= 1:
+                    if no_answer:
+                        raise unreachable(topic, silent, exc, tries, time.monotonic() - started) from exc
                     raise
-                log.info("send to %s failed (attempt %d/%d): %s", mq, attempt + 1, attempts, exc)
-                if getattr(exc, "refresh_route", False) or isinstance(exc, RemotingError):
+                if not no_answer:
+                    answered_failures += 1
+                    if answered_failures >= attempts:
+                        break
+                log.info("send to %s failed (attempt %d): %s", mq, tries, exc)
+                if no_answer or getattr(exc, "refresh_route", False):
                     self._publish.pop(topic, None)
+                if not self.fault.has_alternative(info, mq.broker_name):
+                    await asyncio.sleep(backoff.delay(deadline - time.monotonic()))
                 continue
+            silent.pop(mq.broker_name, None)
             self.fault.update(mq.broker_name, (time.monotonic() - start) * 1000, isolation=False)
             if result.status is not SendStatus.SEND_OK and self.config.retry_another_broker_when_not_store_ok:
-                continue
+                answered_failures += 1
+                if answered_failures < attempts:
+                    continue
             return result
         if result is not None:
             return result  # stored, though not SEND_OK, and no better attempt succeeded
+        elapsed = time.monotonic() - started
+        if gone is not None:
+            raise vanished(topic, gone, self.instance.namesrvs, tries, elapsed) from last_error
+        if isinstance(last_error, RemotingError) and silent:
+            raise unreachable(topic, silent, last_error, tries, elapsed) from last_error
         if last_error is not None:
             raise last_error
         raise RequestTimeout(f"send to {topic} timed out after {budget:.1f}s before any attempt completed")
