@@ -1,0 +1,125 @@
+{{/*
+Names and labels shared by the templates.
+*/}}
+
+{{/* The chart's name, truncated to a DNS label. */}}
+{{- define "rocketcluster-operator.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Full name of the release's objects: <release>-<chart>, or the release name when it holds the chart name. */}}
+{{- define "rocketcluster-operator.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Cluster-scoped objects (ClusterRole, ClusterRoleBinding) also carry the release's namespace, so the same
+release name installed in two namespaces does not collide. */}}
+{{- define "rocketcluster-operator.clusterScopedName" -}}
+{{- printf "%s-%s" (include "rocketcluster-operator.fullname" .) .Release.Namespace -}}
+{{- end -}}
+
+{{- define "rocketcluster-operator.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* What the Deployment selects on: fixed for the life of a release. */}}
+{{- define "rocketcluster-operator.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "rocketcluster-operator.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "rocketcluster-operator.labels" -}}
+helm.sh/chart: {{ include "rocketcluster-operator.chart" . }}
+{{ include "rocketcluster-operator.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/component: operator
+app.kubernetes.io/part-of: rocketcluster
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end -}}
+
+{{- define "rocketcluster-operator.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "rocketcluster-operator.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- required "serviceAccount.name: with serviceAccount.create false, name an existing ServiceAccount" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "rocketcluster-operator.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+
+{{/* kopf's flags for .Values.logLevel. */}}
+{{- define "rocketcluster-operator.logLevelFlag" -}}
+{{- if eq .Values.logLevel "debug" -}}
+--verbose
+{{- else if eq .Values.logLevel "warning" -}}
+--quiet
+{{- end -}}
+{{- end -}}
+
+{{/*
+What the operator may do with the RocketClusters and their children, in a namespace (a Role) or in every
+namespace (a ClusterRole). Every rule is one the operator uses:
+- rocketclusters: kopf lists and watches them, and patches its finalizer and progress annotations onto them;
+  the operator clears the manual-rolling-update annotation with a patch;
+- rocketclusters/status: the status the operator writes;
+- rocketclusters/finalizers: children carry an owner reference with blockOwnerDeletion, which API servers
+  with the OwnerReferencesPermissionEnforcement admission plugin allow only to who may update this;
+- StatefulSets, Services, ConfigMaps, ServiceAccounts, PodDisruptionBudgets: server-side applied (create on
+  the first apply, patch after), listed, and deleted when a broker group is removed;
+- Pods: read, and deleted one at a time by a rolling restart; PVCs: read, and deleted per retention;
+- Events: kopf posts them for every restart and scale step.
+Nothing here reads Secrets or creates Pods directly.
+*/}}
+{{- define "rocketcluster-operator.namespacedRules" -}}
+- apiGroups: ["rocketcluster.io"]
+  resources: ["rocketclusters"]
+  verbs: ["get", "list", "watch", "patch"]
+- apiGroups: ["rocketcluster.io"]
+  resources: ["rocketclusters/status"]
+  verbs: ["get", "patch"]
+- apiGroups: ["rocketcluster.io"]
+  resources: ["rocketclusters/finalizers"]
+  verbs: ["update"]
+- apiGroups: ["apps"]
+  resources: ["statefulsets"]
+  verbs: ["get", "list", "create", "patch", "delete"]
+- apiGroups: [""]
+  resources: ["services", "configmaps", "serviceaccounts"]
+  verbs: ["get", "list", "create", "patch", "delete"]
+- apiGroups: ["policy"]
+  resources: ["poddisruptionbudgets"]
+  verbs: ["get", "list", "create", "patch", "delete"]
+- apiGroups: [""]
+  resources: ["pods", "persistentvolumeclaims"]
+  verbs: ["get", "list", "delete"]
+- apiGroups: [""]
+  resources: ["events"]
+  verbs: ["create"]
+{{- end -}}
+
+{{/*
+Cluster-scoped reads, needed in both modes:
+- StorageClasses: a spec naming a class that does not exist is reported as InvalidSpec instead of leaving
+  claims Pending;
+- CustomResourceDefinitions: kopf watches them to notice the RocketCluster CRD changing (without it, kopf
+  logs a permission warning and sees the CRD only at start).
+*/}}
+{{- define "rocketcluster-operator.clusterRules" -}}
+- apiGroups: ["storage.k8s.io"]
+  resources: ["storageclasses"]
+  verbs: ["get"]
+- apiGroups: ["apiextensions.k8s.io"]
+  resources: ["customresourcedefinitions"]
+  verbs: ["list", "watch"]
+{{- end -}}

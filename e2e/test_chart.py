@@ -1,0 +1,475 @@
+"""The operator's Helm chart and the Kubernetes examples against the harness's real API server (control-plane
+tier: no pod needs to run).
+
+- `helm lint` passes; `helm template` renders both RBAC modes as designed;
+- `helm install --dry-run=server`, and a server-side dry run of every rendered object, succeed;
+- invalid values are refused by values.schema.json, naming the value;
+- every example in examples/kubernetes applies with `--dry-run=server` once the CRD is installed;
+- installed for real with a namespace list, the chart's RBAC is enough for the operator and no more: the
+  operator, run as a local process with the chart's ServiceAccount token, builds a cluster, restarts a pod,
+  writes status and Events and lets the cluster be deleted, with no request refused; `kubectl auth can-i`
+  checks every right it needs and some it must not have; `helm uninstall` keeps the CRD.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+import yaml  # type: ignore[import-untyped]  # the `operator` extra, which e2e needs; no stubs
+from operator_harness import CRD_FILE, REPO, OperatorProcess
+
+if TYPE_CHECKING:
+    from conftest import Kube
+
+pytestmark = pytest.mark.k8s
+
+CHART = REPO / "charts" / "rocketcluster-operator"
+EXAMPLES = sorted((REPO / "examples" / "kubernetes").glob("*.yaml"))
+CACHE = Path(os.environ.get("ROCKETCLUSTER_CACHE", Path.home() / ".cache" / "rocketcluster"))
+
+
+def _versions() -> dict[str, str]:
+    """e2e/versions.env: what the harness built (KEY=value lines)."""
+    found = {}
+    for line in (REPO / "e2e" / "versions.env").read_text().splitlines():
+        if "=" in line and not line.startswith("#"):
+            key, value = line.split("=", 1)
+            found[key.strip()] = value.strip()
+    return found
+
+
+# The harness's helm is built with `go install`, which leaves its default Kubernetes version at v1.20, and
+# `helm template` would fail the chart's kubeVersion check; it renders for the harness's version instead.
+# (Against a server, as in install, helm asks the server.)
+KUBE_VERSION = _versions()["K8S_VERSION"]
+# In the RBAC test the chart's Deployment must not start a second operator next to the one the test runs.
+NOT_PULLED = [
+    "--set",
+    "image.repository=rocketcluster.local/not-pulled-by-this-test",
+    "--set",
+    "image.pullPolicy=Never",
+]
+
+
+def _helm_binary() -> Path:
+    return CACHE / f"helm-{_versions()['HELM_VERSION']}" / "bin" / "helm"
+
+
+class Helm:
+    def __init__(self, kube: Kube, home: Path) -> None:
+        self.kube = kube
+        self.binary = _helm_binary()
+        assert self.binary.exists(), f"{self.binary} is missing: `make k8s-build` builds it"
+        # helm keeps caches and repository config under these; the test's own directory keeps $HOME clean
+        self.env = dict(
+            os.environ,
+            KUBECONFIG=str(kube.kubeconfig),
+            HELM_CACHE_HOME=str(home / "cache"),
+            HELM_CONFIG_HOME=str(home / "config"),
+            HELM_DATA_HOME=str(home / "data"),
+        )
+
+    def run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        p = subprocess.run([str(self.binary), *args], capture_output=True, text=True, env=self.env, timeout=120)
+        if check:
+            assert p.returncode == 0, f"helm {' '.join(args)} failed ({p.returncode}):\n{p.stderr}"
+        return p
+
+    def template(self, *values: str, namespace: str = "ops") -> list[dict[str, Any]]:
+        out = self.run("template", "rel", str(CHART), "-n", namespace, "--kube-version", KUBE_VERSION, *values)
+        return [doc for doc in yaml.safe_load_all(out.stdout) if doc]
+
+
+@pytest.fixture(scope="module")
+def helm(k8s_control_plane: Kube, tmp_path_factory: pytest.TempPathFactory) -> Helm:
+    return Helm(k8s_control_plane, tmp_path_factory.mktemp("helm"))
+
+
+@pytest.fixture(scope="module")
+def crd(k8s_control_plane: Kube) -> Kube:
+    kube = k8s_control_plane
+    kube.run("apply", "--server-side", "-f", str(CRD_FILE))
+    kube.run("wait", "--for=condition=Established", "crd/rocketclusters.rocketcluster.io", "--timeout=60s")
+    return kube
+
+
+MakeNamespaces = Callable[[int], list[str]]
+
+
+@pytest.fixture
+def namespaces(k8s_control_plane: Kube) -> Iterator[MakeNamespaces]:
+    """`namespaces(n)` creates n fresh namespaces, deleted after the test."""
+    made: list[str] = []
+
+    def make(count: int) -> list[str]:
+        new = [f"rc-chart-{uuid.uuid4().hex[:6]}" for _ in range(count)]
+        for ns in new:
+            k8s_control_plane.run("create", "namespace", ns)
+        made.extend(new)
+        return new
+
+    yield make
+    for ns in made:
+        k8s_control_plane.run("delete", "namespace", ns, "--wait=false", check=False)
+
+
+def by_kind(docs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [d for d in docs if d["kind"] == kind]
+
+
+def operator_container(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    [deployment] = by_kind(docs, "Deployment")
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    return dict(container)
+
+
+def granted(rules: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
+    return {(g, r, v) for rule in rules for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
+
+
+# What the operator does in a namespace it manages (see rocketcluster.handlers and rocketcluster.kube).
+NAMESPACED_NEEDS = {
+    ("rocketcluster.io", "rocketclusters", v) for v in ("get", "list", "watch", "patch")
+} | {
+    ("rocketcluster.io", "rocketclusters/status", "patch"),
+    ("", "events", "create"),
+    ("", "pods", "list"),
+    ("", "pods", "delete"),
+    ("", "persistentvolumeclaims", "list"),
+    ("", "persistentvolumeclaims", "delete"),
+} | {
+    (group, resource, verb)
+    for group, resource in [
+        ("apps", "statefulsets"),
+        ("", "services"),
+        ("", "configmaps"),
+        ("", "serviceaccounts"),
+        ("policy", "poddisruptionbudgets"),
+    ]
+    for verb in ("create", "patch", "list", "delete")  # server-side apply creates, then patches
+}  # fmt: skip
+CLUSTER_SCOPED = {"storageclasses", "customresourcedefinitions", "namespaces"}
+
+
+# -- lint and render ---------------------------------------------------------------------------------------------
+
+
+def test_helm_lint_passes_in_both_modes(helm: Helm) -> None:
+    for values in ([], ["--set", "watchNamespaces={team-a,team-b}", "--set", "logLevel=debug"]):
+        out = helm.run("lint", "--strict", str(CHART), *values)
+        assert "0 chart(s) failed" in out.stdout, out.stdout
+
+
+def test_template_for_all_namespaces_uses_one_cluster_role(helm: Helm) -> None:
+    docs = helm.template()
+    kinds = sorted(d["kind"] for d in docs)
+    assert kinds == ["ClusterRole", "ClusterRoleBinding", "Deployment", "ServiceAccount"]
+    [role] = by_kind(docs, "ClusterRole")
+    rights = granted(role["rules"])
+    assert rights >= NAMESPACED_NEEDS
+    assert ("storage.k8s.io", "storageclasses", "get") in rights
+    assert not any(r == "secrets" or v in ("*", "escalate", "bind", "impersonate") for _, r, v in rights), rights
+    [binding] = by_kind(docs, "ClusterRoleBinding")
+    [account] = by_kind(docs, "ServiceAccount")
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account["metadata"]["name"], "namespace": "ops"}]
+
+    container = operator_container(docs)
+    assert container["command"] == ["rocketcluster-operator"]
+    assert "--all-namespaces" in container["args"] and "--standalone" in container["args"]
+    assert not [a for a in container["args"] if a.startswith("--namespace")]
+    assert container["image"] == "rocketcluster.local/operator:0.1.0"
+
+
+def test_template_for_listed_namespaces_uses_a_role_in_each(helm: Helm) -> None:
+    docs = helm.template("--set", "watchNamespaces={team-a,team-b}")
+    roles = by_kind(docs, "Role")
+    assert sorted(r["metadata"]["namespace"] for r in roles) == ["team-a", "team-b"]
+    for role in roles:
+        assert granted(role["rules"]) >= NAMESPACED_NEEDS
+    bindings = by_kind(docs, "RoleBinding")
+    assert sorted((b["metadata"]["namespace"], b["roleRef"]["kind"]) for b in bindings) == [
+        ("team-a", "Role"),
+        ("team-b", "Role"),
+    ]
+    # the one ClusterRole holds only cluster-scoped reads
+    [cluster_role] = by_kind(docs, "ClusterRole")
+    rights = granted(cluster_role["rules"])
+    assert {r for _, r, _ in rights} <= CLUSTER_SCOPED, rights
+    assert {v for _, _, v in rights} <= {"get", "list", "watch"}, rights
+    assert ("storage.k8s.io", "storageclasses", "get") in rights
+
+    args = operator_container(docs)["args"]
+    assert [a for a in args if a.startswith("--namespace")] == ["--namespace=team-a", "--namespace=team-b"]
+    assert "--all-namespaces" not in args
+
+
+def test_the_deployment_runs_locked_down(helm: Helm) -> None:
+    docs = helm.template()
+    [deployment] = by_kind(docs, "Deployment")
+    spec = deployment["spec"]
+    assert spec["replicas"] == 1 and spec["strategy"] == {"type": "Recreate"}
+    pod = spec["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    container = operator_container(docs)
+    security = container["securityContext"]
+    assert security["readOnlyRootFilesystem"] is True and security["allowPrivilegeEscalation"] is False
+    assert security["capabilities"] == {"drop": ["ALL"]}
+    assert {"name": "tmp", "mountPath": "/tmp"} in container["volumeMounts"]
+    assert {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}} in pod["volumes"]
+    for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
+        assert container[probe]["httpGet"] == {"path": "/healthz", "port": "healthz"}, probe
+    assert {"name": "healthz", "containerPort": 8080, "protocol": "TCP"} in container["ports"]
+    assert "--liveness=http://0.0.0.0:8080/healthz" in container["args"]
+    assert container["resources"]["limits"]["memory"] and container["imagePullPolicy"] == "IfNotPresent"
+    for doc in docs:
+        labels = doc["metadata"]["labels"]
+        assert labels["app.kubernetes.io/managed-by"] == "Helm", doc["kind"]
+        assert labels["helm.sh/chart"] == "rocketcluster-operator-0.1.0", doc["kind"]
+        assert labels["app.kubernetes.io/name"] == "rocketcluster-operator", doc["kind"]
+
+
+@pytest.mark.parametrize(
+    ("values", "flags"),
+    [
+        (["--set", "logLevel=debug", "--set", "logFormat=json"], ["--log-format=json", "--verbose"]),
+        (["--set", "logLevel=warning", "--set", "logFormat=plain"], ["--log-format=plain", "--quiet"]),
+        ([], ["--log-format=full"]),
+    ],
+)
+def test_log_values_become_kopf_flags(helm: Helm, values: list[str], flags: list[str]) -> None:
+    args = operator_container(helm.template(*values))["args"]
+    logging_args = [a for a in args if a.startswith("--log-format") or a in ("--verbose", "--quiet", "--debug")]
+    assert logging_args == flags
+
+
+def test_pod_placement_values_reach_the_pod(helm: Helm) -> None:
+    docs = helm.template(
+        "--set", "nodeSelector.role=ops",
+        "--set", "podAnnotations.team=messaging",
+        "--set", "tolerations[0].key=dedicated,tolerations[0].operator=Exists",
+        "--set", "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0]"
+                 ".matchExpressions[0].key=zone",
+        "--set", "serviceAccount.create=false,serviceAccount.name=existing",
+    )  # fmt: skip
+    [deployment] = by_kind(docs, "Deployment")
+    template = deployment["spec"]["template"]
+    assert template["metadata"]["annotations"] == {"team": "messaging"}
+    pod = template["spec"]
+    assert pod["nodeSelector"] == {"role": "ops"}
+    assert pod["tolerations"] == [{"key": "dedicated", "operator": "Exists"}]
+    assert "nodeAffinity" in pod["affinity"]
+    assert pod["serviceAccountName"] == "existing" and not by_kind(docs, "ServiceAccount")
+    [binding] = by_kind(docs, "ClusterRoleBinding")
+    assert binding["subjects"][0]["name"] == "existing"
+
+
+# -- values.schema.json ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("setting", "named"),
+    [
+        ("watchNamespaces=notalist", "/watchNamespaces"),
+        ("image.tag=5", "/image/tag"),
+        ("unknownKey=1", "'unknownKey'"),
+        ("logLevel=loud", "/logLevel"),
+        ("logFormat=xml", "/logFormat"),
+        ("image.pullPolicy=Sometimes", "/image/pullPolicy"),
+        ("watchNamespaces={Team_A}", "/watchNamespaces/0"),
+        ("resources.limits.memory=lots", "/resources/limits/memory"),
+        ("serviceAccount.create=false", "/serviceAccount/name"),
+        ("image.repo=x", "'repo'"),
+    ],
+)
+def test_invalid_values_are_refused_naming_the_value(helm: Helm, setting: str, named: str) -> None:
+    out = helm.run("template", "rel", str(CHART), "--kube-version", KUBE_VERSION, "--set", setting, check=False)
+    assert out.returncode != 0, f"{setting} was accepted"
+    assert "values don't meet the specifications of the schema" in out.stderr, out.stderr
+    assert named in out.stderr, out.stderr
+
+
+def test_an_install_with_invalid_values_is_refused_before_anything_is_created(helm: Helm) -> None:
+    out = helm.run("install", "refused", str(CHART), "-n", "default", "--set", "watchNamespaces=notalist", check=False)
+    assert out.returncode != 0 and "/watchNamespaces" in out.stderr, out.stderr
+    assert helm.run("status", "refused", "-n", "default", check=False).returncode != 0, "a release was recorded"
+
+
+# -- against the API server ----------------------------------------------------------------------------------------
+
+
+def test_install_dry_run_server_and_a_server_side_dry_run_of_every_object(
+    helm: Helm, crd: Kube, namespaces: MakeNamespaces
+) -> None:
+    ops, team_a, team_b = namespaces(3)
+    for values in ([], ["--set", f"watchNamespaces={{{team_a},{team_b}}}"]):
+        out = helm.run("install", "dry", str(CHART), "-n", ops, "--dry-run=server", *values)
+        assert "STATUS: pending-install" in out.stdout, out.stdout
+        assert "kubectl get rmq" in out.stdout, "NOTES.txt tells how to watch the first cluster"
+        # helm's dry run renders and checks kinds against the server's discovery; the API server itself
+        # validates each object (schema, defaults, admission) only in a server-side dry run
+        rendered = helm.run("template", "dry", str(CHART), "-n", ops, "--kube-version", KUBE_VERSION, *values).stdout
+        # the objects name their namespaces (the release's, and each watched one for Roles)
+        applied = crd.run("apply", "--dry-run=server", "--validate=strict", "-f", "-", input=rendered)
+        assert "deployment.apps/dry-rocketcluster-operator created (server dry run)" in applied, applied
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)
+def test_an_example_applies_with_a_server_side_dry_run(crd: Kube, namespaces: MakeNamespaces, example: Path) -> None:
+    [ns] = namespaces(1)
+    out = crd.run("apply", "-n", ns, "--dry-run=server", "--validate=strict", "-f", str(example))
+    assert "(server dry run)" in out and "error" not in out.lower(), out
+
+
+def _service_account_kubeconfig(kube: Kube, namespace: str, account: str, path: Path) -> Path:
+    """A kubeconfig that authenticates as the ServiceAccount (a token from the TokenRequest API)."""
+    token = kube.run("create", "token", account, "-n", namespace, "--duration=1h").strip()
+    admin = json.loads(kube.run("config", "view", "--raw", "--minify", "-o", "json"))
+    cluster = admin["clusters"][0]["cluster"]
+    if "certificate-authority" in cluster:  # inline the CA so the file stands alone
+        ca = Path(cluster.pop("certificate-authority")).read_bytes()
+        cluster["certificate-authority-data"] = base64.b64encode(ca).decode()
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "harness", "cluster": cluster}],
+        "users": [{"name": account, "user": {"token": token}}],
+        "contexts": [{"name": "sa", "context": {"cluster": "harness", "user": account, "namespace": namespace}}],
+        "current-context": "sa",
+    }
+    path.write_text(json.dumps(config))
+    path.chmod(0o600)
+    return path
+
+
+def _can(kube: Kube, subject: str, verb: str, resource: str, namespace: str | None) -> bool:
+    """`kubectl auth can-i` as `subject`; `resource` may name a subresource (rocketclusters.x.io/status)."""
+    name, _, subresource = resource.partition("/")
+    where = ["-n", namespace] if namespace else []
+    sub = ["--subresource", subresource] if subresource else []
+    out = kube.run("auth", "can-i", verb, name, *sub, *where, f"--as={subject}", check=False)
+    return out.strip() == "yes"
+
+
+def _assert_can_run_clusters_in(kube: Kube, subject: str, namespace: str) -> None:
+    for group, resource, verb in sorted(NAMESPACED_NEEDS):
+        name, _, subresource = resource.partition("/")
+        qualified = f"{name}.{group}" if group else name
+        assert _can(kube, subject, verb, "/".join(filter(None, [qualified, subresource])), namespace), (
+            f"{subject} cannot {verb} {resource} in {namespace}"
+        )
+
+
+def test_the_chart_rbac_is_enough_for_the_operator_and_no_more(
+    helm: Helm, crd: Kube, namespaces: MakeNamespaces, tmp_path: Path
+) -> None:
+    kube = crd
+    ops, watched, other = namespaces(3)
+    helm.run("install", "rbac", str(CHART), "-n", ops, "--set", f"watchNamespaces={{{watched}}}", *NOT_PULLED)
+    try:
+        account = "rbac-rocketcluster-operator"
+        subject = f"system:serviceaccount:{ops}:{account}"
+        _assert_can_run_clusters_in(kube, subject, watched)
+        assert _can(kube, subject, "get", "storageclasses.storage.k8s.io", None)
+        refused = [
+            ("list", "rocketclusters.rocketcluster.io", other),  # a namespace it does not watch
+            ("delete", "pods", other),
+            ("get", "secrets", watched),  # never needed
+            ("create", "pods", watched),  # pods come from StatefulSets
+            ("create", "roles.rbac.authorization.k8s.io", watched),
+            ("delete", "storageclasses.storage.k8s.io", None),
+            ("create", "customresourcedefinitions.apiextensions.k8s.io", None),
+        ]
+        for verb, resource, namespace in refused:
+            assert not _can(kube, subject, verb, resource, namespace), f"{verb} {resource} in {namespace}"
+
+        _run_operator_as(kube, _service_account_kubeconfig(kube, ops, account, tmp_path / "sa.kubeconfig"), watched)
+    finally:
+        helm.run("uninstall", "rbac", "-n", ops, "--wait", "--timeout", "60s")
+    # Helm never deletes what it installed from crds/
+    kube.run("get", "crd", "rocketclusters.rocketcluster.io")
+
+
+def _run_operator_as(kube: Kube, kubeconfig: Path, namespace: str) -> None:
+    """The operator with only the chart's rights: create a cluster, roll a pod, delete the cluster."""
+    log = kubeconfig.parent / "operator.log"
+    operator = OperatorProcess(kubeconfig, [namespace], log)
+    operator.start()
+    try:
+        cluster = yaml.safe_load((REPO / "examples" / "kubernetes" / "minimal.yaml").read_text())
+        # Pods stay Pending here (nothing schedules them on purpose): the test is about the operator's rights.
+        cluster["spec"]["template"] = {"nodeSelector": {"rocketcluster.io/e2e": "nowhere"}}
+        kube.apply(json.dumps(cluster), namespace=namespace)
+
+        def children() -> bool:
+            out = kube.run("get", "-n", namespace, "sts,svc,cm,pdb,sa", "-l", "rocketcluster.io/cluster=minimal",
+                           "-o", "name")  # fmt: skip
+            return {
+                "statefulset.apps/minimal-broker-0",
+                "statefulset.apps/minimal-nameserver",
+                "configmap/minimal-connection",
+                "poddisruptionbudget.policy/minimal-broker-0",
+                "serviceaccount/minimal-rocketmq",
+                "service/minimal-broker",
+            } <= set(out.split())
+
+        kube.wait_for("the operator to build the cluster's children", children, timeout=60)
+
+        def status() -> dict[str, Any] | None:
+            obj = kube.get("-n", namespace, "rmq", "minimal")
+            done = (obj.get("status") or {}).get("observedGeneration") == obj["metadata"]["generation"]
+            return obj if done else None
+
+        kube.wait_for("status written through rocketclusters/status", status, timeout=60)
+
+        def pods() -> dict[str, str]:
+            items = kube.get("-n", namespace, "pod", "-l", "rocketcluster.io/cluster=minimal")["items"]
+            return {p["metadata"]["name"]: p["metadata"]["uid"] for p in items}
+
+        before = kube.wait_for("the StatefulSets' pods", lambda: (found := pods()) and len(found) == 3 and found)
+        kube.run("patch", "-n", namespace, "rmq", "minimal", "--type=merge",
+                 "-p", '{"spec": {"image": "rocketcluster.local/broker:0.1.1"}}')  # fmt: skip
+        kube.wait_for(
+            "a pod restarted by the roll (deleted by the operator, recreated by its StatefulSet)",
+            lambda: any(uid != before.get(name) for name, uid in pods().items()),
+            timeout=60,
+        )
+        events = kube.get("-n", namespace, "events", "--field-selector", "involvedObject.name=minimal")["items"]
+        assert any(e["reason"] == "CREATE" for e in events), [e["reason"] for e in events]
+
+        # kopf removes its finalizer (a patch) once the operator sees the deletion
+        kube.run("delete", "-n", namespace, "rmq", "minimal", "--wait=true", "--timeout=45s")
+    finally:
+        text = operator.stop()
+    for refused in ("Forbidden", "forbidden", "Not enough permissions", "Failed to post an event", "Traceback"):
+        assert refused not in text, f"{refused!r} in the operator's log:\n{text[-6000:]}"
+
+
+def test_the_cluster_wide_rbac_covers_every_namespace_and_no_more(
+    helm: Helm, crd: Kube, namespaces: MakeNamespaces
+) -> None:
+    """Installed for all namespaces, the same rights hold in any namespace, including one made afterwards.
+    (No operator runs here: in every namespace it would reconcile the other tests' clusters.)"""
+    kube = crd
+    [ops] = namespaces(1)
+    helm.run("install", "wide", str(CHART), "-n", ops, *NOT_PULLED)
+    try:
+        [later] = namespaces(1)
+        subject = f"system:serviceaccount:{ops}:wide-rocketcluster-operator"
+        _assert_can_run_clusters_in(kube, subject, later)
+        assert _can(kube, subject, "get", "storageclasses.storage.k8s.io", None)
+        assert _can(kube, subject, "watch", "customresourcedefinitions.apiextensions.k8s.io", None)
+        for verb, resource in [("get", "secrets"), ("create", "pods"), ("update", "statefulsets.apps")]:
+            assert not _can(kube, subject, verb, resource, later), f"{verb} {resource}"
+        assert not _can(kube, subject, "list", "namespaces", None), "all-namespaces mode needs no namespace list"
+    finally:
+        helm.run("uninstall", "wide", "-n", ops, "--wait", "--timeout", "60s")
