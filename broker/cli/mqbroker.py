@@ -77,12 +77,18 @@ async def _serve(loaded: LoadedConfig) -> None:
     controller = BrokerController(loaded)
 
     def started() -> None:
+        # Printed once the store has recovered, the processors serve requests and the first registration
+        # round is over: `make run` and scripts wait for this line, not for the port (it opens before recovery).
         c = loaded.broker
         print(
             f"The broker[{c.broker_name}, {c.broker_addr}] boot success. serializeType=JSON"
             + (f" and name server is {c.namesrv_addr}" if c.namesrv_addr else ""),
             flush=True,
         )
+        registrar = controller.registrar
+        if c.namesrv_addr and not registrar.last_ok_ms:
+            failures = "; ".join(f"{addr}: {why}" for addr, why in sorted(registrar.last_results.items()))
+            print(f"not registered with any name server yet ({failures}); retrying periodically", flush=True)
 
     await serve_until_signalled(controller.start, controller.shutdown, started)
 
