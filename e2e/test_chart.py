@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import subprocess
 import uuid
 from collections.abc import Callable, Iterator
@@ -142,6 +143,7 @@ NAMESPACED_NEEDS = {
     ("rocketcluster.io", "rocketclusters/status", "patch"),
     ("", "events", "create"),
     ("", "pods", "list"),
+    ("", "pods", "watch"),
     ("", "pods", "delete"),
     ("", "persistentvolumeclaims", "list"),
     ("", "persistentvolumeclaims", "delete"),
@@ -315,6 +317,11 @@ def test_install_dry_run_server_and_a_server_side_dry_run_of_every_object(
         out = helm.run("install", "dry", str(CHART), "-n", ops, "--dry-run=server", *values)
         assert "STATUS: pending-install" in out.stdout, out.stdout
         assert "kubectl get rmq" in out.stdout, "NOTES.txt tells how to watch the first cluster"
+        first_cluster = re.search(r"<<'EOF'\n(.*?)\nEOF\n", out.stdout, flags=re.DOTALL)
+        assert first_cluster is not None, out.stdout
+        manifest = first_cluster.group(1)
+        assert len(manifest.splitlines()) == 5, manifest
+        crd.run("apply", "-n", team_a, "--dry-run=server", "--validate=strict", "-f", "-", input=manifest)
         # helm's dry run renders and checks kinds against the server's discovery; the API server itself
         # validates each object (schema, defaults, admission) only in a server-side dry run
         rendered = helm.run("template", "dry", str(CHART), "-n", ops, "--kube-version", KUBE_VERSION, *values).stdout

@@ -5,6 +5,7 @@ the examples against a real API server."""
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from pathlib import Path
@@ -69,8 +70,6 @@ def test_the_chart_runs_the_operator_image_that_images_operator_builds() -> None
 
 def test_every_default_value_is_declared_in_the_schema() -> None:
     """values.schema.json refuses unknown top-level keys, so a default the schema lacks would break install."""
-    import json
-
     schema = json.loads((CHART / "values.schema.json").read_text(encoding="utf-8"))
     values = yaml.safe_load((CHART / "values.yaml").read_text(encoding="utf-8"))
     assert schema["$schema"] == "http://json-schema.org/draft-07/schema#"

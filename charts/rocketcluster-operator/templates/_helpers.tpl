@@ -77,7 +77,8 @@ namespace (a ClusterRole). Every rule is one the operator uses:
   with the OwnerReferencesPermissionEnforcement admission plugin allow only to who may update this;
 - StatefulSets, Services, ConfigMaps, ServiceAccounts, PodDisruptionBudgets: server-side applied (create on
   the first apply, patch after), listed, and deleted when a broker group is removed;
-- Pods: read, and deleted one at a time by a rolling restart; PVCs: read, and deleted per retention;
+- Pods: watched (a pod that changes starts a reconcile of its cluster), and deleted one at a time by a
+  rolling restart; PVCs: read, and deleted per retention;
 - Events: kopf posts them for every restart and scale step.
 Nothing here reads Secrets or creates Pods directly.
 */}}
@@ -101,7 +102,10 @@ Nothing here reads Secrets or creates Pods directly.
   resources: ["poddisruptionbudgets"]
   verbs: ["get", "list", "create", "patch", "delete"]
 - apiGroups: [""]
-  resources: ["pods", "persistentvolumeclaims"]
+  resources: ["pods"]
+  verbs: ["get", "list", "watch", "delete"]
+- apiGroups: [""]
+  resources: ["persistentvolumeclaims"]
   verbs: ["get", "list", "delete"]
 - apiGroups: [""]
   resources: ["events"]
