@@ -165,8 +165,9 @@ def test_image_change_records_an_ordered_roll_plan(operator: Kube, namespaces: t
     kube.run("patch", "-n", ns, "rmq", "rolled", "--type=merge", "-p", new_image)
 
     def rollout() -> dict[str, Any] | None:
-        st = cluster(kube, ns, "rolled").get("status") or {}
-        return st.get("rollout") or None
+        """The recorded roll once it lists broker pods (NameServers go first, and may be all it shows at first)."""
+        roll = (cluster(kube, ns, "rolled").get("status") or {}).get("rollout") or {}
+        return roll if any("-broker-" in p for p in [roll.get("current") or "", *roll.get("pending", [])]) else None
 
     roll = kube.wait_for("a roll plan in status", rollout, timeout=60)
     order = [roll["current"], *roll["pending"]] if roll.get("current") else roll["pending"]

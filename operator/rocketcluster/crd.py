@@ -161,7 +161,10 @@ def _validations() -> dict[SchemaPath, list[dict[str, str]]]:
                 "(has(oldSelf.spec.clusterName) ? "
                 "(has(self.spec.clusterName) && self.spec.clusterName == oldSelf.spec.clusterName) : "
                 "(!has(self.spec.clusterName) || self.spec.clusterName == self.metadata.name))",
-                "message": "cannot change, and can be added only equal to metadata.name (clients and routes know the cluster by it)",
+                "message": (
+                    "cannot change, and can be added only equal to metadata.name (clients and routes know the "
+                    "cluster by it)"
+                ),
                 "fieldPath": ".spec.clusterName",
                 "reason": "FieldValueInvalid",
             },

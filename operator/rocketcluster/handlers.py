@@ -13,12 +13,14 @@ client, to pod IPs: the operator reaches them from inside the cluster and from a
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import datetime
 import logging
 import os
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import kopf
 
@@ -49,7 +51,7 @@ from rocketcluster.plan import (
 )
 from rocketcluster.render import render_broker_group, render_cluster
 
-__all__ = ["reconcile"]
+__all__ = ["Outcome", "reconcile"]
 
 log = logging.getLogger("rocketcluster.operator")
 
@@ -58,8 +60,25 @@ RESOURCE = (names.GROUP, names.VERSION, names.PLURAL)
 RESYNC_SECONDS = float(os.environ.get("ROCKETCLUSTER_RESYNC_SECONDS", "30"))
 ADMIN_TIMEOUT = 5.0  # one admin call; a broker that does not answer in time is "unknown", not an error
 PERM_WRITE = 0x2
+APPLY_CONCURRENCY = 6
 _kube: Kube | None = None
-_locks: dict[str, asyncio.Lock] = {}
+_locks: dict[str, asyncio.Lock] = {}  # one pass at a time per cluster (uid): change handler, timer, pod events
+_pod_passes: dict[tuple[str, str], asyncio.Task[None]] = {}
+_pods_changed_again: set[tuple[str, str]] = set()
+
+
+class _RoutineProgress(logging.Filter):
+    """kopf logs a TemporaryError at ERROR and every timer tick at INFO. Here both are routine (a cluster
+    waiting for a slave to catch up; the drift check of every cluster every 30 s), so they are lowered to
+    INFO and DEBUG: an operator's ERROR lines should be worth reading."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if record.levelno == logging.ERROR and " failed temporarily" in message:
+            record.levelno, record.levelname = logging.INFO, "INFO"
+        elif record.levelno == logging.INFO and message.startswith("Timer 'resync' succeeded"):
+            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        return record.levelno >= logging.getLogger().getEffectiveLevel()
 
 
 @kopf.on.startup()
@@ -73,11 +92,19 @@ async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     )
     settings.posting.level = logging.WARNING  # Events come from our explicit calls; log noise stays in the log
     settings.watching.server_timeout = 300
+    logging.getLogger("kopf.objects").addFilter(_RoutineProgress())
     _kube = Kube.login(settings)
 
 
 @kopf.on.cleanup()
 async def close(**_: Any) -> None:
+    for task in _pod_passes.values():
+        task.cancel()
+    # let passes under way finish their API calls before the session goes (kopf stops handlers first)
+    for lock in list(_locks.values()):
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(10):
+                await lock.acquire()
     if _kube is not None:
         await _kube.close()
 
@@ -86,14 +113,51 @@ async def close(**_: Any) -> None:
 @kopf.on.update(*RESOURCE)
 @kopf.on.resume(*RESOURCE)
 async def on_change(body: kopf.Body, **_: Any) -> None:
-    wait = await reconcile(body)
-    if wait is not None:
-        raise kopf.TemporaryError(wait.message, delay=wait.retry_after_seconds)
+    outcome = await reconcile(body)
+    # Waiting for pods needs no retry: their events start the next pass (on_pod). Anything else the plan
+    # waits for (a slave catching up, a drain, a registration) is polled by retrying this handler.
+    if outcome.wait is not None and not outcome.pods_settling:
+        raise kopf.TemporaryError(outcome.wait.message, delay=outcome.wait.retry_after_seconds)
 
 
 @kopf.timer(*RESOURCE, interval=RESYNC_SECONDS, initial_delay=RESYNC_SECONDS)
 async def resync(body: kopf.Body, **_: Any) -> None:
-    await reconcile(body)  # a Wait is picked up by the next tick or the change handler's retry
+    await reconcile(body)  # drift: a child edited or deleted by hand; a wait that no event ends
+
+
+@kopf.on.event("v1", "pods", labels={names.LABEL_MANAGED_BY: names.MANAGED_BY, names.LABEL_CLUSTER: kopf.PRESENT})
+async def on_pod(namespace: str | None, labels: Mapping[str, str], **_: Any) -> None:
+    """A pod of some cluster changed (created, ready, crashed, deleted): plan that cluster again, soon.
+
+    Bursts of events for one cluster make one pass plus at most one more, never a pass per event."""
+    key = (namespace or "", labels[names.LABEL_CLUSTER])
+    running = _pod_passes.get(key)
+    if running is not None and not running.done():
+        _pods_changed_again.add(key)
+        return
+    _pod_passes[key] = asyncio.create_task(_pass_for_pods(key))
+
+
+async def _pass_for_pods(key: tuple[str, str]) -> None:
+    namespace, name = key
+    while True:
+        _pods_changed_again.discard(key)
+        raw = await _kube_client().get(names.API_VERSION, names.KIND, namespace, name)
+        if raw is None or raw["metadata"].get("deletionTimestamp"):
+            return
+        try:
+            await reconcile(kopf.Body(cast(kopf.RawBody, raw)))
+        except (kopf.TemporaryError, ApiError, OSError) as exc:  # the change handler and the timer retry
+            log.info("%s/%s: pass after a pod event: %s", namespace, name, exc)
+        if key not in _pods_changed_again:
+            return
+
+
+@kopf.on.delete(*RESOURCE, optional=True)  # optional: no finalizer of its own, deletion never waits on it
+async def forget(body: kopf.Body, **_: Any) -> None:
+    meta = body["metadata"]
+    _locks.pop(str(meta["uid"]), None)
+    _pod_passes.pop((str(meta["namespace"]), str(meta["name"])), None)
 
 
 def _kube_client() -> Kube:
@@ -106,8 +170,16 @@ def _now_iso() -> str:
     return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
-async def reconcile(body: kopf.Body) -> Wait | None:
-    """One pass over one RocketCluster; the Wait the plan ended with, if any."""
+@dataclasses.dataclass(frozen=True, slots=True)
+class Outcome:
+    """What a pass left to wait for: the plan's Wait, and whether a pod is still coming up."""
+
+    wait: Wait | None = None
+    pods_settling: bool = False
+
+
+async def reconcile(body: kopf.Body) -> Outcome:
+    """One pass over one RocketCluster."""
     meta = body["metadata"]
     uid = str(meta["uid"])
     lock = _locks.setdefault(uid, asyncio.Lock())
@@ -115,7 +187,7 @@ async def reconcile(body: kopf.Body) -> Wait | None:
         return await _reconcile(body)
 
 
-async def _reconcile(body: kopf.Body) -> Wait | None:
+async def _reconcile(body: kopf.Body) -> Outcome:
     kube = _kube_client()
     meta = body["metadata"]
     name, namespace, generation = str(meta["name"]), str(meta["namespace"]), int(meta.get("generation", 1))
@@ -125,11 +197,11 @@ async def _reconcile(body: kopf.Body) -> Wait | None:
         spec = parse_spec(body.get("spec"))
     except (SpecError, ValueError) as exc:
         await _report_problem(body, status, "InvalidSpec", "SpecError", str(exc))
-        return None  # nothing to retry until the user edits the resource (an update event)
+        return Outcome()  # nothing to retry until the user edits the resource (an update event)
     problem = await _unbuildable(kube, spec)
     if problem is not None:
         await _report_problem(body, status, "InvalidSpec", *problem)
-        return None
+        return Outcome()
 
     label = {names.LABEL_CLUSTER: name}
     statefulsets = await kube.list("apps/v1", "StatefulSet", namespace, label)
@@ -155,7 +227,7 @@ async def _reconcile(body: kopf.Body) -> Wait | None:
             if exc.status >= 500 or exc.status in (409, 429):
                 raise  # the API server's trouble, not the spec's: kopf retries with backoff
             await _report_problem(body, status, "Degraded", "ApplyRejected", str(exc))
-            return Wait("ApplyRejected", str(exc), 60)
+            return Outcome(Wait("ApplyRejected", str(exc), 60))
     new_status = build_status(
         name=name,
         namespace=namespace,
@@ -168,7 +240,14 @@ async def _reconcile(body: kopf.Body) -> Wait | None:
     )
     if _differs(new_status, status):
         await kube.patch_status(namespace, name, new_status)
-    return decided.wait
+    expected = spec.name_server.replicas + spec.broker.groups * (1 + spec.broker.slaves_per_group)
+    settling = len(pods) < expected or not all(_pod_ready(p) for p in pods)
+    return Outcome(decided.wait, settling)
+
+
+def _pod_ready(pod: Mapping[str, Any]) -> bool:
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
 async def _unbuildable(kube: Kube, spec: RocketClusterSpec) -> tuple[str, str] | None:
@@ -305,11 +384,9 @@ async def _execute(
         objs = _shared_children(render_cluster(cluster, spec))
         for g in action.groups:
             objs += render_broker_group(cluster, spec, g)
-        for obj in objs:
-            await kube.apply(obj)
+        await _apply_all(kube, objs)
     elif isinstance(action, CreateGroup):
-        for obj in render_broker_group(cluster, spec, action.group):
-            await kube.apply(obj)
+        await _apply_all(kube, render_broker_group(cluster, spec, action.group))
     elif isinstance(action, DeletePod):
         await kube.delete("v1", "Pod", ns, action.pod)
     elif isinstance(action, CopyMetadata):
@@ -326,6 +403,18 @@ async def _execute(
         patch = {"metadata": {"annotations": {names.ANNOTATION_MANUAL_ROLLING_UPDATE: None}}}
         path = f"/apis/{names.API_VERSION}/namespaces/{ns}/{names.PLURAL}/{c}"
         await kube.request("PATCH", path, body=patch, content_type="application/merge-patch+json")
+
+
+async def _apply_all(kube: Kube, objs: list[dict[str, Any]]) -> None:
+    """Apply children a few at a time: a pass is a dozen round trips, and an edit should show within seconds.
+    Order does not matter to the API server (a StatefulSet whose ServiceAccount is not there yet waits)."""
+    limit = asyncio.Semaphore(APPLY_CONCURRENCY)
+
+    async def one(obj: dict[str, Any]) -> None:
+        async with limit:
+            await kube.apply(obj)
+
+    await asyncio.gather(*(one(obj) for obj in objs))
 
 
 def _master_addr(facts: BrokerFacts, group: int) -> str:
