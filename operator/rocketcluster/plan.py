@@ -163,9 +163,15 @@ def _degraded(view: ClusterView, roll: RollStep, scale_in: ScaleInStep) -> list[
     restarting = view.find(roll.restarting) if roll.restarting is not None else None
     expected = {restarting.group} if restarting is not None and restarting.is_master else set()
     expected |= {a.group for a in scale_in.actions if isinstance(a, AddWritePerm)}
-    read_only = [g for g in view.kept if view.groups[g].writable is False and g not in expected]
-    if read_only:
-        found.append(("GroupNotWritable", "; ".join(f"broker group {g} does not take writes" for g in read_only)))
+    # A group whose master is down takes no writes either (no failover in static mode: the pod comes back on
+    # its volume), unless the roll took it down on purpose. Only once the cluster was first ready: before,
+    # masters coming up are Creating, not a fault.
+    masterless = [g for g in view.kept if g not in expected and observed.progress.created and not _master_up(view, g)]
+    read_only = [g for g in view.kept if view.groups[g].writable is False and g not in expected and g not in masterless]
+    problems = [f"broker group {g}: its master is not ready" for g in masterless]
+    problems += [f"broker group {g} does not take writes" for g in read_only]
+    if problems:
+        found.append(("GroupNotWritable", "; ".join(problems)))
 
     # Under ASYNC replication a slave is always a little behind; only SYNC makes a lagging slave a fault.
     if observed.replication == "SYNC":
@@ -179,6 +185,11 @@ def _degraded(view: ClusterView, roll: RollStep, scale_in: ScaleInStep) -> list[
         if lagging:
             found.append(("SlaveOutOfSync", "; ".join(lagging)))
     return found
+
+
+def _master_up(view: ClusterView, group: int) -> bool:
+    master = view.master(group)
+    return master is not None and master.ready
 
 
 def _progressing(

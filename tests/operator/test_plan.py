@@ -1019,3 +1019,19 @@ def test_a_blocked_roll_under_way_still_goes_before_a_new_scale_in() -> None:
     assert p.wait is not None and p.wait.reason == "WAITING_FOR_IN_SYNC_SLAVE"
     assert conditions(p)["Progressing"] == ("True", "RollingUpdate")
     assert "rolling update" in p.condition("Progressing").message  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("build", "degraded"),
+    [
+        (with_pod(settled, bk(0, 0), ready=False), ("True", "GroupNotWritable")),  # a master died
+        (with_pod(settled, bk(0, 1), ready=False), ("False", "Healthy")),  # a slave: the group still takes writes
+        (with_pod(fresh_second_reconcile, bk(0, 0), ready=False), ("False", "Healthy")),  # still creating
+    ],
+)
+def test_a_group_whose_master_is_down_is_degraded(build: Callable[[], FakeCluster], degraded: tuple[str, str]) -> None:
+    p = build().plan()
+    assert conditions(p)["Degraded"] == degraded, p.conditions
+    found = p.condition("Degraded")
+    if degraded[0] == "True":
+        assert p.phase == "Degraded" and found is not None and "master is not ready" in found.message
