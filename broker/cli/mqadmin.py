@@ -34,6 +34,26 @@ COMMANDS: dict[str, tuple[str, Command, tuple[Argument, ...]]] = {}
 SYSTEM_TOPIC_PREFIXES = ("%RETRY%", "%DLQ%", "RMQ_SYS_", "SCHEDULE_TOPIC_XXXX", "TBW102", "SELF_TEST_TOPIC")
 
 
+class UnknownName(Exception):
+    """A topic, group or message named on the command line does not exist; the message says which and how
+    to find the right name."""
+
+
+def _require_topic(admin: BlockingAdmin, topic: str) -> None:
+    if topic not in admin.topic_list():
+        raise UnknownName(
+            f"topic {topic} does not exist: the NameServer has no route for it (mqadmin topicList lists the topics)"
+        )
+
+
+def _require_group(admin: BlockingAdmin, group: str) -> None:
+    if not admin.group_exists(group):
+        raise UnknownName(
+            f"consumer group {group} does not exist: no broker has its subscription or committed offsets"
+            " (a group appears once one of its consumers has started)"
+        )
+
+
 def arg(*flags: str, **options: Any) -> Argument:
     return flags, options
 
@@ -144,6 +164,7 @@ def run_topicList(args: argparse.Namespace) -> int:
 )
 def run_topicRoute(args: argparse.Namespace) -> int:
     with BlockingAdmin(args.namesrvAddr) as admin:
+        _require_topic(admin, args.topic)
         route = admin.topic_route(args.topic)
     print(f"{'#BrokerName':<24}{'#Cluster':<20}{'#BrokerAddrs'}")
     for bd in route.broker_datas:
@@ -199,7 +220,9 @@ def run_updateTopic(args: argparse.Namespace) -> int:
 )
 def run_consumerProgress(args: argparse.Namespace) -> int:
     with BlockingAdmin(args.namesrvAddr) as admin:
+        _require_group(admin, args.group)
         if args.topic:
+            _require_topic(admin, args.topic)
             topics = [args.topic]
         else:
             topics = [t for t in sorted(admin.topic_list()) if not t.startswith(SYSTEM_TOPIC_PREFIXES)]
@@ -247,11 +270,14 @@ def run_queryMsgById(args: argparse.Namespace) -> int:
 )
 def run_queryMsgByKey(args: argparse.Namespace) -> int:
     with BlockingAdmin(args.namesrvAddr) as admin:
+        _require_topic(admin, args.topic)
         found = admin.query_message_by_key(args.topic, args.key, max_num=args.maxNum)
+    if not found:
+        raise UnknownName(f"no message of topic {args.topic} has the key {args.key}")
     print(f"{'#Message ID':<34}{'#QID':>5}{'#Offset':>10}")
     for msg in found:
         print(f"{msg.offset_msg_id:<34}{msg.queue_id:>5}{msg.queue_offset:>10}")
-    return 0 if found else 1
+    return 0
 
 
 @command(
@@ -262,10 +288,16 @@ def run_queryMsgByKey(args: argparse.Namespace) -> int:
 )
 def run_queryMsgByUniqueKey(args: argparse.Namespace) -> int:
     with BlockingAdmin(args.namesrvAddr) as admin:
+        _require_topic(admin, args.topic)
         found = admin.query_message_by_uniq_key(args.topic, args.msgId)
+    if not found:
+        raise UnknownName(
+            f"no message of topic {args.topic} has the unique key (client message id) {args.msgId}"
+            " (an offset message id goes to queryMsgById)"
+        )
     for msg in found:
         _print_message(msg)
-    return 0 if found else 1
+    return 0
 
 
 def parse_reset_timestamp(text: str, now_ms: int | None = None) -> int:
@@ -293,6 +325,9 @@ def parse_reset_timestamp(text: str, now_ms: int | None = None) -> int:
 def run_resetOffsetByTime(args: argparse.Namespace) -> int:
     timestamp = parse_reset_timestamp(args.timestamp)
     with BlockingAdmin(args.namesrvAddr) as admin:
+        # checked first: a broker creates a group it is asked to reset, and a typo would get offsets
+        _require_group(admin, args.group)
+        _require_topic(admin, args.topic)
         moved = admin.reset_offset_by_time(args.group, args.topic, timestamp, force=args.force)
     print(
         f"rollback consumer offset by specified group[{args.group}], topic[{args.topic}], "
@@ -339,10 +374,15 @@ def run_sendMessage(args: argparse.Namespace) -> int:
 )
 def run_consumeMessage(args: argparse.Namespace) -> int:
     """Read up to `-c` messages from the start of every queue (or from -o), without committing."""
+    with BlockingAdmin(args.namesrvAddr) as admin:
+        _require_topic(admin, args.topic)
     consumer = BlockingPullConsumer(args.group, args.namesrvAddr, auto_commit=False)
     received = 0
     try:
         queues = [q for q in consumer.fetch_queues(args.topic) if args.queueId is None or q.queue_id == args.queueId]
+        if not queues:
+            which = "queue" if args.queueId is None else f"queue {args.queueId}"
+            raise UnknownName(f"topic {args.topic} has no readable {which}")
         consumer.assign(queues, args.tags or "*")
         consumer.start()
         for mq in queues:
@@ -390,6 +430,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     run: Any = COMMANDS[args.command][1]
     try:
         return int(run(args))
+    except UnknownName as exc:
+        print(f"mqadmin {args.command}: {exc}", file=sys.stderr)
+        return 1
     except (RocketError, RemotingError, OSError, ValueError) as exc:
         print(f"mqadmin {args.command}: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1

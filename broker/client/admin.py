@@ -183,6 +183,17 @@ class Admin:
             rows.append(QueueProgress(mq, broker_offset, consumer_offset))
         return rows
 
+    async def group_exists(self, group: str) -> bool:
+        """Whether any master knows consumer group `group`: its subscription config (made when a consumer of
+        the group first heartbeats) or committed offsets. Asking creates nothing (a pull or a reset would,
+        where autoCreateSubscriptionGroup is on)."""
+        for addr in (await self.cluster_info()).masters():
+            if group in await requests.get_all_subscription_groups(self.instance.api, addr):
+                return True
+            if any(g == group for _topic, g in await requests.get_all_consumer_offsets(self.instance.api, addr)):
+                return True
+        return False
+
     async def reset_offset_by_time(
         self, group: str, topic: str, timestamp_ms: int, *, force: bool = True
     ) -> dict[MessageQueue, int]:

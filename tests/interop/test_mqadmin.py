@@ -70,7 +70,9 @@ def test_cluster_topic_and_broker_views(servers: ServerPair) -> None:
 def test_consumer_progress_shows_lag_of_a_group(servers: ServerPair) -> None:
     for i in range(3):
         ok(servers, "sendMessage", "-t", "AdminLag", "-p", f"m{i}")
-    progress = ok(servers, "consumerProgress", "-g", "NobodyConsumes", "-t", "AdminLag")
+    # the group exists once a consumer of it has pulled (consumeMessage commits nothing)
+    ok(servers, "consumeMessage", "-t", "AdminLag", "-g", "NobodyCommits", "-c", "1")
+    progress = ok(servers, "consumerProgress", "-g", "NobodyCommits", "-t", "AdminLag")
     assert re.search(r"^Diff Total: 3$", progress, re.M), progress
 
 
