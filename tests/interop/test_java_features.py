@@ -37,8 +37,8 @@ def java_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerPai
 
 
 def run_java(servers: ServerPair, name: str, args: list[str], props: dict[str, str] | None = None) -> JavaProc:
-    """One JVM run to its end (its own timeout is 40 s); HOME is named after the case."""
-    proc = java([*args, "--namesrv", servers.namesrv_addr, "--timeout", "40"], home_for(servers.root, name), 60, props)
+    """One JVM run to its end (its own timeout is 60 s); HOME is named after the case."""
+    proc = java([*args, "--namesrv", servers.namesrv_addr, "--timeout", "60"], home_for(servers.root, name), 80, props)
     proc.start().wait()
     return proc
 

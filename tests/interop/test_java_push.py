@@ -32,9 +32,9 @@ def java_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerPai
 
 
 def consume(servers: ServerPair, name: str, *args: str) -> JavaProc:
-    """One `Interop consume` run to its end (its own timeout is 40 s); the JVM's home is named after its group."""
-    proc = java(["consume", "--namesrv", servers.namesrv_addr, "--group", f"CID-{name}", "--timeout", "40", *args],
-                home_for(servers.root, name), timeout=60)  # fmt: skip
+    """One `Interop consume` run to its end (its own timeout is 60 s); the JVM's home is named after its group."""
+    proc = java(["consume", "--namesrv", servers.namesrv_addr, "--group", f"CID-{name}", "--timeout", "60", *args],
+                home_for(servers.root, name), timeout=80)  # fmt: skip
     proc.start().wait()
     return proc
 
@@ -50,12 +50,15 @@ def test_java_push_consumer_gets_what_our_producer_sent(java_servers: ServerPair
     sdk_produce(java_servers.namesrv_addr, [("sync", topic)], COUNT, origin="sdk")
     run = consume(java_servers, "java-repro", "--topic", topic, "--expect", str(COUNT))
     got = run.records()
+    # Before the fix every pull was answered SUBSCRIPTION_NOT_LATEST. A few such lines can still
+    # appear: when the client's heartbeat after a rebalance finds its heartbeat lock taken it skips
+    # it ("lock heartBeat, but failed") and pulls with a version no broker has seen yet, until a later
+    # heartbeat; Apache RocketMQ's broker answers those pulls the same way.
     not_latest = [line for line in client_log_lines(run.home) if "subscription is not latest" in line]
     assert run.returncode == 0, f"{len(got)} of {COUNT} consumed; {not_latest[-2:]}\n{run.describe()}"
     assert seqs(got) == Counter(range(COUNT)), run.describe()
     for record in got:
         check_intact(record, "sdk")
-    assert not not_latest, not_latest[-3:]
     # shutdown() committed the group's offsets: nothing left to consume on any queue.
     with BlockingAdmin(java_servers.namesrv_addr) as admin:
         lag = {p.mq.queue_id: p.lag for p in admin.consumer_progress("CID-java-repro", topic)}
@@ -101,8 +104,8 @@ def selector_runs(java_servers: ServerPair) -> dict[str, JavaProc]:
         # Two more seconds of consuming after the last match: anything else would show up.
         args = ["consume", "--namesrv", java_servers.namesrv_addr, "--group", f"CID-java-select-{name}",
                 "--topic", topics[name], *selector, "--expect", str(expect),
-                "--linger", "2", "--timeout", "40"]  # fmt: skip
-        runs[name] = java(args, home_for(java_servers.root, f"java-select-{name}"), timeout=60)
+                "--linger", "2", "--timeout", "60"]  # fmt: skip
+        runs[name] = java(args, home_for(java_servers.root, f"java-select-{name}"), timeout=80)
     run_all(list(runs.values()))
     return runs
 
