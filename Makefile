@@ -49,8 +49,10 @@ fmt: $(STAMP)
 	$(BIN)/ruff format .
 
 # The RocketCluster CRD, generated from the operator's model (tests/operator/test_crd.py fails when it is stale).
-crds: $(STAMP)
+# The CRD from the model, and the Helm chart's copy of it (Helm installs charts/*/crds/ as is)
+crds: $(SPARK_STAMP)
 	$(BIN)/python -m rocketcluster.crd --write
+	cp crds/rocketclusters.rocketcluster.io.yaml charts/rocketcluster-operator/crds/
 
 clean:
 	rm -rf $(VENV) $(DATA)

@@ -1,0 +1,237 @@
+"""What users do to a running cluster, on the node tier, under a steady producer and consumer (issue 23).
+
+One RocketCluster (1 NameServer, SYNC replication, persistent claims) lives through the module's tests in
+order: a broker.conf change rolls it (slave before master), a no-op edit restarts nothing, `kubectl scale`
+adds a group that takes writes and removes it again after a drain (its volumes kept), and a deleted master
+comes back on its volume (Degraded, then Ready). Meanwhile a producer and a push consumer on the node run
+through the cluster's NameServer; at the end every acknowledged message has been consumed.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from operator_harness import CRD_FILE, OperatorProcess
+
+from broker.client import ConsumeStatus, Message
+from broker.client.blocking import BlockingAdmin, BlockingProducer, BlockingPushConsumer
+
+if TYPE_CHECKING:
+    from conftest import Kube
+
+pytestmark = [pytest.mark.k8s, pytest.mark.node]
+
+NAME = "life"
+TOPIC = "LifeOrders"
+
+
+def spec(image: str, groups: int = 1, **config: str) -> dict[str, Any]:
+    return {
+        "image": image,
+        "imagePullPolicy": "Never",
+        "nameServer": {"replicas": 1},
+        "broker": {"groups": groups, "slavesPerGroup": 1, "replication": "SYNC", "config": config},
+        "storage": {"type": "persistentClaim", "size": "256Mi"},
+        "rollout": {"maxSlaveLagBytes": 1048576},
+        "scaleDown": {"drainTimeoutSeconds": 300},
+    }
+
+
+@dataclass
+class Traffic:
+    """A producer sending a numbered message every 20 ms and a push consumer, both on the node."""
+
+    namesrv: str
+    acked: set[str] = field(default_factory=set)
+    consumed: set[str] = field(default_factory=set)
+    errors: list[str] = field(default_factory=list)
+    sent_to: dict[str, str] = field(default_factory=dict)  # key -> brokerName that acknowledged it
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def start(self) -> None:
+        self.consumer = BlockingPushConsumer("LifeConsumers", self.namesrv)
+        self.consumer.subscribe(TOPIC, "*")
+        self.consumer.register_listener(self._on_messages)
+        self.consumer.start()
+        self.thread = threading.Thread(target=self._produce, daemon=True)
+        self.thread.start()
+
+    def _on_messages(self, msgs: list[Any]) -> ConsumeStatus:
+        self.consumed.update(m.keys[0] for m in msgs if m.keys)
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    def _produce(self) -> None:
+        with BlockingProducer("LifeProducers", self.namesrv) as producer:
+            i = 0
+            while not self.stop.is_set():
+                key = f"m{i:07d}"
+                try:
+                    result = producer.send(Message(TOPIC, key.encode(), keys=key))
+                    self.acked.add(key)
+                    self.sent_to[key] = f"{result.message_queue.broker_name}/q{result.message_queue.queue_id}"
+                except Exception as exc:  # counted, not fatal: sends fail while a master restarts
+                    self.errors.append(f"{type(exc).__name__}: {exc}")
+                i += 1
+                time.sleep(0.02)
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(30)
+
+
+def _uids(kube: Kube, ns: str) -> dict[str, str]:
+    pods = kube.get("-n", ns, "pods", "-l", f"rocketcluster.io/cluster={NAME}")["items"]
+    return {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods}
+
+
+def _status(kube: Kube, ns: str) -> dict[str, Any]:
+    return kube.get("-n", ns, "rmq", NAME).get("status") or {}
+
+
+def _condition(kube: Kube, ns: str, type_: str) -> str | None:
+    found = next((c for c in _status(kube, ns).get("conditions", []) if c["type"] == type_), None)
+    return None if found is None else str(found["status"])
+
+
+def _ready(kube: Kube, ns: str, groups: int) -> bool:
+    obj = kube.get("-n", ns, "rmq", NAME)
+    status = obj.get("status") or {}
+    current = status.get("observedGeneration") == obj["metadata"]["generation"]
+    return current and status.get("readyGroups") == groups and _condition(kube, ns, "Ready") == "True"
+
+
+@pytest.fixture(scope="module")
+def ns(k8s_node: Kube) -> Iterator[str]:
+    name = f"life-{uuid.uuid4().hex[:6]}"
+    k8s_node.run("apply", "--server-side", "-f", str(CRD_FILE))
+    k8s_node.run("create", "namespace", name)
+    yield name
+    k8s_node.run("delete", "rmq", "--all", "-n", name, "--wait=true", "--timeout=60s", check=False, timeout=90)
+    k8s_node.run("delete", "namespace", name, "--wait=false", check=False)
+
+
+@pytest.fixture(scope="module")
+def operator(k8s_node: Kube, ns: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
+    proc = OperatorProcess(k8s_node.kubeconfig, [ns], tmp_path_factory.mktemp("op") / "operator.log")
+    proc.start()
+    yield proc
+    text = proc.stop()
+    assert "Traceback" not in text, text[-6000:]
+
+
+@pytest.fixture(scope="module")
+def traffic(k8s_node: Kube, broker_image: str, ns: str, operator: OperatorProcess) -> Iterator[Traffic]:
+    kube = k8s_node
+    body = {"apiVersion": "rocketcluster.io/v1alpha1", "kind": "RocketCluster", "metadata": {"name": NAME}}
+    kube.apply(json.dumps(body | {"spec": spec(broker_image)}), namespace=ns)
+    kube.wait_for("the cluster Ready", lambda: _ready(kube, ns, 1), timeout=300, interval=1)
+    ip = kube.run("get", "-n", ns, "pod", f"{NAME}-nameserver-0", "-o", "jsonpath={.status.podIP}").strip()
+    namesrv = f"{ip}:9876"
+    with BlockingAdmin(namesrv) as admin:
+        admin.create_topic(TOPIC, cluster=NAME, read_queue_nums=4, write_queue_nums=4)
+    t = Traffic(namesrv)
+    t.start()
+    kube.wait_for("the first acknowledged sends", lambda: len(t.acked) > 50, timeout=60)
+    yield t
+    t.close()
+
+
+def test_a_config_change_rolls_slave_before_master(
+    k8s_node: Kube, broker_image: str, ns: str, traffic: Traffic
+) -> None:
+    kube = k8s_node
+    before = _uids(kube, ns)
+    changed_at: dict[str, float] = {}
+    patch = {"spec": {"broker": {"config": {"maxMessageSize": "4000000"}}}}
+    kube.run("patch", "-n", ns, "rmq", NAME, "--type=merge", "-p", json.dumps(patch))
+    deadline = time.monotonic() + 300
+    brokers = [f"{NAME}-broker-0-1", f"{NAME}-broker-0-0"]
+    while len(changed_at) < 2 and time.monotonic() < deadline:
+        now = _uids(kube, ns)
+        for pod in brokers:
+            if pod not in changed_at and now.get(pod) != before[pod]:
+                changed_at[pod] = time.monotonic()
+        time.sleep(0.5)
+    assert set(changed_at) == set(brokers), f"not both restarted: {changed_at}"
+    assert changed_at[brokers[0]] < changed_at[brokers[1]], "the master was restarted before its slave"
+    assert _uids(kube, ns)[f"{NAME}-nameserver-0"] == before[f"{NAME}-nameserver-0"], (
+        "a broker key rolled the NameServer"
+    )
+    kube.wait_for("Ready after the roll", lambda: _ready(kube, ns, 1) and not _status(kube, ns).get("rollout"), 300)
+    events = kube.run("get", "events", "-n", ns, "--field-selector", "reason=POD_HAS_OLD_REVISION", "-o", "name")
+    assert len(events.split()) >= 2, events
+    print(f"\nroll: {len(traffic.errors)} send errors, {len(traffic.acked)} acknowledged so far")
+
+
+def test_a_no_op_edit_restarts_nothing(k8s_node: Kube, ns: str, traffic: Traffic) -> None:
+    kube = k8s_node
+    before = _uids(kube, ns)
+    kube.run("label", "-n", ns, "rmq", NAME, "team=payments", "--overwrite")
+    kube.run("patch", "-n", ns, "rmq", NAME, "--type=merge", "-p", json.dumps({"spec": {"scaleDown": {"drain": True}}}))
+    time.sleep(15)
+    assert _uids(kube, ns) == before
+    assert not _status(kube, ns).get("rollout")
+
+
+def test_scale_out_adds_a_group_that_takes_writes(k8s_node: Kube, ns: str, traffic: Traffic) -> None:
+    kube = k8s_node
+    kube.run("scale", "-n", ns, f"rmq/{NAME}", "--replicas=2")
+    kube.wait_for("two ready groups", lambda: _ready(kube, ns, 2), timeout=300, interval=1)
+    # the new group got the topic (metadata copied) and the producer's route picks it up (30 s route poll)
+    kube.wait_for(
+        "writes to the new group", lambda: any(b.startswith(f"{NAME}-1/") for b in traffic.sent_to.values()), timeout=90
+    )
+
+
+def test_scale_in_drains_then_removes_the_group_and_keeps_its_volumes(
+    k8s_node: Kube, ns: str, traffic: Traffic
+) -> None:
+    kube = k8s_node
+    kube.run("scale", "-n", ns, f"rmq/{NAME}", "--replicas=1")
+    seen_draining = False
+
+    def removed() -> bool:
+        nonlocal seen_draining
+        status = _status(kube, ns)
+        groups = {g["index"]: g["state"] for g in status.get("groupStatus", [])}
+        seen_draining |= groups.get(1) == "Draining"
+        sts = kube.run("get", "-n", ns, "sts", f"{NAME}-broker-1", "--ignore-not-found", "-o", "name")
+        return not sts.strip()
+
+    kube.wait_for("group 1 drained and removed", removed, timeout=360, interval=1)
+    assert seen_draining
+    pvcs = kube.run("get", "-n", ns, "pvc", "-o", "name").split()
+    assert {f"persistentvolumeclaim/data-{NAME}-broker-1-0", f"persistentvolumeclaim/data-{NAME}-broker-1-1"} <= set(
+        pvcs
+    ), pvcs
+    kube.wait_for("Ready with one group", lambda: _ready(kube, ns, 1), timeout=120)
+
+
+def test_a_deleted_master_comes_back_on_its_volume(k8s_node: Kube, ns: str, traffic: Traffic) -> None:
+    kube = k8s_node
+    master = f"{NAME}-broker-0-0"
+    pvc_uid = kube.get("-n", ns, "pvc", f"data-{master}")["metadata"]["uid"]
+    kube.run("delete", "pod", "-n", ns, master, "--wait=false")
+    seen = set()
+
+    def back() -> bool:
+        seen.add(_condition(kube, ns, "Degraded"))
+        return "True" in seen and _ready(kube, ns, 1)
+
+    kube.wait_for("Degraded, then Ready", back, timeout=300, interval=0.5)
+    assert kube.get("-n", ns, "pvc", f"data-{master}")["metadata"]["uid"] == pvc_uid
+
+
+def test_no_acknowledged_message_is_lost(k8s_node: Kube, traffic: Traffic) -> None:
+    traffic.close()
+    acked = set(traffic.acked)
+    k8s_node.wait_for("every acknowledged message consumed", lambda: acked <= traffic.consumed, timeout=180, interval=1)
+    print(f"\nacknowledged {len(acked)}, consumed {len(traffic.consumed)}, send errors {len(traffic.errors)}")
+    traffic.consumer.shutdown()
