@@ -41,6 +41,7 @@ _SOURCE_KEYS = frozenset(
         "startingoffsets",
         "endingoffsets",
         "startingtimestamp",
+        "endingtimestamp",
         "subexpression",
         "failondataloss",
         "maxrecordsperpartition",
@@ -65,6 +66,8 @@ class SourceOptions:
     starting: OffsetSpec
     ending: OffsetSpec
     starting_timestamp: int | None
+    #: Batch only: each queue ends before its first message stored at or after this time (exclusive).
+    ending_timestamp: int | None
     sub_expression: str
     fail_on_data_loss: bool
     max_records_per_partition: int | None
@@ -161,6 +164,12 @@ def source_options(
         isinstance(ending, dict) and any(v == EARLIEST for q in ending.values() for v in q.values())
     ):
         raise OptionError("endingOffsets must be latest or JSON offsets (-1 = latest); earliest (-2) is not allowed")
+    if streaming and "endingtimestamp" in opts:
+        raise OptionError("option endingTimestamp applies to batch reads only")
+    starting_timestamp = _int(opts, "startingtimestamp", None, minimum=0)
+    ending_timestamp = _int(opts, "endingtimestamp", None, minimum=0)
+    if starting_timestamp is not None and ending_timestamp is not None and ending_timestamp < starting_timestamp:
+        raise OptionError(f"endingTimestamp {ending_timestamp} is before startingTimestamp {starting_timestamp}")
     if not streaming and "maxoffsetspertrigger" in opts:
         raise OptionError("option maxOffsetsPerTrigger applies to streaming reads only")
     if not streaming and "progressgroup" in opts:
@@ -173,7 +182,8 @@ def source_options(
         namesrv=_namesrv(opts, os.environ if env is None else env),
         starting=starting,
         ending=ending,
-        starting_timestamp=_int(opts, "startingtimestamp", None, minimum=0),
+        starting_timestamp=starting_timestamp,
+        ending_timestamp=ending_timestamp,
         sub_expression=(opts.get("subexpression") or "*").strip() or "*",
         fail_on_data_loss=_bool(opts, "failondataloss", True),
         max_records_per_partition=_int(opts, "maxrecordsperpartition", None),

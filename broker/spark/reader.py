@@ -85,11 +85,18 @@ class RocketMQBatchReader(DataSourceReader):
         client = client_for(opts.namesrv)
         mqs = client.queues(opts.topics)
         lows, highs = client.min_offsets(mqs), client.max_offsets(mqs)
+        # A timestamp search runs after `highs` were read, so a message stored meanwhile could put its
+        # answer past them: clamp, so the plan stays within the ends it checks against.
         if opts.starting_timestamp is not None:
-            start = client.offsets_for_time(mqs, opts.starting_timestamp)  # takes precedence, as in Kafka
+            found = client.offsets_for_time(mqs, opts.starting_timestamp)  # takes precedence, as in Kafka
+            start = {mq: min(found[mq], highs[mq]) for mq in mqs}
         else:
             start = resolve_spec(opts.starting, lows, highs, unlisted=EARLIEST, name="startingOffsets")
-        end = resolve_spec(opts.ending, lows, highs, unlisted=LATEST, name="endingOffsets")
+        if opts.ending_timestamp is not None:
+            found = client.offsets_for_time(mqs, opts.ending_timestamp)  # overrides endingOffsets, as in Kafka
+            end = {mq: min(found[mq], highs[mq]) for mq in mqs}
+        else:
+            end = resolve_spec(opts.ending, lows, highs, unlisted=LATEST, name="endingOffsets")
         beyond = [f"{mq} ends at {highs[mq]}, asked {end[mq]}" for mq in sorted(end) if end[mq] > highs[mq]]
         if beyond:
             raise ValueError("endingOffsets past the end of a queue: " + "; ".join(beyond))

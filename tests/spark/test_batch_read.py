@@ -127,6 +127,19 @@ def test_starting_timestamp_reads_the_second_half(spark: Any, cluster: ThreadedC
     assert keyset(rows) == sent.rows(lambda r, m: m.topic == TOPIC and int(m.properties["idx"]) >= 100)
 
 
+def test_ending_timestamp_reads_the_first_half(spark: Any, cluster: ThreadedCluster, sent: Sent) -> None:
+    rows = read(spark, cluster, endingTimestamp=str(sent.mid_ms))
+    assert keyset(rows) == sent.rows(lambda r, m: m.topic == TOPIC and int(m.properties["idx"]) < 100)
+
+
+def test_time_range_ending_in_the_future_stops_at_the_queues_ends(
+    spark: Any, cluster: ThreadedCluster, sent: Sent
+) -> None:
+    later = int(time.time() * 1000) + 3_600_000
+    rows = read(spark, cluster, startingTimestamp=str(sent.mid_ms), endingTimestamp=str(later))
+    assert keyset(rows) == sent.rows(lambda r, m: m.topic == TOPIC and int(m.properties["idx"]) >= 100)
+
+
 def test_tag_filter_is_exact(spark: Any, cluster: ThreadedCluster, sent: Sent) -> None:
     rows = read(spark, cluster, subExpression="TagA || TagC")
     assert keyset(rows) == sent.rows(lambda r, m: m.topic == TOPIC and m.tags in ("TagA", "TagC"))
