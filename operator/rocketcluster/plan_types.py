@@ -46,6 +46,7 @@ STUCK_REASONS: Final = frozenset(
         "CrashLoopBackOff",
         "ImagePullBackOff",
         "ErrImagePull",
+        "ErrImageNeverPull",  # imagePullPolicy Never and the image is not on the node
         "InvalidImageName",
         "CreateContainerConfigError",
         "CreateContainerError",
