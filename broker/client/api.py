@@ -50,6 +50,7 @@ from broker.protocol.headers import (
     ViewMessageRequestHeader,
 )
 from broker.protocol.message import SysFlag, decode_records
+from broker.protocol.reply import is_reply
 from broker.transport.client import RemotingClient
 
 __all__ = [
@@ -61,6 +62,7 @@ __all__ = [
     "heartbeat_body",
     "lock_body",
     "pull_result",
+    "send_code",
     "send_result",
 ]
 
@@ -99,6 +101,16 @@ def _check(response: RemotingCommand, addr: str, ok: Iterable[int] = (ResponseCo
 
 
 # ---------------------------------------------------------------------------------------- pure parts
+
+
+def send_code(header: SendMessageRequestHeader) -> int:
+    """The request code of a send: batch, reply (MSG_TYPE=reply, which the broker pushes to its
+    requester) or an ordinary SEND_MESSAGE_V2."""
+    if header.batch:
+        return RequestCode.SEND_BATCH_MESSAGE
+    if is_reply(header.properties):
+        return RequestCode.SEND_REPLY_MESSAGE_V2
+    return RequestCode.SEND_MESSAGE_V2
 
 
 def send_result(response: RemotingCommand, mq: MessageQueue, uniq_keys: Sequence[str], addr: str) -> SendResult:
@@ -217,13 +229,11 @@ class ClientAPI:
         uniq_keys: Sequence[str],
         timeout: float,
     ) -> SendResult:
-        code = RequestCode.SEND_BATCH_MESSAGE if header.batch else RequestCode.SEND_MESSAGE_V2
-        resp = await self.invoke(addr, _request(code, header.to_v2_ext_fields(), body), timeout)
+        resp = await self.invoke(addr, _request(send_code(header), header.to_v2_ext_fields(), body), timeout)
         return send_result(resp, mq, uniq_keys, addr)
 
     async def send_oneway(self, addr: str, header: SendMessageRequestHeader, body: bytes) -> None:
-        code = RequestCode.SEND_BATCH_MESSAGE if header.batch else RequestCode.SEND_MESSAGE_V2
-        await self.remoting.invoke_oneway(addr, _request(code, header.to_v2_ext_fields(), body))
+        await self.remoting.invoke_oneway(addr, _request(send_code(header), header.to_v2_ext_fields(), body))
 
     async def heartbeat(self, addr: str, body: bytes) -> RemotingCommand:
         return _check(await self.invoke(addr, _request(RequestCode.HEART_BEAT, body=body)), addr)

@@ -34,13 +34,15 @@ from broker.client.errors import (
 )
 from broker.client.fault import FaultStrategy
 from broker.client.instance import ClientInstance
-from broker.client.message import Message, MessageQueue, SendResult, SendStatus
+from broker.client.message import Message, MessageExt, MessageQueue, SendResult, SendStatus
+from broker.client.request import RequestSendFailed, RequestTimeoutError, new_correlation_id, request_table
 from broker.client.route import TopicPublishInfo, TopicRouteData
 from broker.client.selector import MessageQueueSelector
 from broker.client.send_failure import Backoff, unreachable, vanished
 from broker.protocol.headers import SendMessageRequestHeader
 from broker.protocol.message import SysFlag
 from broker.protocol.properties import Prop, encode_properties
+from broker.protocol.reply import CORRELATION_ID, REPLY_TO_CLIENT, TTL
 from broker.protocol.uniq_key import UniqKeyGenerator
 from broker.transport.errors import RemotingError, RequestTimeout
 
@@ -322,6 +324,43 @@ class Producer:
                 )
             )
         return results
+
+    # ------------------------------------------------------------------ request/reply (request.py)
+
+    async def request(self, msg: Message, timeout: float = 3.0) -> MessageExt:
+        """Send `msg` as a request and wait up to `timeout` seconds for its reply (Java's request()).
+
+        A responder answers with `create_reply_message(request, body)`; the broker pushes that reply to
+        this client. RequestSendFailed when the request cannot be sent, RequestTimeoutError when it was
+        sent but no reply came in time."""
+        self._check_started()
+        started = time.monotonic()
+        correlation = new_correlation_id()
+        msg.properties[CORRELATION_ID] = correlation
+        msg.properties[REPLY_TO_CLIENT] = self.instance.client_id
+        msg.properties[TTL] = str(int(timeout * 1000))
+        table = request_table(self.instance)
+        known = msg.topic in self.instance.routes
+        future = table.expect(correlation)
+        try:
+            try:
+                if not known:
+                    # The reply comes back over our connection to the broker: it must know us first.
+                    await self.publish_info(msg.topic)
+                    await self.instance.send_heartbeat()
+                await self.send(msg, timeout=max(timeout - (time.monotonic() - started), 0.001))
+            except (RocketError, RemotingError) as exc:
+                raise RequestSendFailed(f"send request message to <{msg.topic}> fail: {exc}") from exc
+            remaining = timeout - (time.monotonic() - started)
+            try:
+                return await asyncio.wait_for(future, max(remaining, 0.0))
+            except TimeoutError:
+                raise RequestTimeoutError(
+                    f"send request message to <{msg.topic}> OK, but wait reply message timeout, "
+                    f"{int(timeout * 1000)} ms."
+                ) from None
+        finally:
+            table.forget(correlation)
 
     async def send_to_retry_topic(self, msg: Message, reconsume_times: int, max_reconsume_times: int) -> SendResult:
         """Used by push consumers when CONSUMER_SEND_MSG_BACK fails: the header carries the retry counters."""

@@ -31,6 +31,7 @@ from broker.server.processors.admin import AdminProcessor
 from broker.server.processors.client_manage import ClientManageProcessor
 from broker.server.processors.offsets import OffsetProcessor
 from broker.server.processors.pull import PullProcessor
+from broker.server.processors.reply import ReplyProcessor
 from broker.server.processors.send import SendProcessor
 from broker.server.processors.send_back import SendBackProcessor
 from broker.server.registration import Registrar
@@ -192,13 +193,14 @@ class BrokerController:
         admin = AdminProcessor(self)
         send_back = SendBackProcessor(self)
         end_transaction = EndTransactionProcessor(self)
+        reply = ReplyProcessor(self)
         rc = RequestCode
         routes = {
             rc.SEND_MESSAGE: self.send.handle,
             rc.SEND_MESSAGE_V2: self.send.handle,
             rc.SEND_BATCH_MESSAGE: self.send.handle,
-            rc.SEND_REPLY_MESSAGE: self.send.handle,
-            rc.SEND_REPLY_MESSAGE_V2: self.send.handle,
+            rc.SEND_REPLY_MESSAGE: reply.handle,
+            rc.SEND_REPLY_MESSAGE_V2: reply.handle,
             rc.PULL_MESSAGE: self.pull.handle,
             rc.LITE_PULL_MESSAGE: self.pull.handle,
             rc.QUERY_CONSUMER_OFFSET: offsets.query_consumer_offset,

@@ -143,6 +143,11 @@ class BrokerConfig(BaseModel):
     server_frame_timeout_millis: int = Field(30_000, alias="serverFrameTimeoutMillis", ge=0)
     server_write_buffer_max_bytes: int = Field(64 * 1024 * 1024, alias="serverWriteBufferMaxBytes", gt=0)
     use_epoll_native_selector: bool = Field(False, alias="useEpollNativeSelector")
+    # Request/Reply (broker.server.processors.reply): replies are also stored in <cluster>_REPLY_TOPIC.
+    store_reply_message_enable: bool = Field(True, alias="storeReplyMessageEnable")
+    # Timed delivery (broker.server.timer): off refuses timer messages; the furthest delivery time accepted.
+    timer_wheel_enable: bool = Field(True, alias="timerWheelEnable")
+    timer_max_delay_sec: int = Field(3 * 24 * 3600, alias="timerMaxDelaySec", gt=0)
 
     @field_validator("namesrv_addr")
     @classmethod

@@ -464,6 +464,11 @@ class SendProcessor:
 
     # ------------------------------------------------------------------ checks
 
+    def check_topic(self, header: SendMessageRequestHeader, cmd: RemotingCommand) -> TopicConfig:
+        """The checks of every send (role, permissions, topic name, auto-create, queue id): the topic's
+        config, or a RequestError saying why not. The reply processor shares them."""
+        return self._check(header, cmd)
+
     def _check(self, header: SendMessageRequestHeader, cmd: RemotingCommand) -> TopicConfig:
         c = self.config
         if not c.is_master:
