@@ -37,6 +37,7 @@ from broker.server.processors.send_back import SendBackProcessor
 from broker.server.registration import Registrar
 from broker.server.schedule import ScheduleService
 from broker.server.stats import BrokerStats
+from broker.server.timer import TimerService
 from broker.server.topics import TopicConfig, TopicConfigManager
 from broker.server.transaction.processor import EndTransactionProcessor
 from broker.server.transaction.service import TransactionService
@@ -77,6 +78,7 @@ class BrokerController:
         self.server: RemotingServer | None = None
         self._store: MessageStore | None = None
         self._schedule: ScheduleService | None = None
+        self._timer: TimerService | None = None
         self._hold: PullHoldService | None = None
         self._transactions: TransactionService | None = None
         self.ha: HAController | None = None
@@ -103,6 +105,11 @@ class BrokerController:
     def schedule(self) -> ScheduleService:
         assert self._schedule is not None
         return self._schedule
+
+    @property
+    def timer(self) -> TimerService:
+        assert self._timer is not None
+        return self._timer
 
     @property
     def transactions(self) -> TransactionService:
@@ -151,6 +158,8 @@ class BrokerController:
             raise
         self._schedule = ScheduleService(self._store, c.delay_levels_ms, Path(c.store_path_root_dir) / "config")
         self._schedule.load()
+        self._timer = TimerService(self._store, Path(c.store_path_root_dir) / "config")
+        self._timer.load()
         self._transactions = TransactionService(self)
         self._transactions.load()
         self._register_processors(server)
@@ -172,6 +181,7 @@ class BrokerController:
         ]
         if c.is_master:
             self._schedule.start()
+            self._timer.start()
             self._transactions.start()
         await self.registrar.register_all()
         self._started = True
@@ -256,6 +266,8 @@ class BrokerController:
         await cancel_and_wait(*self._tasks)
         if self._schedule is not None:
             await self._schedule.close()
+        if self._timer is not None:
+            await self._timer.close()
         if self._transactions is not None:
             await self._transactions.close()  # records its progress in the offset table persisted next
         self.offsets.persist()

@@ -17,6 +17,7 @@ import dataclasses
 import functools
 import logging
 import random
+import time
 from typing import TYPE_CHECKING, NamedTuple
 
 import orjson
@@ -34,6 +35,7 @@ from broker.protocol.properties import (
 )
 from broker.protocol.uniq_key import UniqKeyGenerator
 from broker.server.errors import RequestError
+from broker.server.timer_message import TIMER_PROPERTIES, may_be_timed, park_for_timer, timer_delivery
 from broker.server.topics import (
     DLQ_GROUP_TOPIC_PREFIX,
     PERM_READ,
@@ -153,11 +155,14 @@ def check_properties(text: str) -> str | None:
 
 
 def batch_message_problem(props: dict[str, str]) -> str | None:
-    """Why a message cannot be part of a batch (the seed's limits: no delay, no transaction), or None."""
+    """Why a message cannot be part of a batch (the seed's limits: no delay, no transaction; and no
+    delivery time), or None."""
     if props.get(Prop.DELAY, "0") not in ("", "0"):
         return "delayed messages cannot be sent in a batch"
     if props.get(Prop.TRAN_MSG) == "true":
         return "transactional messages cannot be sent in a batch"
+    if any(props.get(name) for name in TIMER_PROPERTIES):
+        return "timed messages (TIMER_DELIVER_MS, TIMER_DELAY_SEC/_MS, __STARTDELIVERTIME) cannot be sent in a batch"
     return None
 
 
@@ -354,10 +359,26 @@ class SendProcessor:
             full = decode_properties(props_text + extra)
             if rewrite_for_delay(msg, full, self.max_delay_level):
                 msg.dispatch_keys = None  # SCHEDULE_TOPIC_XXXX's tags code is the delivery time
+        if not to_dlq and may_be_timed(props_text):
+            if half:  # parked at the commit; refused now if it would be refused then
+                self._timer_delivery(props)
+            elif msg.topic == header.topic:
+                self._park_if_timed(msg, props, props_text + extra)
         # WAIT=false: answer once stored, before the flush and the slave (Java's isWaitStoreMsgOK).
         wait = props.get(Prop.WAIT) != "false"
         # Like Java, the reply names the queue the producer chose, even when a delay rewrote the target.
         return self._reply_to_put(cmd, self.store.append_message(msg, wait=wait), queue_id, uniq)
+
+    def _timer_delivery(self, props: dict[str, str]) -> int | None:
+        c = self.config
+        now = time.time_ns() // 1_000_000
+        return timer_delivery(props, now, enabled=c.timer_wheel_enable, max_delay_sec=c.timer_max_delay_sec)
+
+    def _park_if_timed(self, msg: MessageToStore, props: dict[str, str], full_text: str) -> None:
+        """A message asking for a future delivery time goes to the timer topic (timer_message.py)."""
+        deliver_ms = self._timer_delivery(props)
+        if deliver_ms is not None:
+            park_for_timer(msg, decode_properties(full_text), deliver_ms)
 
     def _send_batch(
         self,

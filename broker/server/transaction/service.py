@@ -24,7 +24,9 @@ from typing import TYPE_CHECKING
 
 from broker.protocol.message import MessageExt, decode_record
 from broker.protocol.properties import Prop
+from broker.server.errors import RequestError
 from broker.server.processors.send import rewrite_for_delay
+from broker.server.timer_message import TIMER_PROPERTIES, park_for_timer, timer_delivery
 from broker.server.topics import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from broker.server.transaction.messages import (
     TRANS_CHECK_GROUP,
@@ -137,6 +139,20 @@ class TransactionService:
             msg = commit_message(half)
             if Prop.DELAY in msg.properties:
                 rewrite_for_delay(msg, msg.properties, len(self.config.delay_levels_ms))
+            if msg.topic == half.properties.get(Prop.REAL_TOPIC) and any(p in msg.properties for p in TIMER_PROPERTIES):
+                # a delivery time applies from the commit on, as a delay level does (checked at the send)
+                try:
+                    deliver_ms = timer_delivery(
+                        msg.properties,
+                        time.time_ns() // 1_000_000,
+                        enabled=self.config.timer_wheel_enable,
+                        max_delay_sec=self.config.timer_max_delay_sec,
+                    )
+                except RequestError as exc:
+                    log.warning("transaction %s: %s; delivered now", tid, exc.remark)
+                    deliver_ms = None
+                if deliver_ms is not None:
+                    park_for_timer(msg, msg.properties, deliver_ms)
             result = await self.store.put_message(msg)
             if not result.ok:
                 self.settled_ids.discard(tid)
