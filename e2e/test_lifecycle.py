@@ -3,25 +3,31 @@
 One RocketCluster (1 NameServer, SYNC replication, persistent claims) lives through the module's tests in
 order: a broker.conf change rolls it (slave before master), a no-op edit restarts nothing, `kubectl scale`
 adds a group that takes writes and removes it again after a drain (its volumes kept), and a deleted master
-comes back on its volume (Degraded, then Ready). Meanwhile a producer and a push consumer on the node run
-through the cluster's NameServer; at the end every acknowledged message has been consumed.
+comes back on its volume (Degraded, then Ready), so does a broker process killed with SIGKILL, brokers
+re-register with NameServers that were all deleted, an image that cannot be pulled is reported and then
+fixed, and a drain that cannot finish blocks the scale-in. Meanwhile a producer and a push consumer on the
+node run through the cluster's NameServers; every acknowledged message is consumed. Last, the resource is
+deleted and created again: its volumes come back with the messages on them.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import threading
 import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 from operator_harness import CRD_FILE, OperatorProcess
 
 from broker.client import ConsumeStatus, Message
-from broker.client.blocking import BlockingAdmin, BlockingProducer, BlockingPushConsumer
+from broker.client.blocking import BlockingAdmin, BlockingProducer, BlockingPullConsumer, BlockingPushConsumer
 
 if TYPE_CHECKING:
     from conftest import Kube
@@ -36,7 +42,7 @@ def spec(image: str, groups: int = 1, **config: str) -> dict[str, Any]:
     return {
         "image": image,
         "imagePullPolicy": "Never",
-        "nameServer": {"replicas": 1},
+        "nameServer": {"replicas": 2},
         "broker": {"groups": groups, "slavesPerGroup": 1, "replication": "SYNC", "config": config},
         "storage": {"type": "persistentClaim", "size": "256Mi"},
         "rollout": {"maxSlaveLagBytes": 1048576},
@@ -86,6 +92,22 @@ class Traffic:
         self.thread.join(30)
 
 
+def _namesrv_addr(kube: Kube, ns: str) -> str:
+    """The NameServer Service's ClusterIP: stable across NameServer restarts, and kube-proxy's rules route it
+    from the node too (the node cannot resolve the cluster's DNS names)."""
+    ip = kube.run("get", "-n", ns, "svc", f"{NAME}-nameserver", "-o", "jsonpath={.spec.clusterIP}").strip()
+    return f"{ip}:9876"
+
+
+def _nameserver_pods(kube: Kube, ns: str) -> dict[str, tuple[str, str | None, bool]]:
+    """name -> (uid, pod IP, ready) of the NameServer pods."""
+    selector = f"rocketcluster.io/cluster={NAME},app.kubernetes.io/component=nameserver"
+    return {
+        p["metadata"]["name"]: (p["metadata"]["uid"], p["status"].get("podIP"), _pod_is_ready(p))
+        for p in kube.get("-n", ns, "pods", "-l", selector)["items"]
+    }
+
+
 def _uids(kube: Kube, ns: str) -> dict[str, str]:
     pods = kube.get("-n", ns, "pods", "-l", f"rocketcluster.io/cluster={NAME}")["items"]
     return {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods}
@@ -132,8 +154,7 @@ def traffic(k8s_node: Kube, broker_image: str, ns: str, operator: OperatorProces
     body = {"apiVersion": "rocketcluster.io/v1alpha1", "kind": "RocketCluster", "metadata": {"name": NAME}}
     kube.apply(json.dumps(body | {"spec": spec(broker_image)}), namespace=ns)
     kube.wait_for("the cluster Ready", lambda: _ready(kube, ns, 1), timeout=300, interval=1)
-    ip = kube.run("get", "-n", ns, "pod", f"{NAME}-nameserver-0", "-o", "jsonpath={.status.podIP}").strip()
-    namesrv = f"{ip}:9876"
+    namesrv = _namesrv_addr(kube, ns)
     with BlockingAdmin(namesrv) as admin:
         admin.create_topic(TOPIC, cluster=NAME, read_queue_nums=4, write_queue_nums=4)
     t = Traffic(namesrv)
@@ -188,6 +209,11 @@ def test_scale_out_adds_a_group_that_takes_writes(k8s_node: Kube, ns: str, traff
     kube.wait_for(
         "writes to the new group", lambda: any(b.startswith(f"{NAME}-1/") for b in traffic.sent_to.values()), timeout=90
     )
+    with BlockingAdmin(traffic.namesrv) as admin:
+        rows = {(row.broker_name, row.broker_id) for row in admin.cluster_list() if row.cluster == NAME}
+    assert rows == {(f"{NAME}-0", 0), (f"{NAME}-0", 1), (f"{NAME}-1", 0), (f"{NAME}-1", 1)}, rows
+    table = kube.run("get", "-n", ns, "rmq", NAME)
+    assert "2/2" in table and "Ready" in table, table  # printer columns: groups, slaves, ready, phase
 
 
 def test_scale_in_drains_then_removes_the_group_and_keeps_its_volumes(
@@ -229,9 +255,155 @@ def test_a_deleted_master_comes_back_on_its_volume(k8s_node: Kube, ns: str, traf
     assert kube.get("-n", ns, "pvc", f"data-{master}")["metadata"]["uid"] == pvc_uid
 
 
+def _broker_pid(pod: str) -> int:
+    """The pid, on this node, of the broker process of `pod` (the pod's env names it)."""
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes()
+            environ = (proc / "environ").read_bytes()
+        except OSError:
+            continue
+        if b"mqbroker" in cmdline and f"POD_NAME={pod}".encode() in environ.split(b"\0"):
+            return int(proc.name)
+    raise AssertionError(f"no broker process of {pod} on this node")
+
+
+def _restarts(kube: Kube, ns: str, pod: str) -> int:
+    statuses = kube.get("-n", ns, "pod", pod).get("status", {}).get("containerStatuses") or [{}]
+    return int(statuses[0].get("restartCount", 0))
+
+
+def test_a_broker_killed_with_sigkill_recovers_in_its_pod(k8s_node: Kube, ns: str, traffic: Traffic) -> None:
+    kube = k8s_node
+    master = f"{NAME}-broker-0-0"
+    restarts = _restarts(kube, ns, master)
+    os.kill(_broker_pid(master), signal.SIGKILL)  # a crash: no graceful stop, no flush
+    kube.wait_for("the container restarted", lambda: _restarts(kube, ns, master) > restarts, timeout=120)
+    kube.wait_for("Ready again", lambda: _ready(kube, ns, 1), timeout=300, interval=1)
+
+
+def test_brokers_register_again_with_new_nameservers(k8s_node: Kube, ns: str, traffic: Traffic) -> None:
+    kube = k8s_node
+    brokers = {k: v for k, v in _uids(kube, ns).items() if "-broker-" in k}
+    old = {uid for uid, _, _ in _nameserver_pods(kube, ns).values()}
+    kube.run("delete", "pod", "-n", ns, "-l", "app.kubernetes.io/component=nameserver", "--wait=false")
+    started = time.monotonic()
+
+    def new_nameservers() -> list[str]:
+        pods = _nameserver_pods(kube, ns).values()
+        fresh = [ip for uid, ip, ready in pods if uid not in old and ready and ip]
+        return fresh if len(fresh) == 2 else []
+
+    addrs = kube.wait_for("two new NameServer pods", new_nameservers, timeout=120, interval=0.5)
+    expected = {(f"{NAME}-0", 0), (f"{NAME}-0", 1)}
+
+    def registered_with_each() -> bool:
+        for ip in addrs:  # each NameServer on its own: the Service would pick one at random
+            with BlockingAdmin(f"{ip}:9876") as admin:
+                if {(r.broker_name, r.broker_id) for r in admin.cluster_list() if r.cluster == NAME} != expected:
+                    return False
+        return True
+
+    kube.wait_for("both brokers registered with each new NameServer", registered_with_each, timeout=60, interval=1)
+    print(f"\nNameServers deleted -> brokers registered with both new ones: {time.monotonic() - started:.1f} s")
+    assert {k: v for k, v in _uids(kube, ns).items() if "-broker-" in k} == brokers, "a broker was restarted"
+    before = len(traffic.acked)
+    kube.wait_for("clients sending again", lambda: len(traffic.acked) > before + 50, timeout=60)
+
+
+def test_an_image_that_cannot_be_pulled_is_reported_then_fixed(
+    k8s_node: Kube, broker_image: str, ns: str, traffic: Traffic
+) -> None:
+    kube = k8s_node
+    bad = json.dumps({"spec": {"image": "rocketcluster.local/broker:no-such-tag"}})
+    kube.run("patch", "-n", ns, "rmq", NAME, "--type=merge", "-p", bad)
+
+    def degraded() -> str | None:
+        found = next((c for c in _status(kube, ns).get("conditions", []) if c["type"] == "Degraded"), None)
+        return found["message"] if found and found["status"] == "True" and "Err" in found["message"] else None
+
+    message = kube.wait_for("Degraded naming the pod's reason", degraded, timeout=180, interval=1)
+    assert "ErrImageNeverPull" in message or "ImagePull" in message, message
+    time.sleep(10)
+    down = [p for p in kube.get("-n", ns, "pods")["items"] if not _pod_is_ready(p)]
+    assert len(down) == 1, f"the roll took a second pod down: {[p['metadata']['name'] for p in down]}"
+    assert _status(kube, ns).get("rollout"), "a half-rolled cluster must say so in status"
+    good = json.dumps({"spec": {"image": broker_image}})
+    kube.run("patch", "-n", ns, "rmq", NAME, "--type=merge", "-p", good)
+    kube.wait_for("Ready with the good image", lambda: _ready(kube, ns, 1), timeout=300, interval=1)
+
+
+def _pod_is_ready(pod: dict[str, Any]) -> bool:
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in pod["status"].get("conditions", []))
+
+
+def test_a_drain_that_cannot_finish_blocks_the_scale_in(k8s_node: Kube, ns: str, traffic: Traffic) -> None:
+    kube = k8s_node
+    kube.run("scale", "-n", ns, f"rmq/{NAME}", "--replicas=2")
+    kube.wait_for("two ready groups", lambda: _ready(kube, ns, 2), timeout=300, interval=1)
+    # a consumer group that read a little of the new group and stopped: its lag there never reaches 0
+    with BlockingAdmin(traffic.namesrv) as admin:
+        admin.create_topic("LifeIdle", cluster=NAME, read_queue_nums=1, write_queue_nums=1)
+    with BlockingProducer("IdleProducers", traffic.namesrv) as producer:
+        for i in range(20):
+            producer.send(Message("LifeIdle", f"idle {i}".encode()))
+    idle = BlockingPullConsumer("LifeIdleReaders", traffic.namesrv)
+    idle.assign(
+        [q for q in idle.fetch_queues("LifeIdle") if q.broker_name == f"{NAME}-1"] or idle.fetch_queues("LifeIdle")
+    )
+    idle.start()
+    idle.poll(5)
+    idle.commit()
+    idle.shutdown()
+    kube.run(
+        "patch",
+        "-n",
+        ns,
+        "rmq",
+        NAME,
+        "--type=merge",
+        "-p",
+        json.dumps({"spec": {"scaleDown": {"drainTimeoutSeconds": 20}}}),
+    )
+    kube.run("scale", "-n", ns, f"rmq/{NAME}", "--replicas=1")
+
+    def blocked() -> bool:
+        found = next((c for c in _status(kube, ns).get("conditions", []) if c["type"] == "ScaleDownBlocked"), None)
+        return bool(found and found["status"] == "True" and found["reason"] == "DrainTimedOut")
+
+    kube.wait_for("ScaleDownBlocked", blocked, timeout=240, interval=1)
+    assert kube.run("get", "-n", ns, "sts", f"{NAME}-broker-1", "-o", "name").strip(), (
+        "a blocked drain removed the group"
+    )
+    # scaling back up cancels the drain: the group takes writes again
+    kube.run("scale", "-n", ns, f"rmq/{NAME}", "--replicas=2")
+    kube.wait_for("two ready groups again", lambda: _ready(kube, ns, 2), timeout=120, interval=1)
+    kube.wait_for("not blocked", lambda: not blocked(), timeout=60)
+
+
 def test_no_acknowledged_message_is_lost(k8s_node: Kube, traffic: Traffic) -> None:
     traffic.close()
     acked = set(traffic.acked)
     k8s_node.wait_for("every acknowledged message consumed", lambda: acked <= traffic.consumed, timeout=180, interval=1)
     print(f"\nacknowledged {len(acked)}, consumed {len(traffic.consumed)}, send errors {len(traffic.errors)}")
     traffic.consumer.shutdown()
+
+
+def test_deleting_and_recreating_the_resource_reattaches_the_data(
+    k8s_node: Kube, broker_image: str, ns: str, traffic: Traffic
+) -> None:
+    kube = k8s_node
+    sample = sorted(traffic.acked)[-20:]
+    kube.run("delete", "-n", ns, "rmq", NAME, "--wait=true", "--timeout=120s", timeout=150)
+    kube.wait_for("children collected", lambda: not kube.run("get", "-n", ns, "sts", "-o", "name").strip(), 180)
+    assert len(kube.run("get", "-n", ns, "pvc", "-o", "name").split()) >= 4, "whenDeleted: Retain keeps the claims"
+    body = {"apiVersion": "rocketcluster.io/v1alpha1", "kind": "RocketCluster", "metadata": {"name": NAME}}
+    kube.apply(json.dumps(body | {"spec": spec(broker_image, groups=2)}), namespace=ns)
+    kube.wait_for("Ready again", lambda: _ready(kube, ns, 2), timeout=300, interval=1)
+    found: set[str] = set()
+    with BlockingAdmin(_namesrv_addr(kube, ns)) as admin:
+        for key in sample:
+            found.update(m.keys[0] for m in admin.query_message_by_key(TOPIC, key) if m.keys)
+    assert set(sample) <= found, f"not found after re-creation: {sorted(set(sample) - found)}"
