@@ -1,10 +1,11 @@
-"""Creates the CommitLog's next mapped file ahead of need, in a worker thread.
+"""Creates the CommitLog's next mapped file ahead of need, in a worker thread, and reserves disk space ahead
+of the writer there.
 
-Used by CommitLog (broker.store.commit_log): when a file is installed, the allocator starts creating
-the following one (fallocate, or zero-fill + fdatasync when warm_mapped_file_enable) in its own
-1-thread executor, so a roll costs the event loop nothing but a list append. The first file, created
-at start-up, is zero-filled behind the start by a FileWarmer (broker.store.warm) in the same thread.
-Zero-filling 1 GiB takes seconds; it must never share a thread with the group-commit fdatasync.
+Used by CommitLog (broker.store.commit_log): when a file is installed, the allocator starts creating the
+following one in its own 1-thread executor, so a roll costs the event loop nothing but a list append.
+Files are created sparse (instant); the `Reserver` (broker.store.reserve) gives them real blocks a bounded
+distance ahead of the writer (fallocate, or zero-fill + fdatasync when warm_mapped_file_enable), in the
+same thread. Zero-filling takes time; it must never share a thread with the group-commit fdatasync.
 """
 
 from __future__ import annotations
@@ -12,11 +13,12 @@ from __future__ import annotations
 import asyncio
 import errno
 import logging
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
 
 from broker.store.mapped_file import MappedFile, file_name_for
 from broker.store.mapped_file_queue import MappedFileQueue
-from broker.store.warm import FileWarmer
+from broker.store.reserve import ZERO_CHUNK, Reserver
 
 __all__ = ["AllocateService", "is_disk_full"]
 
@@ -30,27 +32,39 @@ def is_disk_full(exc: BaseException) -> bool:
 class AllocateService:
     """One file in preparation at a time, for the offset right after the queue's last file."""
 
-    def __init__(self, queue: MappedFileQueue) -> None:
+    def __init__(self, queue: MappedFileQueue, reserve_ahead: int = 128 << 20) -> None:
+        """`reserve_ahead`: bytes of disk kept reserved beyond the writer (commitLogPreallocateAhead);
+        `queue.preallocate` makes the reservation zero-filled rather than fallocated."""
         self.queue = queue
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="store-allocate")
-        self._next: asyncio.Future[MappedFile] | None = None
+        # a concurrent future, so the reserver's thread sees the file as soon as it exists (an asyncio
+        # future is only marked done when the event loop next turns)
+        self._next: Future[MappedFile] | None = None
         self._next_offset = -1
-        self._warmer: FileWarmer | None = None
+        self.reserver = Reserver(queue, self._executor, reserve_ahead, zero=queue.preallocate, spare=self._spare)
+
+    def _spare(self) -> MappedFile | None:
+        fut = self._next
+        if fut is None or not fut.done() or fut.cancelled() or fut.exception() is not None:
+            return None
+        return fut.result()
+
+    def _create(self, path: Path) -> MappedFile:
+        # sparse: the reserver gives it blocks when the writer comes within reach
+        return MappedFile.create(path, self.queue.file_size, reserve=0)
 
     def request_next(self) -> None:
-        """Start creating the file after the current last one, unless already under way."""
+        """Start creating the file after the current last one, unless already under way; and make sure the
+        reserver looks after the file being written (one loaded at start-up, too)."""
+        if self.queue.files and self.queue.files[-1].reserver is None:
+            self.reserver.attach(self.queue.files[-1])
         offset = self.queue.next_file_offset()
         if self._next is not None and self._next_offset == offset:
             return
         self._discard()
         path = self.queue.directory / file_name_for(offset)
-        loop = asyncio.get_running_loop()
         self._next_offset = offset
-        self._next = loop.run_in_executor(
-            self._executor, lambda: MappedFile.create(path, self.queue.file_size, warm=self.queue.preallocate)
-        )
-        # a failure is reported by take(); mark it retrieved so asyncio does not log it as lost
-        self._next.add_done_callback(lambda f: f.cancelled() or f.exception())
+        self._next = self._executor.submit(self._create, path)  # a failure is reported by take()
 
     async def take(self, start_offset: int = 0) -> MappedFile:
         """Install and return the next file (awaiting its creation); raises OSError (ENOSPC...)."""
@@ -59,24 +73,24 @@ class AllocateService:
             path = self.queue.directory / file_name_for(offset)
             self.queue.directory.mkdir(parents=True, exist_ok=True)
             loop = asyncio.get_running_loop()
-            # The first file is on the start-up path: fallocate only, which is instant. Zero-filling
-            # 1 GiB here would delay "boot success" by seconds; the files after it are zero-filled
-            # ahead of need in the background, where group commit gains from it...
+            # On the start-up path: only its first chunk reserved now (zero-filled when warm: a few ms), so
+            # the first puts neither reserve for themselves nor land in unwritten extents; the reserver
+            # fills ahead from here on
+            size, warm = self.queue.file_size, self.queue.preallocate
             mf = await loop.run_in_executor(
-                self._executor, lambda: MappedFile.create(path, self.queue.file_size, warm=False)
+                self._executor, lambda: MappedFile.create(path, size, warm=warm, reserve=ZERO_CHUNK)
             )
             self.queue.install(mf)
-            if self.queue.preallocate:  # ...and this one is zero-filled behind the start, ahead of the writer
-                self._warmer = mf.warmer = FileWarmer(mf)
-                self._executor.submit(self._warmer.run)
+            self.reserver.attach(mf)
             self.request_next()
+            self.reserver.poke()
             return mf
         for attempt in (1, 2):
             self.request_next()
             fut = self._next
             assert fut is not None
             try:
-                mf = await fut
+                mf = await asyncio.wrap_future(fut)
                 break
             except OSError:
                 self._next = None
@@ -89,13 +103,18 @@ class AllocateService:
             mf.destroy()
             return await self.take(start_offset)
         self.queue.install(mf)
+        self.reserver.attach(mf)
         self.request_next()
+        self.reserver.poke()
         return mf
 
     async def ready(self) -> None:
-        """Wait until the file being prepared exists (benchmarks: measure without a zero-fill running)."""
+        """Wait until the file being prepared exists and the reservation under way is done (benchmarks:
+        measure without a zero-fill running)."""
         if self._next is not None:
-            await asyncio.gather(self._next, return_exceptions=True)
+            await asyncio.gather(asyncio.wrap_future(self._next), return_exceptions=True)
+        # the executor has one thread and runs in order: this runs after any reservation queued before it
+        await asyncio.get_running_loop().run_in_executor(self._executor, lambda: None)
 
     def release_spare(self) -> bool:
         """Delete the prepared next file to give its space back (a full disk); True when space was freed.
@@ -103,11 +122,11 @@ class AllocateService:
         The spare is speculative; units of acknowledged messages (ConsumeQueue) come first. The next roll
         prepares it again.
         """
-        fut = self._next
-        if fut is None or not fut.done() or fut.cancelled() or fut.exception() is not None:
+        spare = self._spare()
+        if spare is None or spare.reserved_to == 0:
             return False
         self._next = None
-        fut.result().destroy()
+        spare.destroy()
         log.warning("disk full: deleted the prepared CommitLog file to make room for consume queues")
         return True
 
@@ -122,12 +141,11 @@ class AllocateService:
 
     async def close(self) -> None:
         """Delete a prepared but unused file, so a restart does not find an empty file with a valid name."""
-        if self._warmer is not None:
-            self._warmer.stop()  # at its next chunk; the executor's shutdown below waits for it
+        self.reserver.stop()  # at its next chunk; the executor's shutdown below waits for it
         fut = self._next
         if fut is not None:
             try:
-                mf = await fut
+                mf = await asyncio.wrap_future(fut)
                 mf.destroy()
             except OSError:
                 pass

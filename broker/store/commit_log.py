@@ -58,7 +58,7 @@ class CommitLog:
         self.queue = MappedFileQueue(
             config.commit_log_dir, config.mapped_file_size_commit_log, preallocate=config.zero_fill()
         )
-        self.allocator = AllocateService(self.queue)
+        self.allocator = AllocateService(self.queue, config.commit_log_preallocate_ahead)
         self.topic_queue_table: dict[tuple[str, int], int] = {}
         self.store_host = store_host
         store_ip = host_bytes(store_host[0])
@@ -181,8 +181,7 @@ class CommitLog:
         if total + END_FILE_MIN_BLANK_LENGTH > file_size - pos:
             if total + END_FILE_MIN_BLANK_LENGTH > file_size:
                 return PutResult(PutStatus.MESSAGE_ILLEGAL)
-            self._write_blank(mf)
-            return None
+            return self._write_blank(mf)
         born = msg.born_host
         born_field = self._born_fields.get(born) or self._born_field(born)
         # The store owns the layout bits: whatever the caller passed, this record's hosts decide them
@@ -196,9 +195,8 @@ class CommitLog:
         store_ts = time.time_ns() // 1_000_000
         if len(born_field) == 8:  # an IPv4 producer
             end = pos + total
-            mf.writing_to = end  # mf.claim(end), inlined: see broker.store.warm
-            if end > mf.warm_guard and mf.warmer is not None:
-                mf.warmer.wait()
+            if end > mf.reserve_trigger and not mf.make_room(end):  # disk space: see broker.store.reserve
+                return PutResult(PutStatus.DISK_FULL)
             mm = mf.mm
             RECORD_FIXED_V4_HOSTS.pack_into(
                 mm, pos, total, MESSAGE_MAGIC_CODE, crc32(body) & 0x7FFFFFFF, queue_id, msg.flag,
@@ -213,10 +211,10 @@ class CommitLog:
             record = self._encode_slow(msg, queue_offset, phy, store_ts)
             total = len(record)
             if total + END_FILE_MIN_BLANK_LENGTH > file_size - pos:
-                self._write_blank(mf)
-                return None
+                return self._write_blank(mf)
             end = pos + total
-            mf.claim(end)
+            if end > mf.reserve_trigger and not mf.make_room(end):
+                return PutResult(PutStatus.DISK_FULL)
             mf.mm[pos:end] = record
         mf.wrote_position = end
         mf.store_timestamp = store_ts
@@ -244,9 +242,9 @@ class CommitLog:
         ext = MessageExt(
             topic=msg.topic,
             body=bytes(msg.body),
-            properties=msg.properties if msg.properties_bytes is None else decode_properties(
-                msg.properties_bytes.decode()
-            ),
+            properties=msg.properties
+            if msg.properties_bytes is None
+            else decode_properties(msg.properties_bytes.decode()),
             flag=msg.flag,
             queue_id=msg.queue_id,
             sys_flag=msg.sys_flag & _NO_LAYOUT_BITS,  # encode_record sets the host bits it writes
@@ -295,12 +293,12 @@ class CommitLog:
             return PutResult(PutStatus.MESSAGE_ILLEGAL)
         pos = mf.wrote_position
         if needed + END_FILE_MIN_BLANK_LENGTH > mf.file_size - pos:
-            self._write_blank(mf)
-            return None
+            return self._write_blank(mf)
         key = (first.topic, first.queue_id)
         queue_offset = self.topic_queue_table.get(key, 0)
         store_ts = time.time_ns() // 1_000_000
-        mf.claim(pos + needed)
+        if pos + needed > mf.reserve_trigger and not mf.make_room(pos + needed):
+            return PutResult(PutStatus.DISK_FULL)
         mm = mf.mm
         start_phy = mf.file_from_offset + pos
         offsets: list[int] = []
@@ -340,11 +338,15 @@ class CommitLog:
         mf = files[-1]
         return None if mf.is_full else mf
 
-    def _write_blank(self, mf: MappedFile) -> None:
+    def _write_blank(self, mf: MappedFile) -> PutResult | None:
+        """Close `mf` with a blank record (None: roll to the next file), or DISK_FULL when even that fails."""
         pos = mf.wrote_position
-        mf.claim(mf.file_size)
+        end = pos + END_FILE_MIN_BLANK_LENGTH  # only the blank's header is written; the rest stays a hole
+        if end > mf.reserve_trigger and not mf.make_room(end):
+            return PutResult(PutStatus.DISK_FULL)
         _BLANK.pack_into(mf.mm, pos, mf.file_size - pos, BLANK_MAGIC_CODE)
         mf.wrote_position = mf.file_size
+        return None
 
     # -- read -----------------------------------------------------------------------------------------
 
@@ -401,6 +403,10 @@ class CommitLog:
                             return False
                 continue
             n = min(len(view), mf.remaining)
-            mf.append_bytes(view[:n])
+            try:
+                mf.append_bytes(view[:n])
+            except OSError as exc:
+                log.error("cannot store HA data at %d: %s", mf.file_from_offset + mf.wrote_position, exc)
+                return False
             view = view[n:]
         return True

@@ -72,6 +72,10 @@ class StoreConfig(BaseModel):
     # Unset: zero-fill new CommitLog files only where it pays, on SYNC_FLUSH masters (group commit into
     # zero-filled files is ~40% faster); elsewhere it would only double the disk writes (see zero_fill).
     warm_mapped_file_enable: bool | None = _f(None, "warmMapedFileEnable", "warmMappedFileEnable")
+    # Ours, not RocketMQ's: CommitLog disk space is reserved (fallocated, or zero-filled when warm) this many
+    # bytes ahead of the writer, not whole files up front; disk used = data + at most this. 2 x
+    # mappedFileSizeCommitLog reserves like RocketMQ (the file being written and the next, whole).
+    commit_log_preallocate_ahead: int = _f(128 << 20, "commitLogPreallocateAhead")
     check_crc_on_recover: bool = _f(True, "checkCRCOnRecover")
     broker_role: Literal["ASYNC_MASTER", "SYNC_MASTER", "SLAVE"] = _f("ASYNC_MASTER", "brokerRole")
     message_delay_level: str = _f(DEFAULT_DELAY_LEVELS, "messageDelayLevel")
@@ -99,6 +103,8 @@ class StoreConfig(BaseModel):
             raise ValueError("mappedFileSizeConsumeQueue must be a multiple of 20 (the unit size)")
         if self.mapped_file_size_commit_log < 4096:
             raise ValueError("mappedFileSizeCommitLog must be at least 4096 bytes")
+        if self.commit_log_preallocate_ahead < 1 << 20:
+            raise ValueError("commitLogPreallocateAhead must be at least 1048576 bytes (1 MiB)")
         if self.max_message_size <= 0:
             raise ValueError("maxMessageSize must be positive")
         parse_delay_levels(self.message_delay_level)

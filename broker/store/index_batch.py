@@ -110,7 +110,7 @@ def put_entries(f: IndexFile, hashes: np.ndarray, phys: np.ndarray, tss: np.ndar
     """
     count = f.index_count
     n = min(len(hashes), f.index_num - count)
-    if n <= 0:
+    if n <= 0 or not f.reserve_entries(n):
         return 0
     hashes, phys, tss = hashes[:n], phys[:n], tss[:n]
     slots = hashes % f.hash_slot_num

@@ -6,6 +6,11 @@ a 40-byte header, `hash_slot_num` int32 slots holding the number of the newest e
 `index_num` 20-byte entries `keyHash int32 | phyOffset int64 | timeDiff int32 | prevIndex int32`, entry
 n at `40 + slots*4 + n*20`; entry numbers start at 1 (0 means "empty slot" / "end of chain").
 
+Disk: the file is sparse. Its header and hash slots (hash_slot_num x 4 bytes, written anywhere) get real
+blocks when it is created, its entries ENTRY_RESERVE bytes at a time ahead of the writer (`reserved_to`), so
+an IndexFile takes ~20 MB plus 20 bytes a key instead of ~420 MB at once, and a full disk is still an error
+(a write into a hole of a mapping would be SIGBUS).
+
 Each put writes the entry, then the header (Java keeps the header in memory until a flush; writing it
 every time makes a killed process leave a consistent file: the page cache keeps every write), then
 the slot. A crash between header and slot leaves an unlinked entry for the message at endPhyOffset,
@@ -23,9 +28,11 @@ from array import array
 from collections.abc import Callable
 from pathlib import Path
 
+from broker.log_limit import LimitedLog
 from broker.protocol.javahash import java_string_hash
 
 __all__ = [
+    "ENTRY_RESERVE",
     "HEADER_SIZE",
     "INDEX_ENTRY_SIZE",
     "IndexFile",
@@ -34,11 +41,16 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+limited_log = LimitedLog(log)
 
 HEADER_SIZE = 40
 HASH_SLOT_SIZE = 4
 INDEX_ENTRY_SIZE = 20
 INVALID_INDEX = 0
+
+# entries get disk space this much at a time (~200k entries): one fallocate per that many keys
+ENTRY_RESERVE = 4 << 20
+_PAGE = 4096
 
 _HEADER = struct.Struct(">qqqqii")  # beginTs endTs beginPhy endPhy hashSlotCount indexCount
 _ENTRY = struct.Struct(">iqii")  # keyHash phyOffset timeDiff prevIndex
@@ -90,6 +102,10 @@ def key_hash(key: str) -> int:
     return h
 
 
+def _page_up(n: int) -> int:
+    return n + (-n % _PAGE)
+
+
 def index_file_size(hash_slot_num: int, index_num: int) -> int:
     return HEADER_SIZE + hash_slot_num * HASH_SLOT_SIZE + index_num * INDEX_ENTRY_SIZE
 
@@ -113,6 +129,7 @@ class IndexFile:
         "index_num",
         "mm",
         "path",
+        "reserved_to",
     )
 
     def __init__(self, path: Path, hash_slot_num: int, index_num: int) -> None:
@@ -142,6 +159,9 @@ class IndexFile:
         self.dirty = False
         self._closed = False
         self._io_lock = threading.Lock()
+        # [0, reserved_to) has real blocks; a loaded file reserves again what it writes into (a no-op where
+        # the blocks exist)
+        self.reserved_to = 0
 
     @classmethod
     def create(
@@ -149,13 +169,16 @@ class IndexFile:
     ) -> IndexFile:
         """Create, reserve and map a new file; it starts where the previous file ended (Java's constructor).
 
-        Space is reserved with fallocate so a full disk fails here (OSError) rather than as SIGBUS later.
+        Sparse: the header and slots (and the first entries) are fallocated here, so a full disk fails here
+        (OSError) rather than as SIGBUS later; further entries are reserved as they are written.
         """
         size = index_file_size(hash_slot_num, index_num)
+        reserved = min(size, _page_up(HEADER_SIZE + hash_slot_num * HASH_SLOT_SIZE + ENTRY_RESERVE))
         tmp = path.with_name(path.name + ".tmp")
         fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            os.posix_fallocate(fd, 0, size)
+            os.ftruncate(fd, size)
+            os.posix_fallocate(fd, 0, reserved)
             os.pwrite(fd, _HEADER.pack(end_timestamp, end_timestamp, end_phy_offset, end_phy_offset, 0, 1), 0)
         except BaseException:
             os.close(fd)
@@ -163,7 +186,24 @@ class IndexFile:
             raise
         os.close(fd)
         os.rename(tmp, path)  # last, so a crash never leaves a short file under a valid name
-        return cls(path, hash_slot_num, index_num)
+        f = cls(path, hash_slot_num, index_num)
+        f.reserved_to = reserved
+        return f
+
+    def reserve_entries(self, n: int) -> bool:
+        """Make sure the next `n` entries have disk blocks (fallocate, ENTRY_RESERVE ahead); False when the
+        disk has no room (nothing may be written then)."""
+        end = self.entries_at + (self.index_count + n) * INDEX_ENTRY_SIZE
+        if end <= self.reserved_to:
+            return True
+        upto = min(_page_up(end + ENTRY_RESERVE), index_file_size(self.hash_slot_num, self.index_num))
+        try:
+            os.posix_fallocate(self.fd, self.reserved_to, upto - self.reserved_to)
+        except OSError as exc:
+            limited_log.error("index-reserve", "cannot reserve disk space in index file %s: %s", self.path.name, exc)
+            return False
+        self.reserved_to = upto
+        return True
 
     # -- state ----------------------------------------------------------------------------------------
 
@@ -215,6 +255,8 @@ class IndexFile:
             return 0
         if len(hashes) > room:
             hashes = hashes[:room]
+        if not self.reserve_entries(len(hashes)):
+            return 0
         mm = self.mm
         slots = self.hash_slot_num
         begin_ts = self.begin_timestamp

@@ -2,7 +2,7 @@
 
 Why: indexing a record's UNIQ_KEY and KEYS costs the event loop ~1.5 us a send (hashing `topic#key`
 the way Java does, and the hash-slot and entry writes, numpy-vectorized already), close to a tenth of the
-whole send path, on the one thread that limits a broker's throughput (docs/benchmarks.md, Session 6).
+whole send path, on the one thread that limits a broker's throughput (docs/design/performance-log.md, Session 6).
 Nothing on the send or pull path needs the index: only queries by key do, and RocketMQ builds it
 asynchronously too. So a helper process builds it on the other core, from the CommitLog itself: the
 broker only tells it where the dispatched records end (one short line on a non-blocking pipe, at most

@@ -3,28 +3,45 @@
 Used by `MappedFileQueue` (CommitLog and ConsumeQueue files) and by the allocator, which creates files in
 a worker thread. Writers on the event loop write straight into `mm` (an `mmap.mmap`) and advance
 `wrote_position`; `flush()` (fdatasync) and `create()` (fallocate / zero-fill) block, so callers run them
-in an executor. Space is always reserved up front (fallocate or zero-fill): a sparse file would turn a
-full disk into SIGBUS on an mmap write instead of a clean error at file-creation time.
+in an executor.
+
+Disk space is reserved before anything is written into it: a write through the mapping into a hole of a
+sparse file would turn a full disk into SIGBUS instead of a clean error. [0, `reserved_to`) has real
+blocks (fallocated or zero-filled). A ConsumeQueue file is reserved whole when created; a CommitLog file
+is created sparse and reserved ahead of its writer by the allocator's `Reserver` (broker.store.reserve), a
+bounded distance, so the disk used follows the data. A writer checks `end > reserve_trigger` (one compare)
+and then calls `make_room(end)`, which asks the reserver for more and, when `end` is past `reserved_to`,
+reserves the space itself (or reports a full disk).
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import mmap
 import os
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from broker.store.warm import FileWarmer
+from broker.log_limit import LimitedLog
 
-__all__ = ["NO_GUARD", "OS_PAGE_SIZE", "MappedFile", "file_name_for", "write_zeros"]
+__all__ = [
+    "OS_PAGE_SIZE",
+    "SYNC_RESERVE",
+    "MappedFile",
+    "file_name_for",
+    "page_up",
+    "write_zeros",
+]
 
 log = logging.getLogger(__name__)
+limited_log = LimitedLog(log)
 
 OS_PAGE_SIZE = 4096
-NO_GUARD = 1 << 62  # warm_guard while no zero-filling chunk is being written (broker.store.warm)
+# A writer that outran the reserver reserves this much beyond its record itself (fallocate: metadata only)
+SYNC_RESERVE = 4 << 20
 _ZERO_CHUNK = bytes(1 << 20)
 # Zero-filling writes this much at a time. The kernel gives a buffered write a page-cache folio as large as
 # the write (ext4 since Linux 6.16, XFS), and a store through the mapping dirties its whole folio: after a
@@ -44,6 +61,19 @@ def write_zeros(fd: int, start: int, end: int) -> None:
         pos += os.pwrite(fd, piece if n >= ZERO_FILL_WRITE else piece[:n], pos)
 
 
+def page_up(n: int) -> int:
+    return n + (-n % OS_PAGE_SIZE)
+
+
+def _allocated_prefix(fd: int, size: int) -> int:
+    """How far from the start the file has real blocks with no hole (SEEK_HOLE). Conservative: a filesystem
+    may report fallocated but unwritten extents as holes, and reserving those again costs nothing."""
+    try:
+        return min(os.lseek(fd, 0, os.SEEK_HOLE), size)
+    except OSError:
+        return 0
+
+
 def file_name_for(offset: int) -> str:
     """RocketMQ's file name: the start offset, zero-padded to 20 digits."""
     return f"{offset:020d}"
@@ -54,17 +84,18 @@ class MappedFile:
 
     __slots__ = (
         "_closed",
+        "_reserve_lock",
         "fd",
         "file_from_offset",
         "file_size",
         "flushed_position",
         "mm",
         "path",
+        "reserve_trigger",
+        "reserved_to",
+        "reserver",
         "store_timestamp",
         "unmapped_to",
-        "warm_guard",
-        "warmer",
-        "writing_to",
         "wrote_position",
     )
 
@@ -86,28 +117,33 @@ class MappedFile:
         self.flushed_position = 0
         self.store_timestamp = 0  # store timestamp of the last record written (CommitLog only)
         self.unmapped_to = 0  # see unmap_written
-        # A CommitLog file zero-filled behind the start (broker.store.warm): the writer publishes the end
-        # of the record it is about to write, and waits for the warmer when that end passes the guard.
-        self.writing_to = 0
-        self.warm_guard = NO_GUARD
-        self.warmer: FileWarmer | None = None
+        self._reserve_lock = threading.Lock()  # one reservation at a time: the reserver's thread or the writer
+        self.reserved_to = _allocated_prefix(self.fd, file_size)
+        # A write reaching past this calls make_room; never above reserved_to. The reserver (a CommitLog
+        # file's) sets it lower, to be asked for more before the writer gets there.
+        self.reserve_trigger = self.reserved_to
+        self.reserver: Callable[[MappedFile], None] | None = None
         self._closed = False
 
     @classmethod
-    def create(cls, path: Path, file_size: int, *, warm: bool = False) -> MappedFile:
-        """Create, reserve and map a new file (blocking: call from a worker thread on the hot path).
+    def create(cls, path: Path, file_size: int, *, warm: bool = False, reserve: int | None = None) -> MappedFile:
+        """Create and map a new file (blocking: call from a worker thread on the hot path).
 
-        warm=True zero-fills and fdatasyncs the file, so later group commits do not pay for converting
-        unwritten extents (measured +40-50% throughput, 7x lower p99). OSError (ENOSPC...) propagates
-        after the partial file is removed, so a full disk leaves nothing behind.
+        `reserve` bytes from the start get real blocks now (None: the whole file; the rest stays sparse
+        until `reserve`/`make_room`). warm=True zero-fills and fdatasyncs them instead of fallocating, so
+        later group commits do not pay for converting unwritten extents (measured +40-50% throughput, 7x
+        lower p99). OSError (ENOSPC...) propagates after the partial file is removed, so a full disk leaves
+        nothing behind.
         """
+        reserved = file_size if reserve is None else min(page_up(reserve), file_size)
         tmp = path.with_name(path.name + ".tmp")
         fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            if warm:
-                write_zeros(fd, 0, file_size)
-            else:
-                os.posix_fallocate(fd, 0, file_size)
+            os.ftruncate(fd, file_size)
+            if reserved and warm:
+                write_zeros(fd, 0, reserved)
+            elif reserved:
+                os.posix_fallocate(fd, 0, reserved)
             os.fdatasync(fd)
         except BaseException:
             os.close(fd)
@@ -116,7 +152,60 @@ class MappedFile:
         os.close(fd)
         # rename last: a crash mid-creation never leaves a short file with a valid name behind
         os.rename(tmp, path)
-        return cls(path, file_size)
+        mf = cls(path, file_size)
+        mf.reserved_to = mf.reserve_trigger = max(mf.reserved_to, reserved)
+        return mf
+
+    # -- disk space -----------------------------------------------------------------------------------
+
+    def reserve(self, upto: int, *, zero: bool, chunk: int, stop: Callable[[], bool] = lambda: False) -> None:
+        """Give [reserved_to, upto) real blocks, `chunk` bytes at a time (blocking: the reserver's thread).
+
+        zero=True writes zeros (see `create`), else fallocates; each chunk is fdatasynced. (Zeros written
+        with O_DIRECT measured far worse: the writer's page faults then read the file in large folios, and
+        every group commit wrote each one back whole, 40x the records.) A writer that
+        needs a chunk being reserved waits for it in `make_room`. OSError (ENOSPC) propagates; what was
+        reserved before it stays reserved."""
+        upto = min(page_up(upto), self.file_size)
+        while self.reserved_to < upto and not stop():
+            with self._reserve_lock:
+                start = self.reserved_to
+                end = min(upto, start + chunk)
+                if self._closed or end <= start:
+                    return
+                self._reserve_range(start, end, zero)
+                # the new extents (or zeros) reach the disk here, not in the writer's next flush
+                os.fdatasync(self.fd)
+
+    def _reserve_range(self, start: int, end: int, zero: bool) -> None:
+        # under _reserve_lock, the file open
+        if zero:
+            write_zeros(self.fd, start, end)
+        else:
+            os.posix_fallocate(self.fd, start, end - start)
+        self.reserved_to = end
+        if self.reserver is None:
+            self.reserve_trigger = end
+
+    def make_room(self, end: int) -> bool:
+        """A write up to `end` passed `reserve_trigger`: ask the reserver for more, and when `end` is past
+        what is reserved, wait for a chunk being reserved or reserve now (fallocate, SYNC_RESERVE beyond
+        `end`). False when the disk has no room: nothing may be written then."""
+        if self.reserver is not None:
+            self.reserver(self)
+        if end <= self.reserved_to:
+            return True
+        with self._reserve_lock:
+            if end <= self.reserved_to:
+                return True
+            if self._closed:
+                return False
+            try:
+                self._reserve_range(self.reserved_to, min(self.file_size, page_up(end + SYNC_RESERVE)), False)
+            except OSError as exc:
+                limited_log.error("reserve", "cannot reserve disk space in %s for a write: %s", self.path, exc)
+                return False
+        return True
 
     # -- positions ------------------------------------------------------------------------------------
 
@@ -132,22 +221,15 @@ class MappedFile:
     def closed(self) -> bool:
         return self._closed
 
-    def claim(self, end: int) -> None:
-        """Announce that bytes up to `end` are about to be written; wait if a warmer is zeroing them
-        (broker.store.warm). The two hot writers, append_bytes and CommitLog.append_message, inline it."""
-        self.writing_to = end
-        if end > self.warm_guard and self.warmer is not None:
-            self.warmer.wait()
-
     def append_bytes(self, data: bytes | memoryview) -> bool:
-        """Copy raw bytes at the write position (ConsumeQueue units, HA data); False when they don't fit."""
+        """Copy raw bytes at the write position (HA data, tests); False when they don't fit. OSError (ENOSPC)
+        when the disk has no room for them."""
         pos = self.wrote_position
         end = pos + len(data)
         if end > self.file_size:
             return False
-        self.writing_to = end  # see broker.store.warm
-        if end > self.warm_guard and self.warmer is not None:
-            self.warmer.wait()
+        if end > self.reserve_trigger and not self.make_room(end):
+            raise OSError(errno.ENOSPC, f"no disk space for {len(data)} bytes in {self.path.name}")
         self.mm[pos:end] = data
         self.wrote_position = end
         return True
@@ -227,15 +309,16 @@ class MappedFile:
 
     def close(self) -> bool:
         """Unmap and close; False while a reader still holds a view (retry later)."""
-        if self._closed:
+        with self._reserve_lock:  # not while a chunk is being reserved through fd
+            if self._closed:
+                return True
+            try:
+                self.mm.close()
+            except BufferError:
+                return False
+            os.close(self.fd)
+            self._closed = True
             return True
-        try:
-            self.mm.close()
-        except BufferError:
-            return False
-        os.close(self.fd)
-        self._closed = True
-        return True
 
     def destroy(self) -> bool:
         """Delete the file. The unlink happens at once (the mapping stays valid for readers until released);

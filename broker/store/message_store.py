@@ -157,8 +157,8 @@ class MessageStore:
         self.reput.start()
         self.clean_service.start()
         if not self.commit_log.queue.files and config.broker_role != "SLAVE":
-            # A fresh store: create (and zero-fill, when warm) the first CommitLog file now, before the
-            # broker says "boot success", so the first put does not wait seconds for it. A slave's first
+            # A fresh store: create the first CommitLog file now (sparse: instant; its space is reserved
+            # ahead of the writer from here on), before the broker says "boot success". A slave's first
             # file is placed by the master's offset (append_to_commit_log), so it waits for that.
             try:
                 await self.commit_log.allocator.take()
@@ -221,7 +221,8 @@ class MessageStore:
         # cover, never past the recovered end; dispatch skips anything already there
         queue_end = self.consume_queue_store.max_physic_offset()
         start = min(end, queue_end) if queue_end >= 0 else 0
-        if abnormal and self.index_service is not None and self.index_service.files:
+        if abnormal and self.index_service is not None:
+            # no index file at all (killed before the first gathered write): the index covers nothing yet
             start = min(start, self.index_service.end_phy_offset)
         start = max(start, self.commit_log.min_offset)
         self.reput.reput_from_offset = start

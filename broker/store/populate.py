@@ -3,7 +3,7 @@
 Why: a fallocated CommitLog file has no pages in the page cache, so the writer (the event loop) takes a
 page fault every 4 KiB, and on this kind of VM a page the guest has not used lately costs ~8-11 us: the
 host backs guest memory on first touch, and free page reporting hands freed memory back to it. That is
-~2 us per KiB written, a quarter of an in-process put (docs/benchmarks.md, Session 5). Faulting the pages
+~2 us per KiB written, a quarter of an in-process put (docs/design/performance-log.md, Session 5). Faulting the pages
 in ahead (`MADV_POPULATE_READ`: for the unwritten extents of a fallocated file the kernel only allocates
 zeroed pages, no disk read) moves that cost off the event loop; the writer then takes only the cheap
 fault that maps a cached page writable (11 -> 0.9 us a page measured here).
