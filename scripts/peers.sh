@@ -2,12 +2,13 @@
 # Installs the real third-party RocketMQ clients the golden and interop tests drive:
 #   PyPI rocketmq==0.4.4 (C++ 1.x core), PyPI rocketmq-python-cvs==2.1.0.3 (C++ 2.x core),
 #   npm ali-ons@3.12.0 (pure JS), and Maven Central's Apache RocketMQ Java client 5.3.3
-#   (rocketmq-client + rocketmq-tools with their dependencies, and tests/peers/java compiled against them).
+#   (rocketmq-client + rocketmq-tools with their dependencies, and tests/peers/java compiled against them),
+#   and the Go client rocketmq-client-go/v2 from the Go module proxy (tests/peers/go built against it).
 # Each goes into its own prefix under ~/.cache/rocketcluster/, keyed by version (both Python
 # packages install a module named `rocketmq`, so they cannot share a venv). A `.ok` stamp written
 # only after a check makes a second run a fast no-op. Called by `make peers` / `make test`;
 # tests/peers/__init__.py and tests/interop/java_harness.py find the clients at the same paths.
-# `peers.sh java` installs only the Java peer (what the Java interop tests ask for when it is missing).
+# `peers.sh java` / `peers.sh go` install only that peer (what its interop tests ask for when it is missing).
 set -euo pipefail
 
 PEERS_DIR="${ROCKETCLUSTER_PEERS_DIR:-${HOME}/.cache/rocketcluster/peers}"
@@ -125,6 +126,51 @@ install_java() {
     touch "$classes/.ok"
 }
 
+# The Go client (github.com/apache/rocketmq-client-go/v2 at the version tests/peers/go/go.mod pins) from
+# the Go module proxy into its own module cache, and tests/peers/go built against it into a binary named
+# by a hash of its sources (the hash tests/interop/go_harness.py computes, as for the Java classes).
+GO_CLIENT_VERSION="$(awk '$1 == "require" && $2 == "github.com/apache/rocketmq-client-go/v2" {print $3}' \
+    "$(dirname "$JAVA_SOURCES")/go/go.mod")"
+GO_DIR="${ROCKETCLUSTER_GO_DIR:-${HOME}/.cache/rocketcluster/go-rocketmq-client-${GO_CLIENT_VERSION}}"
+GO_SOURCES="$(dirname "$JAVA_SOURCES")/go"
+
+ensure_go() {
+    command -v go >/dev/null 2>&1 && return 0
+    [[ -x /usr/local/go/bin/go ]] && { PATH="/usr/local/go/bin:$PATH"; return 0; }
+    if [[ "$(id -u)" -ne 0 ]] || ! command -v apt-get >/dev/null 2>&1; then
+        die "the Go peer needs a Go toolchain (root and apt-get are needed to install golang-go)"
+    fi
+    echo "peers.sh: installing golang-go"
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends golang-go \
+        || die "apt-get install golang-go failed"
+}
+
+go_sources_hash() {
+    local LC_ALL=C files=() f
+    for f in "$GO_SOURCES"/go.mod "$GO_SOURCES"/go.sum "$GO_SOURCES"/*.go; do files+=("$(basename "$f")"); done
+    (cd "$GO_SOURCES" && { printf '%s\n' "${files[@]}"; cat "${files[@]}"; } | sha256sum | cut -c1-16)
+}
+
+install_go() {
+    [[ -n "$GO_CLIENT_VERSION" ]] || die "tests/peers/go/go.mod does not pin github.com/apache/rocketmq-client-go/v2"
+    ensure_go
+    local binary
+    binary="$GO_DIR/interop-$(go_sources_hash)"
+    [[ -x "$binary" ]] && return 0
+    echo "peers.sh: building $GO_SOURCES against rocketmq-client-go $GO_CLIENT_VERSION into $binary"
+    mkdir -p "$GO_DIR"
+    find "$GO_DIR" -mindepth 1 -maxdepth 1 -name 'interop-*' -delete
+    (cd "$GO_SOURCES" && GOMODCACHE="$GO_DIR/mod" GOFLAGS=-modcacherw GOTOOLCHAIN=local CGO_ENABLED=0 \
+        go build -o "$binary.tmp" .) || die "go build of $GO_SOURCES failed (module proxy unreachable?)"
+    mv "$binary.tmp" "$binary"
+}
+
+if [[ "${1:-all}" == "go" ]]; then
+    install_go
+    echo "peers.sh: Go peer ready in $GO_DIR"
+    exit 0
+fi
 if [[ "${1:-all}" == "java" ]]; then
     install_java
     echo "peers.sh: Java peer ready in $JAVA_DIR"
@@ -134,4 +180,5 @@ install_py "rocketmq-$ROCKETMQ_VERSION" "rocketmq==$ROCKETMQ_VERSION"
 install_py "rocketmq-python-cvs-$CVS_VERSION" "rocketmq-python-cvs==$CVS_VERSION"
 install_node
 install_java
-echo "peers.sh: peers ready in $PEERS_DIR and $JAVA_DIR"
+install_go
+echo "peers.sh: peers ready in $PEERS_DIR, $JAVA_DIR and $GO_DIR"

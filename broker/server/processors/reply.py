@@ -44,7 +44,10 @@ _MSG_REGION = "DefaultRegion"
 
 def find_client(broker: BrokerController, client_id: str) -> RemotingConnection | None:
     """The open connection of the client with this id: a producer's first (RocketMQ looks only there),
-    then a consumer's, since one client instance shares its connection between both roles."""
+    then a consumer's, since one client instance shares its connection between both roles, then the
+    one its last request came over. The last is ours: the Go client sends its first request before
+    its first heartbeat (it asks the NameServer, not its own routes, whether it knows the topic), so
+    RocketMQ's broker cannot push that reply."""
     for channels in broker.producers.groups.values():
         for conn, info in channels.items():
             if info.client_id == client_id and not conn.is_closing:
@@ -53,7 +56,8 @@ def find_client(broker: BrokerController, client_id: str) -> RemotingConnection 
         for conn, info in group.channels.items():
             if info.client_id == client_id and not conn.is_closing:
                 return conn
-    return None
+    last = broker.send.requesters.get(client_id)
+    return last if last is not None and not last.is_closing else None
 
 
 class ReplyProcessor:

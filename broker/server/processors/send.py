@@ -18,6 +18,7 @@ import functools
 import logging
 import random
 import time
+import weakref
 from typing import TYPE_CHECKING, NamedTuple
 
 import orjson
@@ -33,6 +34,7 @@ from broker.protocol.properties import (
     Prop,
     decode_properties,
 )
+from broker.protocol.reply import REPLY_TO_CLIENT
 from broker.protocol.uniq_key import UniqKeyGenerator
 from broker.server.errors import RequestError
 from broker.server.timer_message import TIMER_PROPERTIES, may_be_timed, park_for_timer, timer_delivery
@@ -233,6 +235,8 @@ class SendProcessor:
         self.wait_limit = broker.config.wait_time_mills_in_send_queue / 1000
         self.max_delay_level = len(broker.config.delay_levels_ms)
         self.in_flight: set[asyncio.Future[PutResult]] = set()  # puts waiting for the store
+        #: client id -> the connection that sent its last request (processors/reply.py looks replies up here)
+        self.requesters: weakref.WeakValueDictionary[str, RemotingConnection] = weakref.WeakValueDictionary()
         self._valid_topics: set[str] = set()  # names validate_topic accepted
         self._loop = asyncio.get_running_loop()
         self._cluster_prop = (
@@ -313,6 +317,9 @@ class SendProcessor:
                 f"the message body size {len(cmd.body)} exceeds the maximum {self.config.max_message_size}",
             )
         props = checked_properties(props_text)  # one pass: the checks and every lookup below
+        requester = props.get(REPLY_TO_CLIENT)
+        if requester is not None:  # a request: its reply may come back before the client's first heartbeat
+            self.requesters[requester] = conn
         tran_msg = props.get(Prop.TRAN_MSG)
         delayed = Prop.DELAY in props
         extra = self._cluster_prop
