@@ -24,7 +24,7 @@ from broker.client.message import MessageExt, MessageModel, MessageQueue
 from broker.client.offset_store import LocalFileOffsetStore, OffsetStore, ReadOffsetType, RemoteBrokerOffsetStore
 from broker.client.puller import PullSettings, QueuePuller
 from broker.client.rebalance import assign, diff, start_offset
-from broker.client.route import subscribe_queues
+from broker.client.route import TopicRouteData, subscribe_queues
 from broker.client.subscription import MessageSelector, SubscriptionData, parse_subscription
 
 __all__ = ["PullConsumer"]
@@ -64,6 +64,7 @@ class PullConsumer:
             topics=self._topics,
             heartbeat=self._heartbeat_data,
             on_notify=self._notified,
+            on_route_change=self._route_changed,
             on_reset_offset=self._reset_offsets,
         )
         self._subs: dict[str, SubscriptionData] = {}
@@ -129,6 +130,14 @@ class PullConsumer:
 
     def _notified(self, group: str) -> None:
         if group == self.group and self._rebalance_wanted is not None:
+            self._rebalance_wanted.set()
+
+    async def _route_changed(self, topic: str, route: TopicRouteData) -> None:
+        # A subscribed topic created after start is consumed from the route poll that sees it: heartbeat
+        # its brokers first (they may not know this consumer yet, and the consumer list decides the queues
+        # it gets), then rebalance, rather than wait for the next heartbeat and periodic rebalance.
+        if topic in self._subs and self._assigned is None and self._rebalance_wanted is not None:
+            await self.instance.send_heartbeat()
             self._rebalance_wanted.set()
 
     # ------------------------------------------------------------------ lifecycle

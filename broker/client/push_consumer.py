@@ -35,7 +35,7 @@ from broker.client.process_queue import (
 from broker.client.producer import Producer
 from broker.client.puller import PullSettings, QueuePuller
 from broker.client.rebalance import assign, diff, retry_topic, start_offset
-from broker.client.route import subscribe_queues
+from broker.client.route import TopicRouteData, subscribe_queues
 from broker.client.subscription import MessageSelector, SubscriptionData, parse_subscription
 from broker.protocol.properties import Prop
 
@@ -79,6 +79,7 @@ class PushConsumer:
             topics=lambda: list(self._subs),
             heartbeat=self._heartbeat_data,
             on_notify=self._notified,
+            on_route_change=self._route_changed,
             on_reset_offset=self._reset_offsets,
         )
         self._subs: dict[str, SubscriptionData] = {}
@@ -172,9 +173,10 @@ class PushConsumer:
         self._inner_producer = Producer("CLIENT_INNER_PRODUCER", instance=self.instance)
         await self._inner_producer.start()
         for topic in list(self._subs):
-            if await self.instance.update_route(topic) is None:
+            if await self.instance.update_route(topic) is None and topic != retry_topic(self.group):
+                # (a group's retry topic is made by the broker at the first message sent back: normal)
                 log.warning(
-                    "%s: topic %s has no route yet; will retry every %.0fs",
+                    "%s: topic %s has no route yet; consuming starts when it has one (looked up every %.0f s)",
                     self.group,
                     topic,
                     self.client_config.poll_name_server_interval,
@@ -238,6 +240,14 @@ class PushConsumer:
 
     def _notified(self, group: str) -> None:
         if group == self.group and self._rebalance_wanted is not None:
+            self._rebalance_wanted.set()
+
+    async def _route_changed(self, topic: str, route: TopicRouteData) -> None:
+        # A subscribed topic created after start is consumed from the route poll that sees it: heartbeat
+        # its brokers first (they may not know this consumer yet, and the consumer list decides the queues
+        # it gets), then rebalance, rather than wait for the next heartbeat and periodic rebalance.
+        if topic in self._subs and self._rebalance_wanted is not None:
+            await self.instance.send_heartbeat()
             self._rebalance_wanted.set()
 
     # ------------------------------------------------------------------ offsets

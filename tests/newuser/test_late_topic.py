@@ -1,0 +1,82 @@
+"""Issue 22, point 7: a consumer started before its topic exists consumes it once the route poll sees it
+(not after a later periodic rebalance: here the rebalance interval is an hour), and starting a push
+consumer does not warn about its own retry topic."""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import sys
+import textwrap
+from pathlib import Path
+
+from local_cluster import local_cluster
+from user_harness import mqadmin, user_env
+
+from broker.transport.loop import run
+
+CONSUMER = """
+    import asyncio, logging, sys
+    from rocketcluster import ClientConfig, ConsumeStatus, PullConsumer, PushConsumer
+
+    async def main() -> None:
+        logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
+        got: asyncio.Queue[bytes] = asyncio.Queue()
+        # routes looked up every second; a periodic rebalance would come only after an hour
+        config = ClientConfig(namesrv_addr=sys.argv[1], poll_name_server_interval=1.0)
+        push = PushConsumer("LatePushGroup", client_config=config, rebalance_interval=3600)
+        push.subscribe("LateTopic", "*")
+
+        def listener(msgs):
+            for m in msgs:
+                got.put_nowait(b"push " + m.body)
+            return ConsumeStatus.CONSUME_SUCCESS
+
+        push.register_listener(listener)
+        await push.start()
+        pull = PullConsumer("LatePullGroup", client_config=config, rebalance_interval=3600)
+        pull.subscribe("LateTopic", "*")
+        await pull.start()
+        print("started", flush=True)
+        bodies = []
+        deadline = asyncio.get_running_loop().time() + 60
+        while not {b"pull late", b"push late"} <= set(bodies) and asyncio.get_running_loop().time() < deadline:
+            bodies += [b"pull " + m.body for m in await pull.poll(timeout=0.5)]
+            while not got.empty():
+                bodies.append(got.get_nowait())
+        print(sorted(b.decode() for b in bodies), flush=True)
+        await pull.shutdown()
+        await push.shutdown()
+
+    asyncio.run(main())
+"""
+
+
+def test_a_consumer_started_before_its_topic_consumes_it(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with local_cluster(tmp_path) as cluster:
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-c",
+                textwrap.dedent(CONSUMER),
+                cluster.namesrv_addr,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                env=user_env(),
+            )
+            assert proc.stdout is not None
+            assert await asyncio.wait_for(proc.stdout.readline(), 60) == b"started\n"
+            await cluster.create_topic("LateTopic")
+            env = user_env(NAMESRV_ADDR=cluster.namesrv_addr)
+            sent = await mqadmin("sendMessage", "-t", "LateTopic", "-p", "late", env=env)
+            assert sent.code == 0, sent
+            out, err = await asyncio.wait_for(proc.communicate(), 120)
+            assert proc.returncode == 0, err.decode()
+            # each consumer got it (at least once: a rebalance under load may hand a queue over twice)
+            got = set(ast.literal_eval(out.decode().splitlines()[-1]))
+            assert got == {"pull late", "push late"}, (out, err)
+            warnings = err.decode()
+            assert "topic %RETRY%LatePushGroup has no route yet" not in warnings, warnings
+            assert warnings.count("topic LateTopic has no route yet") == 1, warnings  # the push consumer's
+
+    run(scenario())
