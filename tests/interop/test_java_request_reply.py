@@ -13,7 +13,7 @@ import threading
 from collections.abc import Iterator
 
 import pytest
-from interop_harness import CLUSTER, Record, ServerPair, fields, home_for, run_all, sdk_message
+from interop_harness import CLUSTER, Record, ServerPair, fields, home_for, run_all, sdk_message, sdk_pull_all
 from java_harness import JavaProc, check_intact, client_log_lines, ensure_java, java, java_server_pair
 
 from broker.client import BlockingProducer, BlockingPushConsumer, ConsumeStatus, MessageExt, Producer
@@ -172,3 +172,23 @@ def test_java_sync_request_gives_up_at_the_send_acknowledgement(java_servers: Se
     assert "wait reply message timeout, 15000 ms" in timeout["error"] and timeout["elapsed_ms"] < 15000, timeout
     logged = "\n".join(client_log_lines(requester.home))
     assert "receive reply message, but not matched any request" in logged, requester.describe()
+
+
+def test_java_timed_delivery_with_each_setter(java_servers: ServerPair) -> None:
+    """Message.setDeliverTimeMs / setDelayTimeSec / setDelayTimeMs (TIMER_* properties, 5.x): each
+    message is stored in its topic no sooner than asked, intact."""
+    topic, count = "JavaTimed", 6
+    java_servers.create_topics([topic])
+    timed = java_run(java_servers, "java-timed", ["timed", "--topic", topic, "--origin", "javatimed",
+                                                  "--count", str(count), "--in", "2"])  # fmt: skip
+    timed.start().wait()
+    assert timed.returncode == 0 and not timed.of("send_error"), timed.describe()
+    due = {e["seq"]: e["due_ms"] for e in timed.of("sent")}
+    assert {e["api"] for e in timed.of("sent")} == {"setDeliverTimeMs", "setDelayTimeSec", "setDelayTimeMs"}
+    stored = sdk_pull_all(java_servers.namesrv_addr, "CID-java-timed-check", topic, count, timeout=20)
+    assert sorted(r.seq for r in stored) == list(range(count)), stored
+    for record in stored:
+        check_intact(record, "javatimed")
+        # due_ms is the Java side's clock before the send; the broker computed the relative ones later
+        assert record.store_ts >= due[record.seq], (record.seq, record.store_ts - due[record.seq])
+        assert "TIMER_OUT_MS" not in record.props and int(record.props["TIMER_DEQUEUE_MS"]) >= due[record.seq], record
