@@ -1,15 +1,14 @@
 """Send ten messages and consume them back with the Python SDK (run `make run` first).
 
-    .venv/bin/python examples/quickstart.py
+export NAMESRV_ADDR=127.0.0.1:9876
+.venv/bin/python examples/quickstart.py
 """
 
 from __future__ import annotations
 
 import asyncio
 
-from broker.client import ConsumeStatus, Message, MessageExt, Producer, PushConsumer
-
-NAMESRV = "127.0.0.1:9876"
+from rocketcluster import ConsumeStatus, Message, MessageExt, Producer, PushConsumer
 
 
 async def main() -> None:
@@ -20,11 +19,12 @@ async def main() -> None:
             received.put_nowait(msg)
         return ConsumeStatus.CONSUME_SUCCESS
 
-    consumer = PushConsumer("QuickstartGroup", NAMESRV)
+    # No address given: the SDK takes $NAMESRV_ADDR (or python -X rocketmq.namesrv.addr=...), as RocketMQ's do
+    consumer = PushConsumer("QuickstartGroup")
     consumer.subscribe("QuickstartTopic", "TagA || TagB")
     consumer.register_listener(on_messages)
 
-    async with Producer("QuickstartProducer", NAMESRV) as producer:
+    async with Producer("QuickstartProducer") as producer:
         for i in range(10):
             msg = Message("QuickstartTopic", f"hello {i}", tags="TagA" if i % 2 else "TagB", keys=f"order-{i}")
             result = await producer.send(msg)
