@@ -32,6 +32,9 @@ REPO = Path(__file__).resolve().parents[2]
 TOPIC = "Hostile"
 QUEUES = 4
 INT32 = st.integers(-(2**31), 2**31 - 1)
+# Any text a client can put on the wire: every character but lone surrogates, which UTF-8 cannot encode
+TEXT_CHARS = st.characters(blacklist_categories=("Cs",))
+FIELD_CHARS = st.characters(blacklist_categories=("Cs",), blacklist_characters="\x01\x02")
 INT64 = st.integers(-(2**63), 2**63 - 1)
 
 
@@ -214,11 +217,9 @@ HEADERS = st.fixed_dictionaries(
         "properties": st.one_of(
             st.just(""),
             st.dictionaries(
-                st.text(st.characters(blacklist_characters="\x01\x02"), min_size=1, max_size=12),
-                st.text(st.characters(blacklist_characters="\x01\x02"), max_size=40),
-                max_size=4,
+                st.text(FIELD_CHARS, min_size=1, max_size=12), st.text(FIELD_CHARS, max_size=40), max_size=4
             ).map(encode_properties),
-            st.text(max_size=60),  # separators in the wrong places, control characters, anything
+            st.text(TEXT_CHARS, max_size=60),  # separators in the wrong places, control characters, anything
         ),
         "body": st.binary(max_size=300),
     }
