@@ -95,7 +95,9 @@ def bench_many(count: int, edits: int) -> dict[str, Any]:
     op.start()
     assert op.proc is not None
     try:
-        small = {"nameServer": {"replicas": 1}, "broker": {"groups": 1, "slavesPerGroup": 1}}
+        # No pod may run (the "no pods needed"): on the node tier they would start 150 brokers on 2 cores
+        nowhere = {"nodeSelector": {"rocketcluster.io/bench": "no-such-node"}}
+        small = {"nameServer": {"replicas": 1}, "broker": {"groups": 1, "slavesPerGroup": 1}, "template": nowhere}
         manifests = "\n---\n".join(
             cluster(f"c{i:02d}", "rocketcluster.local/broker:0.1.0", **small) for i in range(count)
         )

@@ -14,6 +14,7 @@ import subprocess
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 OPERATOR = REPO / ".venv" / "bin" / "rocketcluster-operator"
@@ -57,6 +58,13 @@ class OperatorProcess:
 
     def tail(self, chars: int = 6000) -> str:
         return self.log.read_text(errors="replace")[-chars:] if self.log.exists() else "(no log)"
+
+    def finish(self, kube: Any) -> str:
+        """Delete every RocketCluster the operator watches while it still runs (it removes its finalizer from
+        them; without an operator their namespaces would stay Terminating), then stop it; returns the log."""
+        for ns in self.namespaces:
+            kube.run("delete", "rmq", "--all", "-n", ns, "--wait=true", "--timeout=120s", check=False, timeout=150)
+        return self.stop()
 
     def stop(self) -> str:
         """Stop gracefully (SIGTERM, as the kubelet does); returns the log."""

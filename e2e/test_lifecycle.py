@@ -144,7 +144,7 @@ def operator(k8s_node: Kube, ns: str, tmp_path_factory: pytest.TempPathFactory) 
     proc = OperatorProcess(k8s_node.kubeconfig, [ns], tmp_path_factory.mktemp("op") / "operator.log")
     proc.start()
     yield proc
-    text = proc.stop()
+    text = proc.finish(k8s_node)
     assert "Traceback" not in text, text[-6000:]
 
 

@@ -56,7 +56,7 @@ def operator(crd: Kube, namespaces: tuple[str, str], tmp_path_factory: pytest.Te
     proc = OperatorProcess(crd.kubeconfig, list(namespaces), log)
     proc.start()
     yield crd
-    text = proc.stop()
+    text = proc.finish(crd)
     assert "Traceback" not in text, text[-6000:]
 
 

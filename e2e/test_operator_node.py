@@ -38,7 +38,7 @@ def operator(k8s_node: Kube, namespace: str, tmp_path_factory: pytest.TempPathFa
     proc = OperatorProcess(k8s_node.kubeconfig, [namespace], tmp_path_factory.mktemp("op") / "operator.log")
     proc.start()
     yield proc
-    text = proc.stop()
+    text = proc.finish(k8s_node)
     assert "Traceback" not in text, text[-6000:]
 
 
