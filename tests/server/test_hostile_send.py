@@ -9,26 +9,18 @@ acknowledged message is pulled back intact before and after recovery.
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
+from hostile_cluster import BrokerProcs, RawClient, pull_header, running_pair, send_header
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from local_cluster import SMALL_INDEX
 
-from broker.protocol.command import FrameDecoder, RemotingCommand, encode
+from broker.protocol.codes import RequestCode
+from broker.protocol.command import RemotingCommand
 from broker.protocol.message import LAYOUT_SYS_FLAGS, MessageExt, SysFlag, decode_records, sender_sys_flag
 from broker.protocol.properties import encode_properties
 
-REPO = Path(__file__).resolve().parents[2]
 TOPIC = "Hostile"
 QUEUES = 4
 INT32 = st.integers(-(2**31), 2**31 - 1)
@@ -38,126 +30,33 @@ FIELD_CHARS = st.characters(blacklist_categories=("Cs",), blacklist_characters="
 INT64 = st.integers(-(2**63), 2**63 - 1)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+class SendClient(RawClient):
+    """The shared raw client, sending with any sysFlag and header fields, and reading a queue back."""
 
+    def send_with(self, body: bytes, queue_id: int, sys_flag: int = 0, **fields: str) -> RemotingCommand:
+        ext = send_header(TOPIC, queue_id, queues=QUEUES) | {"f": str(sys_flag)} | fields
+        return self.request(RequestCode.SEND_MESSAGE_V2, ext, body)
 
-class RawClient:
-    """Blocking request/response over one TCP connection: what a hostile client would write."""
-
-    def __init__(self, port: int) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-        self.decoder = FrameDecoder()
-        self.opaque = 0
-
-    def request(self, code: int, ext: dict[str, str], body: bytes = b"") -> RemotingCommand:
-        self.opaque += 1
-        self.sock.sendall(encode(RemotingCommand(code=code, opaque=self.opaque, ext_fields=ext, body=body)))
-        while True:
-            for cmd in self.decoder.feed(self.sock.recv(1 << 20) or b""):
-                if cmd.opaque == self.opaque:
-                    return cmd
-
-    def send(self, body: bytes, queue_id: int, sys_flag: int = 0, **fields: str) -> RemotingCommand:
-        ext = {"a": "HostilePG", "b": TOPIC, "c": "TBW102", "d": str(QUEUES), "e": str(queue_id),
-               "f": str(sys_flag), "g": str(int(time.time() * 1000)), "h": "0", "i": "", "j": "0"}  # fmt: skip
-        ext.update(fields)
-        return self.request(310, ext, body)
-
-    def pull(self, queue_id: int, offset: int, max_nums: int = 32) -> RemotingCommand:
-        ext = {"consumerGroup": "HostileCG", "topic": TOPIC, "queueId": str(queue_id), "queueOffset": str(offset),
-               "maxMsgNums": str(max_nums), "sysFlag": "4", "commitOffset": "0", "suspendTimeoutMillis": "0",
-               "subscription": "*", "subVersion": "0"}  # fmt: skip
-        return self.request(11, ext)
+    def pull_at(self, queue_id: int, offset: int, max_nums: int = 32) -> RemotingCommand:
+        ext = pull_header(TOPIC, queue_id, offset, "HostileCG") | {"maxMsgNums": str(max_nums)}
+        return self.request(RequestCode.PULL_MESSAGE, ext)
 
     def pull_queue(self, queue_id: int) -> list[MessageExt]:
         """Every message of one queue, from offset 0: a pull that fails to parse fails the test."""
         got: list[MessageExt] = []
         while True:
-            resp = self.pull(queue_id, len(got))
+            resp = self.pull_at(queue_id, len(got))
             if resp.code != 0:  # 19/20/21: nothing more
                 return got
             batch = list(decode_records(resp.body))
             assert batch, f"queue {queue_id}: a FOUND pull with no records"
             got += batch
 
-    def close(self) -> None:
-        self.sock.close()
-
-
-@dataclass
-class BrokerProcs:
-    root: Path
-    namesrv_port: int
-    broker_port: int
-    procs: dict[str, subprocess.Popen[bytes]]
-
-    def spawn(self, program: str, conf: Path, ready: str) -> None:
-        log = self.root / f"{program}.log"
-        with log.open("ab") as out:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", f"broker.cli.{program}", "-c", str(conf)],
-                stdout=out, stderr=subprocess.STDOUT, cwd=self.root,
-            )  # fmt: skip
-        self.procs[program] = proc
-        deadline = time.monotonic() + 30
-        while ready not in log.read_text(errors="replace").split("--- restart ---")[-1]:
-            assert proc.poll() is None and time.monotonic() < deadline, log.read_text(errors="replace")[-3000:]
-            time.sleep(0.05)
-
-    def kill9_and_restart_broker(self) -> None:
-        proc = self.procs["mqbroker"]
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(10)
-        with (self.root / "mqbroker.log").open("a") as log:
-            log.write("--- restart ---\n")
-        self.spawn("mqbroker", self.root / "broker.conf", "boot success")
-
-    def stop(self) -> None:
-        for proc in reversed(list(self.procs.values())):
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(15)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-
-
-def _write(path: Path, props: dict[str, str]) -> Path:
-    path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-    return path
-
 
 @pytest.fixture(scope="module")
 def broker_procs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcs]:
-    root = tmp_path_factory.mktemp("hostile")
-    procs = BrokerProcs(root, _free_port(), _free_port(), {})
-    ns_conf = _write(root / "namesrv.properties", {"listenPort": str(procs.namesrv_port), "bindAddress": "127.0.0.1"})
-    broker_conf = _write(
-        root / "broker.conf",
-        {
-            "brokerClusterName": "HostileCluster",
-            "brokerName": "broker-hostile",
-            "brokerId": "0",
-            "brokerIP1": "127.0.0.1",
-            "listenPort": str(procs.broker_port),
-            "haListenPort": str(_free_port()),
-            "namesrvAddr": f"127.0.0.1:{procs.namesrv_port}",
-            "storePathRootDir": str(root / "store"),
-            "flushDiskType": "SYNC_FLUSH",
-            "mappedFileSizeCommitLog": str(16 << 20),
-            "defaultTopicQueueNums": str(QUEUES),
-            **SMALL_INDEX,
-        },
-    )
-    try:
-        procs.spawn("mqnamesrv", ns_conf, "boot success")
-        procs.spawn("mqbroker", broker_conf, "boot success")
+    with running_pair(tmp_path_factory.mktemp("hostile"), flushDiskType="SYNC_FLUSH") as procs:
         yield procs
-    finally:
-        procs.stop()
 
 
 def test_sys_flag_rule_table() -> None:
@@ -176,14 +75,14 @@ def test_sys_flag_rule_table() -> None:
 def test_the_reported_poison_sequence_survives_kill9(broker_procs: BrokerProcs) -> None:
     """Issue 27's sequence to one queue: 4 valid, sysFlag 16, 4 valid, sysFlag -1, 4 valid (SYNC_FLUSH)."""
     queue = 1
-    client = RawClient(broker_procs.broker_port)
+    client = SendClient(broker_procs.broker_port)
     try:
         acked: list[bytes] = []
         refused: list[RemotingCommand] = []
         plan = [0] * 4 + [SysFlag.BORNHOST_V6] + [0] * 4 + [-1] + [0] * 4
         for i, sys_flag in enumerate(plan):
             body = f"message {i} sysFlag {sys_flag}".encode()
-            resp = client.send(body, queue, sys_flag)
+            resp = client.send_with(body, queue, sys_flag)
             if resp.code == 0:
                 acked.append(body)
             else:
@@ -197,12 +96,13 @@ def test_the_reported_poison_sequence_survives_kill9(broker_procs: BrokerProcs) 
     finally:
         client.close()
 
-    broker_procs.kill9_and_restart_broker()
-    client = RawClient(broker_procs.broker_port)
+    broker_procs.kill9("mqbroker")
+    broker_procs.spawn("mqbroker", broker_procs.root / "broker.conf")
+    client = SendClient(broker_procs.broker_port)
     try:
         after = client.pull_queue(queue)
         assert [m.body for m in after] == acked, "the recovery lost acknowledged messages"
-        assert client.send(b"after recovery", queue).code == 0
+        assert client.send_with(b"after recovery", queue).code == 0
     finally:
         client.close()
 
@@ -231,11 +131,11 @@ HEADERS = st.fixed_dictionaries(
 def test_random_headers_never_block_a_queue(broker_procs: BrokerProcs, sends: list[dict[str, object]]) -> None:
     """Every acknowledged message comes back intact at the offset the broker gave; nothing refused
     (or acknowledged) stops the queue for the valid message sent after it."""
-    client = RawClient(broker_procs.broker_port)
+    client = SendClient(broker_procs.broker_port)
     try:
         for send in sends:
             body = bytes(send["body"])  # type: ignore[arg-type]
-            resp = client.send(
+            resp = client.send_with(
                 body, int(send["queue_id"]), int(send["sys_flag"]),  # type: ignore[call-overload]
                 h=str(send["flag"]), g=str(send["born"]), j=str(send["reconsume"]), i=str(send["properties"]),
             )  # fmt: skip
@@ -246,15 +146,15 @@ def test_random_headers_never_block_a_queue(broker_procs: BrokerProcs, sends: li
             if int(send["sys_flag"]) & SysFlag.TRANSACTION_MASK or "TRAN_MSG" in props or "DELAY" in props:  # type: ignore[call-overload]
                 continue  # a half or delayed message waits in a system topic by design
             queue, offset = int(resp.ext_fields["queueId"]), int(resp.ext_fields["queueOffset"])
-            pulled = client.pull(queue, offset, 1)
+            pulled = client.pull_at(queue, offset, 1)
             assert pulled.code == 0, pulled.remark
             (stored,) = decode_records(pulled.body)
             assert (stored.body, stored.flag, stored.born_timestamp) == (body, send["flag"], send["born"])
             assert stored.offset_msg_id == resp.ext_fields["msgId"]
         for queue in range(QUEUES):  # a valid message after whatever came before is still served
-            ok = client.send(b"canary", queue)
+            ok = client.send_with(b"canary", queue)
             assert ok.code == 0, ok.remark
-            canary = client.pull(queue, int(ok.ext_fields["queueOffset"]), 1)
+            canary = client.pull_at(queue, int(ok.ext_fields["queueOffset"]), 1)
             assert [m.body for m in decode_records(canary.body)] == [b"canary"]
     finally:
         client.close()
