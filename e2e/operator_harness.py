@@ -13,6 +13,8 @@ import socket
 import subprocess
 import time
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -76,3 +78,16 @@ class OperatorProcess:
                 self.proc.kill()
                 self.proc.wait(10)
         return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+
+@contextmanager
+def running_operator(kube: Any, namespaces: list[str], log_dir: Path) -> Iterator[OperatorProcess]:
+    """The operator watching `namespaces` for the block; then their clusters are deleted while it still runs,
+    and its log must hold no traceback."""
+    proc = OperatorProcess(kube.kubeconfig, namespaces, log_dir / "operator.log")
+    proc.start()
+    try:
+        yield proc
+    finally:
+        text = proc.finish(kube)
+    assert "Traceback" not in text, text[-6000:]

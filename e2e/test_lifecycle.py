@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from operator_harness import CRD_FILE, OperatorProcess
+from operator_harness import CRD_FILE, OperatorProcess, running_operator
 
 from broker.client import ConsumeStatus, Message
 from broker.client.blocking import BlockingAdmin, BlockingProducer, BlockingPullConsumer, BlockingPushConsumer
@@ -141,11 +141,8 @@ def ns(k8s_node: Kube) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def operator(k8s_node: Kube, ns: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
-    proc = OperatorProcess(k8s_node.kubeconfig, [ns], tmp_path_factory.mktemp("op") / "operator.log")
-    proc.start()
-    yield proc
-    text = proc.finish(k8s_node)
-    assert "Traceback" not in text, text[-6000:]
+    with running_operator(k8s_node, [ns], tmp_path_factory.mktemp("op")) as proc:
+        yield proc
 
 
 @pytest.fixture(scope="module")

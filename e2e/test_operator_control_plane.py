@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from operator_harness import CRD_FILE, OperatorProcess
+from operator_harness import CRD_FILE, running_operator
 
 if TYPE_CHECKING:
     from conftest import Kube
@@ -52,12 +52,8 @@ def namespaces(crd: Kube) -> Iterator[tuple[str, str]]:
 
 @pytest.fixture(scope="module")
 def operator(crd: Kube, namespaces: tuple[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kube]:
-    log = tmp_path_factory.mktemp("operator") / "operator.log"
-    proc = OperatorProcess(crd.kubeconfig, list(namespaces), log)
-    proc.start()
-    yield crd
-    text = proc.finish(crd)
-    assert "Traceback" not in text, text[-6000:]
+    with running_operator(crd, list(namespaces), tmp_path_factory.mktemp("operator")):
+        yield crd
 
 
 def cluster(kube: Kube, ns: str, name: str) -> dict[str, Any]:

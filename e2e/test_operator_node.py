@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from operator_harness import CRD_FILE, OperatorProcess
+from operator_harness import CRD_FILE, OperatorProcess, running_operator
 
 if TYPE_CHECKING:
     from conftest import Kube
@@ -35,11 +35,8 @@ def namespace(k8s_node: Kube) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def operator(k8s_node: Kube, namespace: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
-    proc = OperatorProcess(k8s_node.kubeconfig, [namespace], tmp_path_factory.mktemp("op") / "operator.log")
-    proc.start()
-    yield proc
-    text = proc.finish(k8s_node)
-    assert "Traceback" not in text, text[-6000:]
+    with running_operator(k8s_node, [namespace], tmp_path_factory.mktemp("op")) as proc:
+        yield proc
 
 
 def _ready(kube: Kube, ns: str, name: str) -> dict[str, Any] | None:
