@@ -6,7 +6,7 @@
 `--from` is inclusive and `--to` exclusive, compared with each message's store time (the source's
 `startingTimestamp` / `endingTimestamp`); either takes ISO 8601 or milliseconds since the epoch. The
 output is overwritten, so running the same range again is safe. The NameServer address comes from the
-NAMESRV_ADDR environment variable. The last line of the driver's log is a JSON summary.
+NAMESRV_ADDR environment variable (or --name-server). The last line of the driver's log is a JSON summary.
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ def epoch_ms(text: str) -> int:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--topic", default="orders")
+    parser.add_argument("--name-server", help="NameServer list (default: the NAMESRV_ADDR environment variable)")
     parser.add_argument("--from", dest="start", type=epoch_ms, help="first store time read (default: earliest)")
     parser.add_argument("--to", dest="end", type=epoch_ms, help="store time where reading stops (default: latest)")
     parser.add_argument("--output", required=True, help="Parquet directory, overwritten")
@@ -63,6 +64,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def source_options(args: argparse.Namespace) -> dict[str, str]:
     options = {"topic": args.topic}
+    if args.name_server:
+        options["nameServer"] = args.name_server
     if args.start is not None:
         options["startingTimestamp"] = str(args.start)
     if args.end is not None:

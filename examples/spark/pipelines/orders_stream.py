@@ -13,7 +13,8 @@ Two streaming queries share the source and the driver:
   duplicates across restarts (topic_once.py).
 
 Checkpoints are under `<data>/checkpoints`: keep `<data>` on a volume that outlives the driver pod. The
-NameServer address comes from the NAMESRV_ADDR environment variable (docs/spark.md: Kubernetes).
+NameServer address comes from the NAMESRV_ADDR environment variable (docs/spark.md: Kubernetes), or
+from --name-server.
 
     orders_stream.py --data /data/orders-pipeline [--topic orders] [--sink-topic orders-per-minute]
                      [--trigger "1 second"] [--watermark "30 seconds"] [--max-offsets-per-trigger 20000]
@@ -39,6 +40,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", required=True, help="directory for output and checkpoints (a volume)")
     parser.add_argument("--topic", default="orders")
+    parser.add_argument("--name-server", help="NameServer list (default: the NAMESRV_ADDR environment variable)")
     parser.add_argument("--sink-topic", default="orders-per-minute")
     parser.add_argument("--trigger", default="1 second", help="processing-time trigger interval")
     parser.add_argument("--watermark", default="30 seconds", help="how late an order may arrive")
@@ -53,12 +55,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def orders(spark: Any, topic: str, max_offsets: int) -> Any:
+def orders(spark: Any, topic: str, max_offsets: int, options: dict[str, str]) -> Any:
     """The topic as a stream of parsed orders, with the source columns a lake keeps."""
     from pyspark.sql import functions as F
 
     raw = (
         spark.readStream.format("rocketmq")
+        .options(**options)
         .option("topic", topic)
         .option("startingOffsets", "earliest")
         .option("maxOffsetsPerTrigger", str(max_offsets))
@@ -110,7 +113,9 @@ def as_messages(totals: Any, query: str) -> Any:
     )
 
 
-def totals_writer(data: Path, sink_topic: str, query: str) -> Any:
+def totals_writer(data: Path, sink_topic: str, query: str, options: dict[str, str] | None = None) -> Any:
+    """The foreachBatch function of the totals query. `options` go to the rocketmq source and sink."""
+
     def write(batch: Any, batch_id: int) -> None:
         totals = batch.persist()
         try:
@@ -118,7 +123,8 @@ def totals_writer(data: Path, sink_topic: str, query: str) -> Any:
                 return
             # Overwriting the batch's own directory makes a replay of the batch idempotent.
             totals.write.mode("overwrite").parquet(str(data / "per_minute" / f"batch_id={batch_id}"))
-            sent = write_once(as_messages(totals, query), batch_id, topic=sink_topic, marks=data / "topic_marks")
+            messages = as_messages(totals, query)
+            sent = write_once(messages, batch_id, topic=sink_topic, marks=data / "topic_marks", options=options)
             log.info("batch %d: %d totals, %d sent to %s", batch_id, totals.count(), sent, sink_topic)
         finally:
             totals.unpersist()
@@ -142,7 +148,8 @@ def main(argv: list[str] | None = None) -> None:
     spark.conf.set("spark.sql.shuffle.partitions", str(args.state_partitions))
     spark.conf.set("spark.sql.session.timeZone", "UTC")  # minutes in keys and Parquet are UTC
     data = Path(args.data)
-    parsed = orders(spark, args.topic, args.max_offsets_per_trigger)
+    options = {"nameServer": args.name_server} if args.name_server else {}
+    parsed = orders(spark, args.topic, args.max_offsets_per_trigger, options)
     lake = (
         parsed.writeStream.queryName("orders")
         .format("parquet")
@@ -155,7 +162,7 @@ def main(argv: list[str] | None = None) -> None:
         per_minute(parsed, args.watermark)
         .writeStream.queryName("orders-per-minute")
         .outputMode("append")
-        .foreachBatch(totals_writer(data, args.sink_topic, "orders-per-minute"))
+        .foreachBatch(totals_writer(data, args.sink_topic, "orders-per-minute", options))
         .option("checkpointLocation", str(data / "checkpoints" / "per_minute"))
         .trigger(processingTime=args.trigger)
         .start()
