@@ -203,8 +203,10 @@ def test_scale_out_adds_a_group_that_takes_writes(k8s_node: Kube, ns: str, traff
     kube.run("scale", "-n", ns, f"rmq/{NAME}", "--replicas=2")
     kube.wait_for("two ready groups", lambda: _ready(kube, ns, 2), timeout=300, interval=1)
     # the new group got the topic (metadata copied) and the producer's route picks it up (30 s route poll)
+    # the producer learns the new group at its next route poll (30 s, as RocketMQ's clients); a loaded node
+    # has needed more than 90 s between Ready and that poll's first send to it
     kube.wait_for(
-        "writes to the new group", lambda: any(b.startswith(f"{NAME}-1/") for b in traffic.sent_to.values()), timeout=90
+        "writes to the new group", lambda: any(b.startswith(f"{NAME}-1/") for b in traffic.sent_to.values()), 180
     )
     with BlockingAdmin(traffic.namesrv) as admin:
         rows = {(row.broker_name, row.broker_id) for row in admin.cluster_list() if row.cluster == NAME}
