@@ -189,12 +189,19 @@ async def reconcile(body: kopf.Body) -> Outcome:
 
 async def _reconcile(body: kopf.Body) -> Outcome:
     kube = _kube_client()
-    meta = body["metadata"]
+    # The resource as it is now, not as the event that started this pass saw it: the status holds the planner's
+    # progress, and a pass planning from a copy older than the previous pass's status write would drop what that
+    # pass recorded (a scale-out's pending metadata copy was lost that way).
+    fresh = await kube.get(names.API_VERSION, names.KIND, body["metadata"]["namespace"], body["metadata"]["name"])
+    if fresh is None or fresh["metadata"].get("uid") != body["metadata"]["uid"]:
+        return Outcome()  # deleted (or replaced by a new incarnation, whose own events start its passes)
+    body = kopf.Body(cast(kopf.RawBody, fresh))
+    meta = fresh["metadata"]
     name, namespace, generation = str(meta["name"]), str(meta["namespace"]), int(meta.get("generation", 1))
-    status: dict[str, Any] = dict(body.get("status") or {})
+    status: dict[str, Any] = dict(fresh.get("status") or {})
     try:
         cluster = names.ClusterRef(name, namespace, str(meta["uid"]))
-        spec = parse_spec(body.get("spec"))
+        spec = parse_spec(fresh.get("spec"))
     except (SpecError, ValueError) as exc:
         await _report_problem(body, status, "InvalidSpec", "SpecError", str(exc))
         return Outcome()  # nothing to retry until the user edits the resource (an update event)
