@@ -356,6 +356,9 @@ def test_a_drain_that_cannot_finish_blocks_the_scale_in(k8s_node: Kube, ns: str,
     idle.poll(5)
     idle.commit()
     idle.shutdown()
+    with BlockingProducer("IdleProducers", traffic.namesrv) as producer:  # what it will never read
+        for i in range(40):
+            producer.send(Message("LifeIdle", f"unread {i}".encode()))
     kube.run(
         "patch",
         "-n",
