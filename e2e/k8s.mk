@@ -39,4 +39,4 @@ e2e-control-plane: $(SPARK_STAMP)
 e2e: $(SPARK_STAMP)
 	bash e2e/deps.sh all
 	bash e2e/build.sh node
-	$(BIN)/pytest e2e --timeout 900 $(E2E_ARGS)
+	$(BIN)/pytest e2e --timeout 900 --durations=0 $(E2E_ARGS)
