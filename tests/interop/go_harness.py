@@ -17,7 +17,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from interop_harness import USER_PROPS, PeerProc, Record, fields
+import interop_harness
+from interop_harness import PeerProc, Record
 from peers import REPO
 
 __all__ = ["GO_DIR", "GoProc", "check_intact", "ensure_go", "go"]
@@ -31,14 +32,7 @@ _REQUIRE = re.compile(r"^require github\.com/apache/rocketmq-client-go/v2 (\S+)$
 
 def check_intact(record: Record, producer_origin: str) -> None:
     """interop_harness.check_intact, with room for the Go client's UNIQ_KEY (partly lower-case hex)."""
-    want = fields(producer_origin, record.topic, record.seq)
-    assert record.body == want["body"].encode(), record
-    assert record.tags == want["tags"], record
-    assert record.keys == want["keys"], record
-    assert {k: record.props.get(k) for k in USER_PROPS} == want["props"], record
-    assert record.id, f"no message id: {record}"
-    assert GO_UNIQ_KEY_RE.match(record.props.get("UNIQ_KEY", "")), f"no UNIQ_KEY: {record}"
-    assert record.reconsume_times == 0, record
+    interop_harness.check_intact(record, producer_origin, GO_UNIQ_KEY_RE)
 
 
 def client_version() -> str:

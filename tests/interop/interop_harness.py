@@ -254,15 +254,16 @@ class Record:
         return int(self.props.get("seq", "-1"))
 
 
-def check_intact(record: Record, producer_origin: str) -> None:
-    """Everything the producer set arrived byte for byte; a message id and UNIQ_KEY are there."""
+def check_intact(record: Record, producer_origin: str, uniq_key: re.Pattern[str] | None = None) -> None:
+    """Everything the producer set arrived byte for byte; a message id and a UNIQ_KEY of the producer's client's
+    shape (`uniq_key`; by default the shape our SDK and the C++/Node.js clients make) are there."""
     want = fields(producer_origin, record.topic, record.seq)
     assert record.body == want["body"].encode(), record
     assert record.tags == want["tags"], record
     assert record.keys == want["keys"], record
     assert {k: record.props.get(k) for k in USER_PROPS} == want["props"], record
     assert record.id, f"no message id: {record}"
-    assert UNIQ_KEY_RE.match(record.props.get("UNIQ_KEY", "")), f"no UNIQ_KEY: {record}"
+    assert (uniq_key or UNIQ_KEY_RE).match(record.props.get("UNIQ_KEY", "")), f"no UNIQ_KEY: {record}"
     assert record.reconsume_times == 0, record
 
 
