@@ -34,6 +34,7 @@ from rocketcluster.observe import (
     build_observed,
     build_status,
     merge_conditions,
+    pod_ready,
     ready_nameserver_addrs,
 )
 from rocketcluster.plan import (
@@ -248,13 +249,8 @@ async def _reconcile(body: kopf.Body) -> Outcome:
     if _differs(new_status, status):
         await kube.patch_status(namespace, name, new_status)
     expected = spec.name_server.replicas + spec.broker.groups * (1 + spec.broker.slaves_per_group)
-    settling = len(pods) < expected or not all(_pod_ready(p) for p in pods)
+    settling = len(pods) < expected or not all(pod_ready(p) for p in pods)
     return Outcome(decided.wait, settling)
-
-
-def _pod_ready(pod: Mapping[str, Any]) -> bool:
-    conditions = (pod.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
 async def _unbuildable(kube: Kube, spec: RocketClusterSpec) -> tuple[str, str] | None:

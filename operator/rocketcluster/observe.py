@@ -31,6 +31,7 @@ __all__ = [
     "merge_conditions",
     "pod_ip",
     "pod_observation",
+    "pod_ready",
     "ready_nameserver_addrs",
 ]
 
@@ -69,7 +70,7 @@ def _ordinal(pod: Mapping[str, Any]) -> int | None:
     return int(tail) if tail.isdigit() else None
 
 
-def _is_ready(pod: Mapping[str, Any]) -> bool:
+def pod_ready(pod: Mapping[str, Any]) -> bool:
     conditions = (pod.get("status") or {}).get("conditions") or []
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
@@ -102,7 +103,7 @@ def pod_observation(pod: Mapping[str, Any], facts: GroupFacts | None = None) -> 
         name=str(meta.get("name")),
         ordinal=ordinal,
         uid=str(meta.get("uid", "")),
-        ready=_is_ready(pod),
+        ready=pod_ready(pod),
         revision=(meta.get("labels") or {}).get(_REVISION_LABEL),
         phase=str((pod.get("status") or {}).get("phase") or "Pending"),
         waiting_reason=_waiting_reason(pod),
@@ -126,7 +127,7 @@ def ready_nameserver_addrs(pods: Iterable[Mapping[str, Any]]) -> list[str]:
     from inside the cluster and from the node; the cluster DNS names are not, from outside)."""
     addrs = []
     for pod in pods:
-        if _label(pod, names.LABEL_COMPONENT) == names.COMPONENT_NAMESERVER and _is_ready(pod) and pod_ip(pod):
+        if _label(pod, names.LABEL_COMPONENT) == names.COMPONENT_NAMESERVER and pod_ready(pod) and pod_ip(pod):
             addrs.append(f"{pod_ip(pod)}:{names.NAMESERVER_PORT}")
     return sorted(addrs)
 
