@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from broker.protocol.bodies import TopicConfig
+from broker.protocol.system_groups import SYSTEM_GROUPS as BROKER_SYSTEM_GROUPS
 
 __all__ = [
     "SYSTEM_GROUPS",
@@ -41,22 +42,8 @@ SYSTEM_TOPICS = frozenset(
         "RMQ_SYS_TRACE_TOPIC",
     }
 )
-# Subscription groups every broker creates at start (MixAll's system groups).
-SYSTEM_GROUPS = frozenset(
-    {
-        "TOOLS_CONSUMER",
-        "FILTERSRV_CONSUMER",
-        "__MONITOR_CONSUMER",
-        "CLIENT_INNER_PRODUCER",
-        "SELF_TEST_P_GROUP",
-        "SELF_TEST_C_GROUP",
-        "CID_ONS-HTTP-PROXY",
-        "CID_ONSAPI_PERMISSION",
-        "CID_ONSAPI_OWNER",
-        "CID_ONSAPI_PULL",
-        "CID_RMQ_SYS_TRANS",
-    }
-)
+# Subscription groups every broker creates at start: never copied
+SYSTEM_GROUPS = frozenset(BROKER_SYSTEM_GROUPS)
 
 
 def broker_made_topics(broker_config: Mapping[str, str]) -> set[str]:

@@ -12,25 +12,12 @@ from pathlib import Path
 from typing import Any
 
 from broker.protocol.bodies import DataVersion
+from broker.protocol.system_groups import SYSTEM_GROUPS
 from broker.server.persist import JsonFile
 
 __all__ = ["SubscriptionGroupConfig", "SubscriptionGroupManager"]
 
 log = logging.getLogger(__name__)
-
-_SYSTEM_GROUPS = (
-    "TOOLS_CONSUMER",
-    "FILTERSRV_CONSUMER",
-    "__MONITOR_CONSUMER",
-    "CLIENT_INNER_PRODUCER",
-    "SELF_TEST_P_GROUP",
-    "SELF_TEST_C_GROUP",
-    "CID_ONS-HTTP-PROXY",
-    "CID_ONSAPI_PERMISSION",
-    "CID_ONSAPI_OWNER",
-    "CID_ONSAPI_PULL",
-    "CID_RMQ_SYS_TRANS",
-)
 
 
 @dataclass(slots=True)
@@ -85,7 +72,7 @@ class SubscriptionGroupManager:
         self._file = JsonFile(config_dir / "subscriptionGroup.json")
 
     def load(self) -> None:
-        for name in _SYSTEM_GROUPS:
+        for name in SYSTEM_GROUPS:
             self.table[name] = SubscriptionGroupConfig(name)
         data = self._file.load() or {}
         for name, raw in (data.get("subscriptionGroupTable") or {}).items():
