@@ -136,8 +136,19 @@ def _uniq_slots(template: bytearray) -> tuple[int, ...]:
 
 
 def _send_template(queue_id: int, body: bytes, code: int = 310, props: str = "") -> bytearray:
-    ext = {"a": "BenchPG", "b": TOPIC, "c": "TBW102", "d": str(QUEUES), "e": str(queue_id), "f": "0",
-           "g": str(int(time.time() * 1000)), "h": "0", "i": props, "j": "0", "k": "false"}
+    ext = {
+        "a": "BenchPG",
+        "b": TOPIC,
+        "c": "TBW102",
+        "d": str(QUEUES),
+        "e": str(queue_id),
+        "f": "0",
+        "g": str(int(time.time() * 1000)),
+        "h": "0",
+        "i": props,
+        "j": "0",
+        "k": "false",
+    }
     if code == 320:
         ext["m"] = "true"
     return bytearray(encode_binary(RemotingCommand(code=code, ext_fields=ext, body=body)))
@@ -149,8 +160,16 @@ def _percentile(sorted_values: list[float], q: float) -> float:
     return sorted_values[min(len(sorted_values) - 1, int(q * len(sorted_values)))] * 1000
 
 
-async def _pipelined(conn: BenchConnection, templates: list[bytearray], requests: int, window: int,
-                     per_request: int, progress: Progress, name: str, rate: float = 0.0) -> PhaseResult:
+async def _pipelined(
+    conn: BenchConnection,
+    templates: list[bytearray],
+    requests: int,
+    window: int,
+    per_request: int,
+    progress: Progress,
+    name: str,
+    rate: float = 0.0,
+) -> PhaseResult:
     """`requests` sends, at most `window` in flight: each reply makes room for the next send, or with
     `rate` the sends go out every millisecond as they fall due (rate msgs/s)."""
     task = progress.add_task(name, total=requests * per_request)
@@ -195,8 +214,14 @@ async def _pipelined(conn: BenchConnection, templates: list[bytearray], requests
     elapsed = time.perf_counter() - started
     progress.update(task, completed=requests * per_request)
     latencies.sort()
-    return PhaseResult(name, requests * per_request, elapsed, _percentile(latencies, 0.5),
-                       _percentile(latencies, 0.99), state["errors"])
+    return PhaseResult(
+        name,
+        requests * per_request,
+        elapsed,
+        _percentile(latencies, 0.5),
+        _percentile(latencies, 0.99),
+        state["errors"],
+    )
 
 
 async def _queue_depths(port: int) -> dict[int, int]:
@@ -218,9 +243,18 @@ async def _consume(conn: BenchConnection, per_queue: dict[int, int], window: int
     pulls: list[bytearray] = []
     for q, count in per_queue.items():
         for off in range(0, count, 32):
-            ext = {"consumerGroup": "BenchCG", "topic": TOPIC, "queueId": str(q), "queueOffset": str(off),
-                   "maxMsgNums": "32", "sysFlag": "4", "commitOffset": "0", "suspendTimeoutMillis": "0",
-                   "subscription": "*", "subVersion": "0"}
+            ext = {
+                "consumerGroup": "BenchCG",
+                "topic": TOPIC,
+                "queueId": str(q),
+                "queueOffset": str(off),
+                "maxMsgNums": "32",
+                "sysFlag": "4",
+                "commitOffset": "0",
+                "suspendTimeoutMillis": "0",
+                "subscription": "*",
+                "subVersion": "0",
+            }
             pulls.append(bytearray(encode_binary(RemotingCommand(code=11, ext_fields=ext))))
     latencies: list[float] = []
     state = {"sent": 0, "received": 0, "msgs": 0, "errors": 0}
@@ -256,8 +290,14 @@ async def _consume(conn: BenchConnection, per_queue: dict[int, int], window: int
     await done
     elapsed = time.perf_counter() - started
     latencies.sort()
-    return PhaseResult("consume (pull 32)", state["msgs"], elapsed, _percentile(latencies, 0.5),
-                       _percentile(latencies, 0.99), state["errors"])
+    return PhaseResult(
+        "consume (pull 32)",
+        state["msgs"],
+        elapsed,
+        _percentile(latencies, 0.5),
+        _percentile(latencies, 0.99),
+        state["errors"],
+    )
 
 
 def _start_broker(
@@ -269,8 +309,12 @@ def _start_broker(
         f"flushDiskType={flush}\nmappedFileSizeCommitLog={file_size}\nmaxTransferCountOnMessageInMemory=32\n"
         + "".join(f"{line}\n" for line in extra)
     )
-    proc = subprocess.Popen([sys.executable, "-m", "broker.cli.mqbroker", "-c", str(conf), "--log-level", "WARNING"],
-                            stdout=subprocess.PIPE, text=True, env={**os.environ, "NAMESRV_ADDR": ""})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "broker.cli.mqbroker", "-c", str(conf), "--log-level", "WARNING"],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "NAMESRV_ADDR": ""},
+    )
     assert proc.stdout is not None
     line = proc.stdout.readline()
     if "boot success" not in line:
@@ -357,7 +401,8 @@ def _markdown(results: list[PhaseResult], args: argparse.Namespace, command: str
         f"Python {platform.python_version()}",
         f"- load average before/after (1/5/15 min): {args.load_before} / {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}",
         f"- {args.size} B bodies, 1 connection, broker in its own process (mqbroker), CommitLog files of "
-        f"{args.file_size >> 20} MiB, loopback TCP" + (f"; broker.conf also {', '.join(args.set)}" if args.set else "")
+        f"{args.file_size >> 20} MiB, loopback TCP"
+        + (f"; broker.conf also {', '.join(args.set)}" if args.set else "")
         + "\n",
         "| phase | messages | msgs/s | p50 ms | p99 ms | errors | broker CPU µs/msg |",
         "|---|---:|---:|---:|---:|---:|---:|",
@@ -378,11 +423,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--flush", choices=["ASYNC_FLUSH", "SYNC_FLUSH", "both"], default="both")
     parser.add_argument("--file-size", type=int, default=256 << 20, help="mappedFileSizeCommitLog of the broker")
     parser.add_argument("--broker-port", type=int, help="use a broker already listening on 127.0.0.1:PORT (profiling)")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="a broker.conf line for the broker under test (repeatable), e.g. indexHelperEnable=false")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a broker.conf line for the broker under test (repeatable), e.g. indexHelperEnable=false",
+    )
     parser.add_argument("--markdown", help="write a docs/benchmarks.md results block to this file")
-    parser.add_argument("--paced-rate", type=float, default=0.0,
-                        help="msgs/s of the paced phase (0: half of what the pipelined phase reached)")
+    parser.add_argument(
+        "--paced-rate",
+        type=float,
+        default=0.0,
+        help="msgs/s of the paced phase (0: half of what the pipelined phase reached)",
+    )
     args = parser.parse_args(argv)
     load = os.getloadavg()
     args.load_before = f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
@@ -391,8 +445,9 @@ def main(argv: list[str] | None = None) -> None:
 
     async def go() -> list[PhaseResult]:
         out: list[PhaseResult] = []
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      console=console) as progress:
+        with Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
+        ) as progress:
             for flush in flushes:
                 out += await _run_flush_type(flush, args, progress)
         return out
@@ -402,8 +457,15 @@ def main(argv: list[str] | None = None) -> None:
     for col in ("phase", "messages", "msgs/s", "p50 ms", "p99 ms", "errors", "broker CPU µs/msg"):
         table.add_column(col, justify="left" if col == "phase" else "right")
     for r in results:
-        table.add_row(r.name, str(r.messages), f"{r.rate:,.0f}", f"{r.p50_ms:.2f}", f"{r.p99_ms:.2f}", str(r.errors),
-                      f"{r.cpu_us_per_msg:.1f}")
+        table.add_row(
+            r.name,
+            str(r.messages),
+            f"{r.rate:,.0f}",
+            f"{r.p50_ms:.2f}",
+            f"{r.p99_ms:.2f}",
+            str(r.errors),
+            f"{r.cpu_us_per_msg:.1f}",
+        )
     console.print(table)
     if args.markdown:
         command = "python -m bench.broker " + " ".join(argv if argv is not None else sys.argv[1:])

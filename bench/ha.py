@@ -337,8 +337,10 @@ async def bench(args: argparse.Namespace) -> str:
             for _ in range(args.rounds):
                 for role in ("ASYNC_MASTER", "SYNC_MASTER"):
                     r = await throughput(root, role, args.seconds, body)
-                    print(f"{role}: {r.rate:,.0f} msgs/s p50 {r.p50_ms:.2f} ms p99 {r.p99_ms:.2f} ms "
-                          f"master {r.master_cpu_us:.1f} us/msg slave {r.slave_cpu_us:.1f} us/msg errors {r.errors}")
+                    print(
+                        f"{role}: {r.rate:,.0f} msgs/s p50 {r.p50_ms:.2f} ms p99 {r.p99_ms:.2f} ms "
+                        f"master {r.master_cpu_us:.1f} us/msg slave {r.slave_cpu_us:.1f} us/msg errors {r.errors}"
+                    )
                     rounds.append(r)
             best = {role: max(r.rate for r in rounds if r.role == role) for role in ("ASYNC_MASTER", "SYNC_MASTER")}
             lines += [
@@ -381,8 +383,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seconds", type=float, default=5.0, help="measurement time per phase")
     parser.add_argument("--rounds", type=int, default=2, help="ASYNC/SYNC throughput rounds")
     parser.add_argument("--rate", type=float, default=0, help="paced rate for the lag phase (0: half the ASYNC rate)")
-    parser.add_argument("--lag-batch", type=int, default=1,
-                        help="messages per request in the lag phase (32 reaches issue 4's 50k msgs/s target load)")
+    parser.add_argument(
+        "--lag-batch",
+        type=int,
+        default=1,
+        help="messages per request in the lag phase (32 reaches issue 4's 50k msgs/s target load)",
+    )
     parser.add_argument("--rebuild-mb", type=int, default=256, help="CommitLog size the empty slave copies")
     parser.add_argument("--phases", default="throughput,lag,rebuild", help="comma-separated phases to run")
     parser.add_argument("--markdown", metavar="FILE", help="append the results block to FILE")

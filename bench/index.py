@@ -79,9 +79,7 @@ def run(num: int, slots: int, entries: int, directory: Path) -> list[tuple[str, 
         for start in range(0, num, pass_size):
             index.dispatch_batch(more[start : start + pass_size])
         per = _per_call_us(time.perf_counter() - t, num)
-        results.append(
-            (f"IndexService.dispatch_batch, {pass_size}/pass", f"{per:.2f} us/msg ({1e6 / per:,.0f} msg/s)")
-        )
+        results.append((f"IndexService.dispatch_batch, {pass_size}/pass", f"{per:.2f} us/msg ({1e6 / per:,.0f} msg/s)"))
     t = time.perf_counter()
     for r in reqs[:: max(1, num // 1000)]:
         index.query(r.topic, r.keys or "", 32, 0, 2**62)

@@ -54,17 +54,22 @@ async def _register(conn: RemotingConnection, topics: list[str]) -> None:
         for broker_id in (0, 1):
             addr = f"10.0.0.{base + broker_id}:10911"
             ext = {
-                "brokerName": name, "brokerAddr": addr, "clusterName": "DefaultCluster",
-                "haServerAddr": f"10.0.0.{base + broker_id}:10912", "brokerId": str(broker_id),
-                "compressed": "true", "bodyCrc32": str(zlib.crc32(raw) & 0x7FFFFFFF),
+                "brokerName": name,
+                "brokerAddr": addr,
+                "clusterName": "DefaultCluster",
+                "haServerAddr": f"10.0.0.{base + broker_id}:10912",
+                "brokerId": str(broker_id),
+                "compressed": "true",
+                "bodyCrc32": str(zlib.crc32(raw) & 0x7FFFFFFF),
             }
             reply = await conn.invoke(RemotingCommand(code=RequestCode.REGISTER_BROKER, ext_fields=ext, body=raw), 10)
             if reply.code != ResponseCode.SUCCESS:
                 raise RuntimeError(f"register failed: {reply.remark}")
 
 
-async def _lookups(conn: RemotingConnection, pid: int, topics: list[str], window: int, version: int,
-                   seconds: float) -> tuple[float, float]:
+async def _lookups(
+    conn: RemotingConnection, pid: int, topics: list[str], window: int, version: int, seconds: float
+) -> tuple[float, float]:
     done = 0
     stop = False
 
@@ -72,8 +77,9 @@ async def _lookups(conn: RemotingConnection, pid: int, topics: list[str], window
         nonlocal done
         rng = random.Random(seed)
         while not stop:
-            cmd = RemotingCommand(code=RequestCode.GET_ROUTEINFO_BY_TOPIC, ext_fields={"topic": rng.choice(topics)},
-                                  version=version)
+            cmd = RemotingCommand(
+                code=RequestCode.GET_ROUTEINFO_BY_TOPIC, ext_fields={"topic": rng.choice(topics)}, version=version
+            )
             reply = await conn.invoke(cmd, 10)
             if reply.code != ResponseCode.SUCCESS:
                 raise RuntimeError(f"lookup failed: {reply.remark}")
@@ -90,8 +96,9 @@ async def _lookups(conn: RemotingConnection, pid: int, topics: list[str], window
 
 
 async def _bench(seconds: float, topic_count: int) -> list[str]:
-    proc = subprocess.Popen([sys.executable, "-m", "bench.namesrv", "serve"], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bench.namesrv", "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     assert proc.stdout is not None and proc.stdin is not None
     port = int(proc.stdout.readline())
     rows = []
@@ -123,17 +130,22 @@ def main(argv: list[str] | None = None) -> None:
     machine = _machine()
     rows = run(_bench(args.seconds, args.topics))
     after = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
-    print("\n".join([
-        f"### bench/namesrv.py ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})",
-        "",
-        f"Command: `.venv/bin/python -m bench.namesrv --seconds {args.seconds:g} --topics {args.topics}`. "
-        f"Machine: {machine}. Load after: {after}.",
-        "Two broker groups (master + slave) registered with compressed bodies; random topic per lookup.",
-        "",
-        "| client version | in flight | route lookups/s | NameServer CPU | NameServer µs CPU/lookup |",
-        "|---|---|---|---|---|",
-        *rows,
-    ]) + "\n")
+    print(
+        "\n".join(
+            [
+                f"### bench/namesrv.py ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})",
+                "",
+                f"Command: `.venv/bin/python -m bench.namesrv --seconds {args.seconds:g} --topics {args.topics}`. "
+                f"Machine: {machine}. Load after: {after}.",
+                "Two broker groups (master + slave) registered with compressed bodies; random topic per lookup.",
+                "",
+                "| client version | in flight | route lookups/s | NameServer CPU | NameServer µs CPU/lookup |",
+                "|---|---|---|---|---|",
+                *rows,
+            ]
+        )
+        + "\n"
+    )
 
 
 if __name__ == "__main__":

@@ -40,9 +40,20 @@ _INT = struct.Struct(">i")
 def send_request() -> RemotingCommand:
     """A SEND_MESSAGE_V2 request with the Java producer's single-letter header fields."""
     ext = {
-        "a": "benchmark_producer", "b": "BenchmarkTest", "c": "TBW102", "d": "4", "e": "3", "f": "0",
-        "g": str(int(time.time() * 1000)), "h": "0", "i": "UNIQ_KEY\x017F0000010001B4AAC26929FE5A0000\x02WAIT\x01true",
-        "j": "0", "k": "false", "l": "16", "m": "false", "n": "broker-a",
+        "a": "benchmark_producer",
+        "b": "BenchmarkTest",
+        "c": "TBW102",
+        "d": "4",
+        "e": "3",
+        "f": "0",
+        "g": str(int(time.time() * 1000)),
+        "h": "0",
+        "i": "UNIQ_KEY\x017F0000010001B4AAC26929FE5A0000\x02WAIT\x01true",
+        "j": "0",
+        "k": "false",
+        "l": "16",
+        "m": "false",
+        "n": "broker-a",
     }
     return RemotingCommand(code=RequestCode.SEND_MESSAGE_V2, ext_fields=ext, body=BODY)
 
@@ -50,8 +61,12 @@ def send_request() -> RemotingCommand:
 def send_response(cmd: RemotingCommand) -> RemotingCommand:
     return cmd.response(
         ResponseCode.SUCCESS,
-        ext_fields={"msgId": "7F00000100002A9F0000000000000000", "queueId": "3", "queueOffset": "12345",
-                    "transactionId": "7F0000010001B4AAC26929FE5A0000"},
+        ext_fields={
+            "msgId": "7F00000100002A9F0000000000000000",
+            "queueId": "3",
+            "queueOffset": "12345",
+            "transactionId": "7F0000010001B4AAC26929FE5A0000",
+        },
     )
 
 

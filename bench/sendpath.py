@@ -129,8 +129,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--flush", default="ASYNC_FLUSH", choices=["ASYNC_FLUSH", "SYNC_FLUSH"])
     parser.add_argument("--per-read", type=int, default=64, help="request frames handed over per read")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="a broker.conf key for the broker under test (repeatable), e.g. messageIndexEnable=false")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a broker.conf key for the broker under test (repeatable), e.g. messageIndexEnable=false",
+    )
     args = parser.parse_args(argv)
     results = run(_rounds(args))
     print(

@@ -348,8 +348,11 @@ def main() -> None:
             print(f"recovery after a kill, {args.recovery_mib} MiB CommitLog: {rec[0]:.2f} s", flush=True)
             worst = uvloop.run(time_recovery(worst_root))
             print(f"recovery without a checkpoint: {worst[0]:.2f} s, {worst[1]} records", flush=True)
-            print(f"store's own memory (RssAnon growth): {write_grown:.1f} MiB writing {args.recovery_mib} MiB, "
-                  f"{worst[2]:.1f} MiB recovering it without a checkpoint", flush=True)
+            print(
+                f"store's own memory (RssAnon growth): {write_grown:.1f} MiB writing {args.recovery_mib} MiB, "
+                f"{worst[2]:.1f} MiB recovering it without a checkpoint",
+                flush=True,
+            )
             shutil.rmtree(root, ignore_errors=True)
             shutil.rmtree(worst_root, ignore_errors=True)
     finally:
@@ -359,12 +362,13 @@ def main() -> None:
         print(f"## Store (bench/store.py), {datetime.date.today().isoformat()}")
         print()
         print(f"Command: `.venv/bin/python -m bench.store --seconds {args.seconds} --markdown`  ")
-        print(f"Machine: {info['nproc']} x {info['cpu']}, Python {info['python']}, uvloop; files of 1 GiB "
-              "(zero-filled ahead of use for SYNC_FLUSH, fallocated for ASYNC_FLUSH)  ")
+        print(
+            f"Machine: {info['nproc']} x {info['cpu']}, Python {info['python']}, uvloop; files of 1 GiB "
+            "(zero-filled ahead of use for SYNC_FLUSH, fallocated for ASYNC_FLUSH)  "
+        )
         print(f"Load: `{info['uptime']}`  ")
         print(
-            f"Disk in the same run: O_DIRECT sequential write **{seq:.0f} MB/s**, "
-            f"4 KiB write+fdatasync **{fsr:.0f}/s**"
+            f"Disk in the same run: O_DIRECT sequential write **{seq:.0f} MB/s**, 4 KiB write+fdatasync **{fsr:.0f}/s**"
         )
         print()
         print("In process, one event loop. Each writer puts as the broker's send path does (`append_message`: the")
@@ -388,11 +392,15 @@ def main() -> None:
             mib = args.recovery_mib
             print(f"- recovery after a kill, {mib} MiB CommitLog: **{rec[0]:.2f} s** ({rec[1]} records scanned)")
         if worst is not None:
-            print(f"- same CommitLog without its checkpoint (every record CRC-checked and dispatched again): "
-                  f"**{worst[0]:.2f} s** ({worst[1]} records scanned)")
-            print(f"- the store's own memory (the process's RssAnon growth, Python heap and buffers; the mapped "
-                  f"files are page cache): **{write_grown:.1f} MiB** after writing the {args.recovery_mib} MiB, "
-                  f"**{worst[2]:.1f} MiB** after recovering them without a checkpoint")
+            print(
+                f"- same CommitLog without its checkpoint (every record CRC-checked and dispatched again): "
+                f"**{worst[0]:.2f} s** ({worst[1]} records scanned)"
+            )
+            print(
+                f"- the store's own memory (the process's RssAnon growth, Python heap and buffers; the mapped "
+                f"files are page cache): **{write_grown:.1f} MiB** after writing the {args.recovery_mib} MiB, "
+                f"**{worst[2]:.1f} MiB** after recovering them without a checkpoint"
+            )
 
 
 if __name__ == "__main__":

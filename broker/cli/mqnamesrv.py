@@ -26,10 +26,19 @@ log = logging.getLogger("broker.cli.mqnamesrv")
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mqnamesrv", description="Start a RocketMQ-compatible NameServer.")
     parser.add_argument("-c", "--configFile", dest="config_file", help="NameServer config properties file")
-    parser.add_argument("-p", "--printConfigItem", dest="print_config", action="store_true",
-                        help="print the effective configuration and exit")
-    parser.add_argument("-n", "--namesrvAddr", dest="namesrv_addr",
-                        help="accepted for RocketMQ compatibility; a NameServer does not use it")
+    parser.add_argument(
+        "-p",
+        "--printConfigItem",
+        dest="print_config",
+        action="store_true",
+        help="print the effective configuration and exit",
+    )
+    parser.add_argument(
+        "-n",
+        "--namesrvAddr",
+        dest="namesrv_addr",
+        help="accepted for RocketMQ compatibility; a NameServer does not use it",
+    )
     parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
     return parser
 

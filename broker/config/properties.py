@@ -112,7 +112,7 @@ def _unescape(raw: str, number: int) -> str:
         if nxt == "u":
             digits = raw[pos + 2 : pos + 6]
             if len(digits) != 4 or any(d not in "0123456789abcdefABCDEF" for d in digits):
-                raise ConfigError(f"line {number}: malformed \\uxxxx escape {raw[pos:pos + 6]!r}")
+                raise ConfigError(f"line {number}: malformed \\uxxxx escape {raw[pos : pos + 6]!r}")
             out.append(chr(int(digits, 16)))
             pos += 6
             continue

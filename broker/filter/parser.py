@@ -194,6 +194,4 @@ class _Parser:
 
     def _check_numeric(self, operand: Operand, tok: Token, op: str) -> None:
         if isinstance(operand, Literal) and operand.kind != "number":
-            raise FilterSyntaxError(
-                self.text, tok.pos, f"{op} compares numbers, but {tok.describe()} is not a number"
-            )
+            raise FilterSyntaxError(self.text, tok.pos, f"{op} compares numbers, but {tok.describe()} is not a number")

@@ -352,7 +352,6 @@ class HAMaster:
             self.status.record_ack(offset)
             self.transfer.acked_to(offset)
 
-
     def data_appended(self, end_offset: int) -> None:
         """The store's note of every put: the writers and the lag bookkeeping hear of it once per loop
         iteration, with the newest end offset, rather than once per put; a big batch is pushed to the

@@ -152,7 +152,9 @@ class NamesrvProcessors:
 
     def unregister_broker(self, conn: RemotingConnection, cmd: RemotingCommand) -> RemotingCommand:
         self.routes.unregister_broker(
-            _field(cmd, "clusterName"), _field(cmd, "brokerAddr"), _field(cmd, "brokerName"),
+            _field(cmd, "clusterName"),
+            _field(cmd, "brokerAddr"),
+            _field(cmd, "brokerName"),
             _int_field(cmd, "brokerId"),
         )
         return cmd.response(ResponseCode.SUCCESS)
@@ -174,7 +176,8 @@ class NamesrvProcessors:
 
     def broker_heartbeat(self, conn: RemotingConnection, cmd: RemotingCommand) -> RemotingCommand:
         self.routes.refresh(
-            _field(cmd, "clusterName"), _field(cmd, "brokerAddr"),
+            _field(cmd, "clusterName"),
+            _field(cmd, "brokerAddr"),
             timeout_ms=_int_field(cmd, "heartbeatTimeoutMills", 0) or None,
         )
         return cmd.response(ResponseCode.SUCCESS)

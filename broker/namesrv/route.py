@@ -140,8 +140,14 @@ class RouteInfoManager:
                     ]:
                         self._remove_queue(topic, broker_name)
         if key not in t.broker_live:
-            log.info("new broker registered: %s %s id=%d addr=%s ha=%s",
-                     cluster_name, broker_name, broker_id, broker_addr, ha_server_addr)
+            log.info(
+                "new broker registered: %s %s id=%d addr=%s ha=%s",
+                cluster_name,
+                broker_name,
+                broker_id,
+                broker_addr,
+                ha_server_addr,
+            )
         t.broker_live[key] = BrokerLiveInfo(
             now_ms,
             timeout_ms if timeout_ms and timeout_ms > 0 else self.default_timeout_ms,
@@ -219,8 +225,9 @@ class RouteInfoManager:
 
     # ------------------------------------------------------------------ liveness
 
-    def refresh(self, cluster_name: str, broker_addr: str, *, timeout_ms: int | None = None,
-                now_ms: int | None = None) -> bool:
+    def refresh(
+        self, cluster_name: str, broker_addr: str, *, timeout_ms: int | None = None, now_ms: int | None = None
+    ) -> bool:
         live = self._t.broker_live.get((cluster_name, broker_addr))
         if live is None:
             return False
@@ -236,8 +243,14 @@ class RouteInfoManager:
             (key, live) for key, live in self._t.broker_live.items() if live.last_update_ms + live.timeout_ms < now_ms
         ]
         for (cluster, addr), live in expired:
-            log.warning("broker %s (%s, %s) expired: silent for %d ms > %d ms", addr, live.broker_name, cluster,
-                        now_ms - live.last_update_ms, live.timeout_ms)
+            log.warning(
+                "broker %s (%s, %s) expired: silent for %d ms > %d ms",
+                addr,
+                live.broker_name,
+                cluster,
+                now_ms - live.last_update_ms,
+                live.timeout_ms,
+            )
             self.unregister_broker(cluster, addr, live.broker_name, live.broker_id)
         return [live for _key, live in expired]
 
@@ -295,8 +308,11 @@ class RouteInfoManager:
         if not broker_datas:
             return None
         return encode_topic_route(
-            broker_datas, list(queues.values()), filter_table,
-            standard_json=standard_json, order_topic_conf=order_topic_conf,
+            broker_datas,
+            list(queues.values()),
+            filter_table,
+            standard_json=standard_json,
+            order_topic_conf=order_topic_conf,
         )
 
     def cluster_info(self) -> bytes:

@@ -139,14 +139,16 @@ def encode_binary(cmd: RemotingCommand) -> bytes:
     remark = cmd.remark.encode() if cmd.remark else b""
     ext = _binary_ext_section(cmd.ext_fields)
     header_len = _BINARY_FIXED.size + len(remark) + 4 + len(ext)
-    return b"".join((
-        _PREFIX.pack(4 + header_len + len(cmd.body), (_ROCKETMQ << 24) | header_len),
-        _BINARY_FIXED.pack(cmd.code, cmd.language, cmd.version, cmd.opaque, cmd.flag, len(remark)),
-        remark,
-        _INT.pack(len(ext)),
-        ext,
-        cmd.body,
-    ))
+    return b"".join(
+        (
+            _PREFIX.pack(4 + header_len + len(cmd.body), (_ROCKETMQ << 24) | header_len),
+            _BINARY_FIXED.pack(cmd.code, cmd.language, cmd.version, cmd.opaque, cmd.flag, len(remark)),
+            remark,
+            _INT.pack(len(ext)),
+            ext,
+            cmd.body,
+        )
+    )
 
 
 # Entries are `int16 keyLen | key | int32 valueLen | value`. Built as latin-1 text (character i is byte i)
@@ -216,9 +218,7 @@ def _decode_json_header(raw: bytes | memoryview) -> RemotingCommand:
         # accepts the first two and names the fault of the last.
         return _decode_json_header_lenient(raw)
     language = _LANGUAGE_BY_NAME.get(h.language, LanguageCode.OTHER)
-    return RemotingCommand(
-        h.code, h.opaque, h.flag, h.extFields, b"", h.remark, language, h.version, _JSON
-    )
+    return RemotingCommand(h.code, h.opaque, h.flag, h.extFields, b"", h.remark, language, h.version, _JSON)
 
 
 def _decode_json_header_lenient(raw: bytes | memoryview) -> RemotingCommand:

@@ -44,7 +44,6 @@ BAK_SUFFIX = ".bak"
 TMP_SUFFIX = ".tmp"
 
 
-
 # -- the file -----------------------------------------------------------------------------------------
 
 
@@ -140,8 +139,6 @@ def _fsync_dir(directory: Path) -> None:
 
 
 # -- shapes of the four files -------------------------------------------------------------------------
-
-
 
 
 def _int_map(raw: Any, where: str) -> dict[int, int]:

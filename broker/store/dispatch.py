@@ -344,8 +344,13 @@ class ReputService:
         offset = self.reput_from_offset
         if offset != self._failed_at:  # once per stuck record, not once per retry
             self._failed_at = offset
-            log.error("reput stopped at CommitLog offset %d, retrying every %.0f s: %s", offset, RETRY_S, exc,
-                      exc_info=not isinstance(exc, StoreError))
+            log.error(
+                "reput stopped at CommitLog offset %d, retrying every %.0f s: %s",
+                offset,
+                RETRY_S,
+                exc,
+                exc_info=not isinstance(exc, StoreError),
+            )
         if self._loop is not None and not self._closing:
             self._loop.call_later(RETRY_S, self.notify)
 

@@ -24,9 +24,7 @@ class OffsetWaiters:
         self.timeout_s = timeout_s
         self.timeout_status = timeout_status
         self.what = what  # for the timeout log line, e.g. "flushed" or "acknowledged by a slave"
-        self._waiters: collections.deque[tuple[int, float, asyncio.Future[PutResult], PutResult]] = (
-            collections.deque()
-        )
+        self._waiters: collections.deque[tuple[int, float, asyncio.Future[PutResult], PutResult]] = collections.deque()
         self._timer: asyncio.TimerHandle | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 

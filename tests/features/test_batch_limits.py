@@ -41,8 +41,19 @@ def test_client_refuses_what_a_batch_cannot_hold(messages: list[Message], reason
 
 
 def _batch_request(topic: str, body: bytes, sys_flag: int = 0) -> RemotingCommand:
-    fields = {"a": "PG-batch", "b": topic, "c": "TBW102", "d": "4", "e": "0", "f": str(sys_flag),
-              "g": str(int(time.time() * 1000)), "h": "0", "i": "", "j": "0", "m": "true"}
+    fields = {
+        "a": "PG-batch",
+        "b": topic,
+        "c": "TBW102",
+        "d": "4",
+        "e": "0",
+        "f": str(sys_flag),
+        "g": str(int(time.time() * 1000)),
+        "h": "0",
+        "i": "",
+        "j": "0",
+        "m": "true",
+    }
     return RemotingCommand(code=RequestCode.SEND_BATCH_MESSAGE, ext_fields=fields, body=body)
 
 
@@ -56,10 +67,16 @@ def test_broker_refuses_bad_batches_and_client_splits_big_ones(tmp_path: Path) -
                 ok = BatchMessage(b"fine", encode_properties({"KEYS": "k"}), 0)
                 cases = [
                     (encode_batch([ok, BatchMessage(os.urandom(4 * MiB), "", 0)]), 0, "exceeds the maximum 4194304"),
-                    (encode_batch([ok, BatchMessage(b"x", encode_properties({"DELAY": "3"}), 0)]), 0,
-                     "batch message 1: delayed messages cannot be sent in a batch"),
-                    (encode_batch([BatchMessage(b"x", encode_properties({"TRAN_MSG": "true"}), 0)]), 0,
-                     "batch message 0: transactional messages cannot be sent in a batch"),
+                    (
+                        encode_batch([ok, BatchMessage(b"x", encode_properties({"DELAY": "3"}), 0)]),
+                        0,
+                        "batch message 1: delayed messages cannot be sent in a batch",
+                    ),
+                    (
+                        encode_batch([BatchMessage(b"x", encode_properties({"TRAN_MSG": "true"}), 0)]),
+                        0,
+                        "batch message 0: transactional messages cannot be sent in a batch",
+                    ),
                     (encode_batch([ok]), SysFlag.TRANSACTION_PREPARED_TYPE, "cannot be transactional"),
                 ]
                 for body, sys_flag, reason in cases:

@@ -43,8 +43,9 @@ def test_level_3_arrives_after_10_seconds_across_a_broker_restart(tmp_path: Path
                 arrived.extend((time.time(), m) for m in msgs)
                 return ConsumeStatus.CONSUME_SUCCESS
 
-            consumer = PushConsumer("CG-delay", client_config=cluster.client_config(),
-                                    consume_from_where="CONSUME_FROM_FIRST_OFFSET")
+            consumer = PushConsumer(
+                "CG-delay", client_config=cluster.client_config(), consume_from_where="CONSUME_FROM_FIRST_OFFSET"
+            )
             consumer.subscribe("DelayT", "*")
             consumer.register_listener(listener)
             await consumer.start()
@@ -80,8 +81,12 @@ def test_a_message_that_always_fails_lands_in_the_dlq_with_its_history(tmp_path:
                 attempts.extend(msgs)
                 return ConsumeStatus.RECONSUME_LATER
 
-            consumer = PushConsumer("CG-fail", client_config=cluster.client_config(), max_reconsume_times=3,
-                                    consume_from_where="CONSUME_FROM_FIRST_OFFSET")
+            consumer = PushConsumer(
+                "CG-fail",
+                client_config=cluster.client_config(),
+                max_reconsume_times=3,
+                consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+            )
             consumer.subscribe("FailT", "*")
             consumer.register_listener(listener)
             await consumer.start()
@@ -113,8 +118,10 @@ def test_subscription_group_config_is_honoured(tmp_path: Path) -> None:
                 sent = await producer.send(Message("GroupT", "x"))
             conn = await connect(cluster.running_broker.addr)
             try:
-                async def request(code: int, ext: dict[str, str] | None = None, body: bytes = b"",
-                                  version: int = 479) -> RemotingCommand:
+
+                async def request(
+                    code: int, ext: dict[str, str] | None = None, body: bytes = b"", version: int = 479
+                ) -> RemotingCommand:
                     cmd = RemotingCommand(code=code, ext_fields=ext or {}, body=body, version=version)
                     return await conn.invoke(cmd, 5.0)
 
@@ -135,9 +142,18 @@ def test_subscription_group_config_is_honoured(tmp_path: Path) -> None:
 
                 cfg["consumeEnable"] = False
                 await request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=orjson.dumps(cfg))
-                pull = {"consumerGroup": "CG-cfg", "topic": "GroupT", "queueId": "0", "queueOffset": "0",
-                        "maxMsgNums": "8", "sysFlag": str(0x4), "commitOffset": "0", "suspendTimeoutMillis": "0",
-                        "subscription": "*", "subVersion": "0"}
+                pull = {
+                    "consumerGroup": "CG-cfg",
+                    "topic": "GroupT",
+                    "queueId": "0",
+                    "queueOffset": "0",
+                    "maxMsgNums": "8",
+                    "sysFlag": str(0x4),
+                    "commitOffset": "0",
+                    "suspendTimeoutMillis": "0",
+                    "subscription": "*",
+                    "subVersion": "0",
+                }
                 resp = await request(RequestCode.PULL_MESSAGE, pull)
                 assert resp.code == ResponseCode.NO_PERMISSION and "CG-cfg" in (resp.remark or "")
                 # The DLQ is write-only: consumers cannot pull it.

@@ -23,8 +23,13 @@ STEPS = 8
 
 
 def _orderly(cluster: FeaturesCluster, group: str, **options: object) -> PushConsumer:
-    return PushConsumer(group, client_config=cluster.client_config(), suspend_current_queue_time=0.1,
-                        consume_from_where="CONSUME_FROM_FIRST_OFFSET", **options)
+    return PushConsumer(
+        group,
+        client_config=cluster.client_config(),
+        suspend_current_queue_time=0.1,
+        consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+        **options,
+    )
 
 
 def test_partition_order_per_sharding_key_survives_a_consumer_restart(tmp_path: Path) -> None:

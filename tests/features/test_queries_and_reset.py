@@ -85,13 +85,15 @@ def test_reset_offset_by_time_replays_from_the_right_offset(tmp_path: Path) -> N
                 received.extend(m.body.decode() for m in msgs)
                 return ConsumeStatus.CONSUME_SUCCESS
 
-            push = PushConsumer("CG-reset", client_config=cluster.client_config(),
-                                consume_from_where="CONSUME_FROM_FIRST_OFFSET")
+            push = PushConsumer(
+                "CG-reset", client_config=cluster.client_config(), consume_from_where="CONSUME_FROM_FIRST_OFFSET"
+            )
             push.subscribe("ResetT", "*")
             push.register_listener(listener)
             await push.start()
-            pull = PullConsumer("CG-reset-pull", client_config=cluster.client_config(),
-                                consume_from_where="CONSUME_FROM_FIRST_OFFSET")
+            pull = PullConsumer(
+                "CG-reset-pull", client_config=cluster.client_config(), consume_from_where="CONSUME_FROM_FIRST_OFFSET"
+            )
             pull.subscribe("ResetT", "*")
             await pull.start()
             polled: list[str] = []
@@ -113,8 +115,9 @@ def test_reset_offset_by_time_replays_from_the_right_offset(tmp_path: Path) -> N
                 polled.clear()
 
                 code = await asyncio.to_thread(
-                    mqadmin, ["resetOffsetByTime", "-n", cluster.namesrv_addr, "-g", "CG-reset", "-t", "ResetT",
-                              "-s", str(cut)])
+                    mqadmin,
+                    ["resetOffsetByTime", "-n", cluster.namesrv_addr, "-g", "CG-reset", "-t", "ResetT", "-s", str(cut)],
+                )
                 assert code == 0
                 await wait_for(lambda: len(received) >= 6, 15, "replay after the reset")
                 await asyncio.sleep(0.5)

@@ -81,11 +81,17 @@ def test_evaluation_table(expression: str, props: dict[str, str], expected: bool
 PARSES: list[tuple[str, Node]] = [
     ("a > 5", Compare(">", Property("a"), Literal("number", 5))),
     ("a between 0 and 3", Between(Property("a"), Literal("number", 0), Literal("number", 3))),
-    ("NOT a = 1 AND b = 2", And(Not(Compare("=", Property("a"), Literal("number", 1))),
-                                Compare("=", Property("b"), Literal("number", 2)))),
-    ("a = 1 OR b = 2 AND c = 3", Or(Compare("=", Property("a"), Literal("number", 1)),
-                                    And(Compare("=", Property("b"), Literal("number", 2)),
-                                        Compare("=", Property("c"), Literal("number", 3))))),
+    (
+        "NOT a = 1 AND b = 2",
+        And(Not(Compare("=", Property("a"), Literal("number", 1))), Compare("=", Property("b"), Literal("number", 2))),
+    ),
+    (
+        "a = 1 OR b = 2 AND c = 3",
+        Or(
+            Compare("=", Property("a"), Literal("number", 1)),
+            And(Compare("=", Property("b"), Literal("number", 2)), Compare("=", Property("c"), Literal("number", 3))),
+        ),
+    ),
     ("a IN ('x','y')", In(Property("a"), ("x", "y"))),
     ("a is not null", IsNull(Property("a"), negated=True)),
     ("a > 3.14", Compare(">", Property("a"), Literal("number", Decimal("3.14")))),
@@ -198,9 +204,7 @@ def test_three_valued_not_and_de_morgan(ast: Node, props: dict[str, str]) -> Non
     st.sampled_from(["T", "t" * 200]),  # a 200-character topic needs the v2 record (2-byte length)
     st.sampled_from(["10.0.0.1", "::1"]),
 )
-def test_record_properties_reads_what_decode_reads(
-    props: dict[str, str], body: bytes, topic: str, host: str
-) -> None:
+def test_record_properties_reads_what_decode_reads(props: dict[str, str], body: bytes, topic: str, host: str) -> None:
     msg = StoredMessage(topic=topic, body=body, properties=props, born_host=(host, 1), store_host=(host, 2))
     raw = encode_record(msg)
     assert record_properties(memoryview(raw)) == next(decode_records(raw)).properties
@@ -236,9 +240,17 @@ async def _raw_pull(addr: str, expression: str, queue_id: int, offset: int = 0) 
     conn = await connect(addr)
     try:
         ext = {
-            "consumerGroup": "CG-raw", "topic": TOPIC, "queueId": str(queue_id), "queueOffset": str(offset),
-            "maxMsgNums": "32", "sysFlag": str(0x4), "commitOffset": "0", "suspendTimeoutMillis": "0",
-            "subscription": expression, "subVersion": "0", "expressionType": "SQL92",
+            "consumerGroup": "CG-raw",
+            "topic": TOPIC,
+            "queueId": str(queue_id),
+            "queueOffset": str(offset),
+            "maxMsgNums": "32",
+            "sysFlag": str(0x4),
+            "commitOffset": "0",
+            "suspendTimeoutMillis": "0",
+            "subscription": expression,
+            "subVersion": "0",
+            "expressionType": "SQL92",
         }
         return await conn.invoke(RemotingCommand(code=RequestCode.PULL_MESSAGE, ext_fields=ext), 5.0)
     finally:
@@ -264,17 +276,23 @@ def test_seed_selectors_select_exactly_the_right_messages(tmp_path: Path) -> Non
             assert seen == _expected("a > 5 AND b = 'abc'") == {"m6", "m8", "m10", "m12", "m14", "m16", "m18"}
 
             # Push consumers with the seed's selectors, one group each.
-            selectors = ["a > 5 AND b = 'abc'", "a between 0 and 3", "c IS NOT NULL AND b IN ('abc')",
-                         "NOT (a < 15) OR c = TRUE"]
+            selectors = [
+                "a > 5 AND b = 'abc'",
+                "a between 0 and 3",
+                "c IS NOT NULL AND b IN ('abc')",
+                "NOT (a < 15) OR c = TRUE",
+            ]
             received: dict[str, list[str]] = {s: [] for s in selectors}
             consumers = []
             for n, expression in enumerate(selectors):
+
                 def listener(msgs: list[MessageExt], expression: str = expression) -> ConsumeStatus:
                     received[expression].extend(m.body.decode() for m in msgs)
                     return ConsumeStatus.CONSUME_SUCCESS
 
-                consumer = PushConsumer(f"CG-sql-{n}", client_config=cluster.client_config(),
-                                        consume_from_where="CONSUME_FROM_FIRST_OFFSET")
+                consumer = PushConsumer(
+                    f"CG-sql-{n}", client_config=cluster.client_config(), consume_from_where="CONSUME_FROM_FIRST_OFFSET"
+                )
                 consumer.subscribe(TOPIC, MessageSelector.by_sql(expression))
                 consumer.register_listener(listener)
                 await consumer.start()
@@ -291,8 +309,9 @@ def test_seed_selectors_select_exactly_the_right_messages(tmp_path: Path) -> Non
                     await consumer.shutdown()
 
             # A pull consumer with expression_type= gives the same answer.
-            pull = PullConsumer("CG-sql-pull", client_config=cluster.client_config(),
-                                consume_from_where="CONSUME_FROM_FIRST_OFFSET")
+            pull = PullConsumer(
+                "CG-sql-pull", client_config=cluster.client_config(), consume_from_where="CONSUME_FROM_FIRST_OFFSET"
+            )
             pull.subscribe(TOPIC, "a between 0 and 3", expression_type="SQL92")
             await pull.start()
             try:
@@ -317,13 +336,27 @@ def test_bad_expressions_are_refused_at_subscribe_time(tmp_path: Path) -> None:
             addr = cluster.running_broker.addr
             # Heartbeat with an invalid SQL92 subscription: refused, nothing registered.
             heartbeat = {
-                "clientID": "127.0.0.1@bad", "producerDataSet": [],
-                "consumerDataSet": [{
-                    "groupName": "CG-bad", "consumeType": "CONSUME_PASSIVELY", "messageModel": "CLUSTERING",
-                    "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET", "unitMode": False,
-                    "subscriptionDataSet": [{"topic": TOPIC, "subString": "a > 'x'", "expressionType": "SQL92",
-                                             "tagsSet": [], "codeSet": [], "subVersion": 1}],
-                }],
+                "clientID": "127.0.0.1@bad",
+                "producerDataSet": [],
+                "consumerDataSet": [
+                    {
+                        "groupName": "CG-bad",
+                        "consumeType": "CONSUME_PASSIVELY",
+                        "messageModel": "CLUSTERING",
+                        "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
+                        "unitMode": False,
+                        "subscriptionDataSet": [
+                            {
+                                "topic": TOPIC,
+                                "subString": "a > 'x'",
+                                "expressionType": "SQL92",
+                                "tagsSet": [],
+                                "codeSet": [],
+                                "subVersion": 1,
+                            }
+                        ],
+                    }
+                ],
             }
             conn = await connect(addr)
             try:
@@ -333,8 +366,11 @@ def test_bad_expressions_are_refused_at_subscribe_time(tmp_path: Path) -> None:
                 assert resp.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED
                 assert "at position 4" in (resp.remark or "") and "-->'x'" in (resp.remark or "")
                 assert cluster.running_broker.consumers.get("CG-bad") is None
-                check = {"clientId": "c", "group": "CG-bad",
-                         "subscriptionData": {"topic": TOPIC, "subString": "(a = 1", "expressionType": "SQL92"}}
+                check = {
+                    "clientId": "c",
+                    "group": "CG-bad",
+                    "subscriptionData": {"topic": TOPIC, "subString": "(a = 1", "expressionType": "SQL92"},
+                }
                 resp = await conn.invoke(
                     RemotingCommand(code=RequestCode.CHECK_CLIENT_CONFIG, body=orjson.dumps(check)), 5.0
                 )
@@ -345,7 +381,6 @@ def test_bad_expressions_are_refused_at_subscribe_time(tmp_path: Path) -> None:
             resp = await _raw_pull(addr, "a BETWEEN 1 OR 3", 0)
             assert resp.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED
             assert "at position 12" in (resp.remark or "")
-
 
     run(main())
 

@@ -50,8 +50,9 @@ def test_commit_is_visible_and_rollback_is_not(tmp_path: Path) -> None:
         async with features_cluster(tmp_path, **FAST_CHECKS) as cluster:
             await cluster.create_topic(TOPIC, queues=2)
             checked: list[str] = []
-            producer = TransactionProducer("PG-tx", client_config=cluster.client_config(),
-                                           checker=lambda m: checked.append(m.body.decode()))
+            producer = TransactionProducer(
+                "PG-tx", client_config=cluster.client_config(), checker=lambda m: checked.append(m.body.decode())
+            )
 
             def executor(msg: Message, arg: object) -> LocalTransactionState:
                 return arg  # type: ignore[return-value]
@@ -59,14 +60,17 @@ def test_commit_is_visible_and_rollback_is_not(tmp_path: Path) -> None:
             await producer.start()
             try:
                 commit = await producer.send_message_in_transaction(
-                    Message(TOPIC, "commit-me", keys="k-commit"), executor, LocalTransactionState.COMMIT_MESSAGE)
+                    Message(TOPIC, "commit-me", keys="k-commit"), executor, LocalTransactionState.COMMIT_MESSAGE
+                )
                 rollback = await producer.send_message_in_transaction(
-                    Message(TOPIC, "roll-me-back"), executor, LocalTransactionState.ROLLBACK_MESSAGE)
+                    Message(TOPIC, "roll-me-back"), executor, LocalTransactionState.ROLLBACK_MESSAGE
+                )
                 assert commit.local_transaction_state is LocalTransactionState.COMMIT_MESSAGE
                 assert rollback.local_transaction_state is LocalTransactionState.ROLLBACK_MESSAGE
                 # The send result points at the half message (reference 8.6 step 1).
                 half = cluster.running_broker.store.look_message_by_offset(
-                    decode_offset_msg_id(commit.send_result.offset_msg_id)[2])
+                    decode_offset_msg_id(commit.send_result.offset_msg_id)[2]
+                )
                 assert half is not None and half.topic == TRANS_HALF_TOPIC
                 assert half.properties[Prop.REAL_TOPIC] == TOPIC
                 assert half.properties[Prop.TRANSACTION_ID] == commit.msg_id
@@ -110,7 +114,8 @@ def test_unknown_transactions_are_checked_and_settled_as_the_checker_says(tmp_pa
             try:
                 for body in ("unknown-then-commit", "unknown-then-rollback", "undecided-twice"):
                     sent = await producer.send_message_in_transaction(
-                        Message(TOPIC, body), lambda m, a: LocalTransactionState.UNKNOW)
+                        Message(TOPIC, body), lambda m, a: LocalTransactionState.UNKNOW
+                    )
                     assert sent.local_transaction_state is LocalTransactionState.UNKNOW
                 seen = await _visible(cluster, "CG-tx-2", want=2, settle=1.0)
                 assert sorted(m.body.decode() for m in seen) == ["undecided-twice", "unknown-then-commit"]
@@ -133,11 +138,13 @@ def test_a_transaction_whose_producer_is_gone_is_rolled_back_after_the_limit(tmp
     async def main() -> None:
         async with features_cluster(tmp_path, **FAST_CHECKS) as cluster:
             await cluster.create_topic(TOPIC, queues=1)
-            producer = TransactionProducer("PG-tx-gone", client_config=cluster.client_config(),
-                                           checker=lambda m: LocalTransactionState.UNKNOW)
+            producer = TransactionProducer(
+                "PG-tx-gone", client_config=cluster.client_config(), checker=lambda m: LocalTransactionState.UNKNOW
+            )
             await producer.start()
             sent = await producer.send_message_in_transaction(
-                Message(TOPIC, "orphan"), lambda m, a: LocalTransactionState.UNKNOW)
+                Message(TOPIC, "orphan"), lambda m, a: LocalTransactionState.UNKNOW
+            )
             await producer.shutdown()  # nobody of the group is left to answer checks
             broker = cluster.running_broker
             tid = sent.msg_id
@@ -162,12 +169,14 @@ def test_end_transaction_is_validated(tmp_path: Path) -> None:
     async def main() -> None:
         async with features_cluster(tmp_path, **FAST_CHECKS) as cluster:
             await cluster.create_topic(TOPIC, queues=1)
-            producer = TransactionProducer("PG-tx-v", client_config=cluster.client_config(),
-                                           checker=lambda m: LocalTransactionState.UNKNOW)
+            producer = TransactionProducer(
+                "PG-tx-v", client_config=cluster.client_config(), checker=lambda m: LocalTransactionState.UNKNOW
+            )
             await producer.start()
             try:
                 sent = await producer.send_message_in_transaction(
-                    Message(TOPIC, "v"), lambda m, a: LocalTransactionState.UNKNOW)
+                    Message(TOPIC, "v"), lambda m, a: LocalTransactionState.UNKNOW
+                )
             finally:
                 await producer.shutdown()
             offset = decode_offset_msg_id(sent.send_result.offset_msg_id)[2]
@@ -180,15 +189,26 @@ def test_end_transaction_is_validated(tmp_path: Path) -> None:
                 ]
                 for group, table_offset, phy, reason in cases:
                     cmd = end_transaction_command(
-                        group, LocalTransactionState.COMMIT_MESSAGE, tran_state_table_offset=table_offset,
-                        commit_log_offset=phy, msg_id=sent.msg_id, transaction_id=sent.msg_id, from_check=False)
+                        group,
+                        LocalTransactionState.COMMIT_MESSAGE,
+                        tran_state_table_offset=table_offset,
+                        commit_log_offset=phy,
+                        msg_id=sent.msg_id,
+                        transaction_id=sent.msg_id,
+                        from_check=False,
+                    )
                     resp = await conn.invoke(cmd, 5.0)  # answered when not sent one-way
                     assert resp.code == ResponseCode.SYSTEM_ERROR, reason
                     assert reason in (resp.remark or ""), resp.remark
                 cmd = end_transaction_command(
-                    "PG-tx-v", LocalTransactionState.ROLLBACK_MESSAGE,
-                    tran_state_table_offset=sent.send_result.queue_offset, commit_log_offset=offset,
-                    msg_id=sent.msg_id, transaction_id=sent.msg_id, from_check=False)
+                    "PG-tx-v",
+                    LocalTransactionState.ROLLBACK_MESSAGE,
+                    tran_state_table_offset=sent.send_result.queue_offset,
+                    commit_log_offset=offset,
+                    msg_id=sent.msg_id,
+                    transaction_id=sent.msg_id,
+                    from_check=False,
+                )
                 assert (await conn.invoke(cmd, 5.0)).code == ResponseCode.SUCCESS
                 assert sent.msg_id in cluster.running_broker.transactions.settled_ids
             finally:

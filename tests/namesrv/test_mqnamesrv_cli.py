@@ -31,8 +31,9 @@ def _env(tmp_path: Path) -> dict[str, str]:
 def test_print_config_and_bad_key(tmp_path) -> None:
     conf = tmp_path / "namesrv.properties"
     conf.write_text("listenPort=19999\norderMessageEnable=true\n")
-    out = subprocess.run([MQNAMESRV, "-c", str(conf), "-p"], capture_output=True, text=True, env=_env(tmp_path),
-                         timeout=30)
+    out = subprocess.run(
+        [MQNAMESRV, "-c", str(conf), "-p"], capture_output=True, text=True, env=_env(tmp_path), timeout=30
+    )
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert {"listenPort=19999", "orderMessageEnable=true", "scanNotActiveBrokerInterval=5000"} <= set(lines)
@@ -46,8 +47,9 @@ def test_serves_and_stops_on_sigterm(tmp_path) -> None:
     port = _free_port()
     conf = tmp_path / "namesrv.properties"
     conf.write_text(f"listenPort={port}\nbindAddress=127.0.0.1\nkvConfigPath={tmp_path / 'kv.json'}\n")
-    proc = subprocess.Popen([MQNAMESRV, "-c", str(conf)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=_env(tmp_path))
+    proc = subprocess.Popen(
+        [MQNAMESRV, "-c", str(conf)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(tmp_path)
+    )
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()

@@ -47,7 +47,9 @@ def test_namesrv_config_from_properties() -> None:
         {"listenPort": "19876", "orderMessageEnable": "true", "scanNotActiveBrokerInterval": "1000"}
     )
     assert (config.listen_port, config.order_message_enable, config.scan_not_active_broker_interval) == (
-        19876, True, 1000,
+        19876,
+        True,
+        1000,
     )
     dumped = dump_properties(config)
     assert "listenPort=19876\n" in dumped and "orderMessageEnable=true\n" in dumped

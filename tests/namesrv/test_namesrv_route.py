@@ -31,8 +31,9 @@ def _body(*topics: str) -> RegisterBrokerBody:
 @pytest.mark.parametrize("version", [317, 479])
 def test_register_body_round_trip(compressed: bool, version: int) -> None:
     body = _body("TopicA", "TBW102")
-    parsed = parse_register_body(encode_register_body(body, compressed=compressed, version=version),
-                                 compressed=compressed, version=version)
+    parsed = parse_register_body(
+        encode_register_body(body, compressed=compressed, version=version), compressed=compressed, version=version
+    )
     assert parsed == body
 
 
@@ -47,8 +48,10 @@ def test_compressed_body_layout_matches_java() -> None:
 
 
 def test_old_broker_body_and_bad_bodies() -> None:
-    wrapper = {"topicConfigTable": {"T": {"topicName": "T", "readQueueNums": "2", "writeQueueNums": 2, "perm": 6}},
-               "dataVersion": {"counter": 1, "timestamp": 5}}
+    wrapper = {
+        "topicConfigTable": {"T": {"topicName": "T", "readQueueNums": "2", "writeQueueNums": 2, "perm": 6}},
+        "dataVersion": {"counter": 1, "timestamp": 5},
+    }
     parsed = parse_register_body(orjson.dumps(wrapper), compressed=False, version=28)
     assert parsed.topic_configs["T"].read_queue_nums == 2
     with pytest.raises(BodyError, match="not valid JSON"):
@@ -66,16 +69,33 @@ def test_fastjson_int_keys() -> None:
 
 def test_single_topic_first_registration_is_refused() -> None:
     routes = RouteInfoManager()
-    assert routes.register_broker(cluster_name="c", broker_addr="a:1", broker_name="b", broker_id=0,
-                                  ha_server_addr="a:2", body=_body("OnlyOne")) is None
+    assert (
+        routes.register_broker(
+            cluster_name="c",
+            broker_addr="a:1",
+            broker_name="b",
+            broker_id=0,
+            ha_server_addr="a:2",
+            body=_body("OnlyOne"),
+        )
+        is None
+    )
     assert routes.cluster_info() == b'{"brokerAddrTable":{},"clusterAddrTable":{}}'
 
 
 def test_acting_master_route_and_expiry() -> None:
     routes = RouteInfoManager(default_timeout_ms=1000)
     for broker_id, addr in ((1, "s1:1"), (2, "s2:1")):
-        routes.register_broker(cluster_name="c", broker_addr=addr, broker_name="b", broker_id=broker_id,
-                               ha_server_addr=addr, body=_body("T", "U"), enable_acting_master=True, now_ms=0)
+        routes.register_broker(
+            cluster_name="c",
+            broker_addr=addr,
+            broker_name="b",
+            broker_id=broker_id,
+            ha_server_addr=addr,
+            body=_body("T", "U"),
+            enable_acting_master=True,
+            now_ms=0,
+        )
     route = orjson.loads(routes.topic_route("T", standard_json=True))
     # No master: the lowest-id slave is presented as id 0, and its queues are read-only.
     assert route["brokerDatas"][0]["brokerAddrs"] == {"0": "s1:1", "2": "s2:1"}
@@ -83,7 +103,6 @@ def test_acting_master_route_and_expiry() -> None:
     routes.refresh("c", "s2:1", now_ms=900)
     expired = routes.scan_not_active(now_ms=1500)
     assert [live.broker_id for live in expired] == [1]
-    assert orjson.loads(routes.topic_route("T", standard_json=True))["brokerDatas"][0]["brokerAddrs"] == {
-        "0": "s2:1"}
+    assert orjson.loads(routes.topic_route("T", standard_json=True))["brokerDatas"][0]["brokerAddrs"] == {"0": "s2:1"}
     routes.scan_not_active(now_ms=5000)
     assert routes.topic_route("T", standard_json=True) is None

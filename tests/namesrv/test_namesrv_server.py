@@ -24,8 +24,14 @@ def _body(*topics: str, counter: int = 1) -> RegisterBrokerBody:
 
 
 def _register(
-    name: str, broker_id: int, addr: str, body: RegisterBrokerBody, *, compressed: bool = False,
-    crc: int | None = None, timeout_ms: int | None = None,
+    name: str,
+    broker_id: int,
+    addr: str,
+    body: RegisterBrokerBody,
+    *,
+    compressed: bool = False,
+    crc: int | None = None,
+    timeout_ms: int | None = None,
 ) -> RemotingCommand:
     raw = encode_register_body(body, compressed=compressed)
     ext = {
@@ -44,8 +50,7 @@ def _register(
 
 
 def _route(topic: str, version: int = 479, **ext: str) -> RemotingCommand:
-    return RemotingCommand(code=RequestCode.GET_ROUTEINFO_BY_TOPIC, ext_fields={"topic": topic, **ext},
-                           version=version)
+    return RemotingCommand(code=RequestCode.GET_ROUTEINFO_BY_TOPIC, ext_fields={"topic": topic, **ext}, version=version)
 
 
 async def _start(config) -> tuple[NamesrvController, RemotingConnection]:
@@ -144,15 +149,20 @@ def test_silent_broker_expires(arun, namesrv_config) -> None:
         # Heartbeats keep it alive past its timeout...
         for _ in range(4):
             await asyncio.sleep(0.2)
-            beat = RemotingCommand(code=RequestCode.BROKER_HEARTBEAT, ext_fields={
-                "clusterName": CLUSTER, "brokerAddr": "10.0.0.4:10911", "brokerName": "broker-c"})
+            beat = RemotingCommand(
+                code=RequestCode.BROKER_HEARTBEAT,
+                ext_fields={"clusterName": CLUSTER, "brokerAddr": "10.0.0.4:10911", "brokerName": "broker-c"},
+            )
             assert (await broker.invoke(beat, 5)).code == ResponseCode.SUCCESS
         assert (await client.invoke(_route("T3"), 5)).code == ResponseCode.SUCCESS
         # ...then silence: it is dropped and its channel closed.
         await asyncio.wait_for(broker.closed, 3)
         assert (await client.invoke(_route("T3"), 5)).code == ResponseCode.TOPIC_NOT_EXIST
-        cluster = orjson.loads((await client.invoke(
-            RemotingCommand(code=RequestCode.GET_BROKER_CLUSTER_INFO), 5)).body.replace(b"{0:", b'{"0":'))
+        cluster = orjson.loads(
+            (await client.invoke(RemotingCommand(code=RequestCode.GET_BROKER_CLUSTER_INFO), 5)).body.replace(
+                b"{0:", b'{"0":'
+            )
+        )
         assert cluster == {"brokerAddrTable": {}, "clusterAddrTable": {}}
         client.close()
         await ns.shutdown()
@@ -166,13 +176,15 @@ def test_data_version_perm_and_topic_admin(arun, namesrv_config) -> None:
         registered = _body("T5", "T6", counter=7)
         assert (await client.invoke(_register("broker-d", 0, "10.0.0.5:10911", registered), 5)).code == 0
         ext = {"clusterName": CLUSTER, "brokerAddr": "10.0.0.5:10911", "brokerName": "broker-d", "brokerId": "0"}
-        same = RemotingCommand(code=RequestCode.QUERY_DATA_VERSION, ext_fields=ext,
-                               body=orjson.dumps(registered.data_version.to_json()))
+        same = RemotingCommand(
+            code=RequestCode.QUERY_DATA_VERSION, ext_fields=ext, body=orjson.dumps(registered.data_version.to_json())
+        )
         reply = await client.invoke(same, 5)
         assert reply.ext_fields == {"changed": "false"}
         assert orjson.loads(reply.body)["counter"] == 7
-        newer = RemotingCommand(code=RequestCode.QUERY_DATA_VERSION, ext_fields=ext,
-                                body=b'{"counter":8,"stateVersion":0,"timestamp":1}')
+        newer = RemotingCommand(
+            code=RequestCode.QUERY_DATA_VERSION, ext_fields=ext, body=b'{"counter":8,"stateVersion":0,"timestamp":1}'
+        )
         assert (await client.invoke(newer, 5)).ext_fields == {"changed": "true"}
 
         wipe = RemotingCommand(code=RequestCode.WIPE_WRITE_PERM_OF_BROKER, ext_fields={"brokerName": "broker-d"})

@@ -14,8 +14,9 @@ _ext = st.dictionaries(_text.filter(bool), _text, max_size=6)
 
 @settings(max_examples=300, deadline=None)
 @given(first=_ext, second=_ext, code=st.integers(0, 400), remark=st.one_of(st.none(), _text.filter(bool)))
-def test_fast_path_matches_full_decode(first: dict[str, str], second: dict[str, str], code: int,
-                                       remark: str | None) -> None:
+def test_fast_path_matches_full_decode(
+    first: dict[str, str], second: dict[str, str], code: int, remark: str | None
+) -> None:
     # Decode each header twice: the second decode may take the remembered layout of the first or of
     # an earlier example with the same code and section size; results must not differ.
     for ext in (first, second, first):

@@ -12,11 +12,23 @@ from broker.protocol.message import decode_offset_msg_id, decode_record
 from broker.transport.loop import run
 
 CLUSTER_LIST_KEYS = {
-    "brokerVersionDesc", "putTps", "getTransferredTps", "msgPutTotalTodayNow", "msgGetTotalTodayNow",
-    "msgPutTotalYesterdayMorning", "msgGetTotalYesterdayMorning", "msgPutTotalTodayMorning",
-    "msgGetTotalTodayMorning", "sendThreadPoolQueueSize", "pullThreadPoolQueueSize",
-    "sendThreadPoolQueueHeadWaitTimeMills", "pullThreadPoolQueueHeadWaitTimeMills", "pageCacheLockTimeMills",
-    "earliestMessageTimeStamp", "commitLogDiskRatio", "brokerActive",
+    "brokerVersionDesc",
+    "putTps",
+    "getTransferredTps",
+    "msgPutTotalTodayNow",
+    "msgGetTotalTodayNow",
+    "msgPutTotalYesterdayMorning",
+    "msgGetTotalYesterdayMorning",
+    "msgPutTotalTodayMorning",
+    "msgGetTotalTodayMorning",
+    "sendThreadPoolQueueSize",
+    "pullThreadPoolQueueSize",
+    "sendThreadPoolQueueHeadWaitTimeMills",
+    "pullThreadPoolQueueHeadWaitTimeMills",
+    "pageCacheLockTimeMills",
+    "earliestMessageTimeStamp",
+    "commitLogDiskRatio",
+    "brokerActive",
 }
 
 
@@ -24,22 +36,48 @@ def test_create_topic_lists_and_registers_it(tmp_path: Path) -> None:
     async def scenario() -> None:
         async with cluster(tmp_path) as c:
             cli = await c.client()
-            r = await cli.request(17, {"topic": "Made", "defaultTopic": "TBW102", "readQueueNums": 3,
-                                       "writeQueueNums": 3, "perm": 6, "topicFilterType": "SINGLE_TAG",
-                                       "order": "false"})
+            r = await cli.request(
+                17,
+                {
+                    "topic": "Made",
+                    "defaultTopic": "TBW102",
+                    "readQueueNums": 3,
+                    "writeQueueNums": 3,
+                    "perm": 6,
+                    "topicFilterType": "SINGLE_TAG",
+                    "order": "false",
+                },
+            )
             assert r.code == 0, r.remark
             table = orjson.loads((await cli.request(21)).body)["topicConfigTable"]
             assert table["Made"]["readQueueNums"] == 3 and table["TBW102"]["perm"] == 7
             assert table["SCHEDULE_TOPIC_XXXX"]["readQueueNums"] == 18
-            assert {"SELF_TEST_TOPIC", "BenchmarkTest", "TestCluster", "broker-t", "OFFSET_MOVED_EVENT",
-                    "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC", "TestCluster_REPLY_TOPIC"} <= set(table)
+            assert {
+                "SELF_TEST_TOPIC",
+                "BenchmarkTest",
+                "TestCluster",
+                "broker-t",
+                "OFFSET_MOVED_EVENT",
+                "RMQ_SYS_TRANS_HALF_TOPIC",
+                "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+                "TestCluster_REPLY_TOPIC",
+            } <= set(table)
             await asyncio.sleep(0.1)
             ns = await c.namesrv_client()
             route = orjson.loads((await ns.request(105, {"topic": "Made"}, version=479)).body)
             assert route["queueDatas"][0]["readQueueNums"] == 3
-            bad = await cli.request(17, {"topic": "bad name", "defaultTopic": "TBW102", "readQueueNums": 1,
-                                         "writeQueueNums": 1, "perm": 6, "topicFilterType": "SINGLE_TAG",
-                                         "order": "false"})
+            bad = await cli.request(
+                17,
+                {
+                    "topic": "bad name",
+                    "defaultTopic": "TBW102",
+                    "readQueueNums": 1,
+                    "writeQueueNums": 1,
+                    "perm": 6,
+                    "topicFilterType": "SINGLE_TAG",
+                    "order": "false",
+                },
+            )
             assert bad.code != 0 and "illegal" in bad.remark
 
     run(scenario())

@@ -70,8 +70,16 @@ def test_sends_wait_too_long_get_system_busy(tmp_path: Path) -> None:
         async with cluster(tmp_path, waitTimeMillsInSendQueue=100) as c:
             cli = await c.client()
             await cli.send("Busy", b"warm-up")
-            fields = {"a": "PG", "b": "Busy", "c": "TBW102", "d": "4", "e": "0", "f": "0",
-                      "g": str(int(time.time() * 1000)), "h": "0"}
+            fields = {
+                "a": "PG",
+                "b": "Busy",
+                "c": "TBW102",
+                "d": "4",
+                "e": "0",
+                "f": "0",
+                "g": str(int(time.time() * 1000)),
+                "h": "0",
+            }
             late = RemotingCommand(code=310, opaque=7, ext_fields=fields, body=b"late")
             # what RemotingConnection stamps on a request it keeps back while the peer does not read
             late.received_at = asyncio.get_running_loop().time() - 0.25
@@ -84,8 +92,15 @@ def test_sends_wait_too_long_get_system_busy(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("text", "ok"),
-    [("", True), ("A\x01b\x02", True), ("A\x01\x02", True), ("A\x01b", True), ("nosep\x02", False),
-     ("\x01v\x02", False), ("A\x01" + "v" * 40000 + "\x02", False)],
+    [
+        ("", True),
+        ("A\x01b\x02", True),
+        ("A\x01\x02", True),
+        ("A\x01b", True),
+        ("nosep\x02", False),
+        ("\x01v\x02", False),
+        ("A\x01" + "v" * 40000 + "\x02", False),
+    ],
 )
 def test_check_properties(text: str, ok: bool) -> None:
     assert (check_properties(text) is None) is ok

@@ -59,8 +59,14 @@ def test_heartbeat_registers_group_retry_topic_and_notifies(tmp_path: Path) -> N
 
 def test_lock_batch_grants_to_one_client_until_unlocked(tmp_path: Path) -> None:
     def body(client: str) -> bytes:
-        return orjson.dumps({"consumerGroup": "OG", "clientId": client, "onlyThisBroker": False,
-                             "mqSet": [{"brokerName": "broker-t", "queueId": q, "topic": "T"} for q in (0, 1)]})
+        return orjson.dumps(
+            {
+                "consumerGroup": "OG",
+                "clientId": client,
+                "onlyThisBroker": False,
+                "mqSet": [{"brokerName": "broker-t", "queueId": q, "topic": "T"} for q in (0, 1)],
+            }
+        )
 
     async def scenario() -> None:
         async with cluster(tmp_path) as c:

@@ -17,11 +17,19 @@ MQBROKER = [sys.executable, "-m", "broker.cli.mqbroker"]
 
 
 def test_keys_defaults_and_derived_values(tmp_path: Path) -> None:
-    loaded = load_broker_config({
-        "brokerClusterName": "C1", "brokerName": "b", "brokerId": "0", "listenPort": "10921",
-        "namesrvAddr": "127.0.0.1:9876;127.0.0.2:9876", "storePathRootDir": str(tmp_path),
-        "flushDiskType": "SYNC_FLUSH", "autoCreateTopicEnable": "false", "flushIntervalCommitLog": "300",
-    })
+    loaded = load_broker_config(
+        {
+            "brokerClusterName": "C1",
+            "brokerName": "b",
+            "brokerId": "0",
+            "listenPort": "10921",
+            "namesrvAddr": "127.0.0.1:9876;127.0.0.2:9876",
+            "storePathRootDir": str(tmp_path),
+            "flushDiskType": "SYNC_FLUSH",
+            "autoCreateTopicEnable": "false",
+            "flushIntervalCommitLog": "300",
+        }
+    )
     b = loaded.broker
     assert b.ha_listen_port == 10922 and b.broker_ip2 == b.broker_ip1
     assert b.name_servers == ["127.0.0.1:9876", "127.0.0.2:9876"]
@@ -36,9 +44,15 @@ def test_unknown_key_warns_by_name_and_bad_value_is_an_error(caplog: pytest.LogC
     with caplog.at_level(logging.WARNING):
         loaded = load_broker_config({"brokerName": "b", "noSuchKey": "1"})
     assert loaded.unknown_keys == ["noSuchKey"] and "noSuchKey" in caplog.text
-    for key, value in [("listenPort", "abc"), ("flushDiskType", "SOMETIMES"), ("namesrvAddr", "nohostport"),
-                       ("autoCreateTopicEnable", "maybe"), ("deleteWhen", "25"), ("messageDelayLevel", "1x"),
-                       ("flushIntervalCommitLog", "often")]:
+    for key, value in [
+        ("listenPort", "abc"),
+        ("flushDiskType", "SOMETIMES"),
+        ("namesrvAddr", "nohostport"),
+        ("autoCreateTopicEnable", "maybe"),
+        ("deleteWhen", "25"),
+        ("messageDelayLevel", "1x"),
+        ("flushIntervalCommitLog", "often"),
+    ]:
         with pytest.raises(ConfigError) as err:
             load_broker_config({key: value})
         assert key in str(err.value) or "flush_interval_commit_log" in str(err.value), (key, str(err.value))
@@ -54,8 +68,9 @@ def test_mqbroker_print_config_and_bad_config(tmp_path: Path) -> None:
     conf = tmp_path / "broker.conf"
     conf.write_text("# a comment\nbrokerName = broker-x\nlistenPort=10999\nunknownThing=1\n")
     env = {**os.environ, "NAMESRV_ADDR": ""}
-    out = subprocess.run([*MQBROKER, "-c", str(conf), "-n", "127.0.0.1:9876", "-p"], capture_output=True, text=True,
-                         env=env, timeout=60)
+    out = subprocess.run(
+        [*MQBROKER, "-c", str(conf), "-n", "127.0.0.1:9876", "-p"], capture_output=True, text=True, env=env, timeout=60
+    )
     assert out.returncode == 0, out.stderr
     lines = dict(line.split("=", 1) for line in out.stdout.splitlines())
     assert lines["brokerName"] == "broker-x" and lines["listenPort"] == "10999"
@@ -63,8 +78,9 @@ def test_mqbroker_print_config_and_bad_config(tmp_path: Path) -> None:
     conf.write_text("listenPort=notaport\n")
     bad = subprocess.run([*MQBROKER, "-c", str(conf)], capture_output=True, text=True, env=env, timeout=60)
     assert bad.returncode == 1 and "listenPort" in bad.stderr
-    missing = subprocess.run([*MQBROKER, "-c", str(tmp_path / "nope.conf")], capture_output=True, text=True,
-                             env=env, timeout=60)
+    missing = subprocess.run(
+        [*MQBROKER, "-c", str(tmp_path / "nope.conf")], capture_output=True, text=True, env=env, timeout=60
+    )
     assert missing.returncode == 1 and "nope.conf" in missing.stderr
 
 
@@ -77,11 +93,18 @@ def test_mqbroker_process_boots_and_stops_gracefully_on_sigterm(tmp_path: Path) 
         port = s.getsockname()[1]
     conf = tmp_path / "broker.conf"
     # haListenPort=0: the default, listenPort + 1, may belong to another test's process
-    conf.write_text(f"brokerName=proc\nlistenPort={port}\nhaListenPort=0\nbrokerIP1=127.0.0.1\n"
-                    f"storePathRootDir={tmp_path / 'store'}\nmappedFileSizeCommitLog={4 << 20}\n"
-                    "maxHashSlotNum=20000\nmaxIndexNum=80000\n")
-    proc = subprocess.Popen([*MQBROKER, "-c", str(conf)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "NAMESRV_ADDR": ""})
+    conf.write_text(
+        f"brokerName=proc\nlistenPort={port}\nhaListenPort=0\nbrokerIP1=127.0.0.1\n"
+        f"storePathRootDir={tmp_path / 'store'}\nmappedFileSizeCommitLog={4 << 20}\n"
+        "maxHashSlotNum=20000\nmaxIndexNum=80000\n"
+    )
+    proc = subprocess.Popen(
+        [*MQBROKER, "-c", str(conf)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "NAMESRV_ADDR": ""},
+    )
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()

@@ -46,8 +46,12 @@ def test_parked_pull_times_out_with_not_found_and_offsets(tmp_path: Path) -> Non
             resp = await cli.pull("LP2", 1, suspend_ms=400)
             elapsed = time.monotonic() - started
             assert resp.code == 19
-            assert resp.ext_fields == {"suggestWhichBrokerId": "0", "nextBeginOffset": "1", "minOffset": "0",
-                                       "maxOffset": "1"}
+            assert resp.ext_fields == {
+                "suggestWhichBrokerId": "0",
+                "nextBeginOffset": "1",
+                "minOffset": "0",
+                "maxOffset": "1",
+            }
             assert 0.35 <= elapsed < 3.0  # the response matched our request's opaque, after the suspend time
 
     run(scenario())

@@ -21,8 +21,9 @@ def test_send_back_is_delivered_to_retry_topic_when_due(tmp_path: Path) -> None:
             sent = await cli.send("Orig", b"payload", props={"TAGS": "t", "UNIQ_KEY": "U1"})
             _h, _p, phy = decode_offset_msg_id(sent.ext_fields["msgId"])
             assert (await cli.heartbeat("cid", "RG", ["Orig"])).code == 0
-            r = await cli.request(36, {"offset": phy, "group": "RG", "delayLevel": 0, "originMsgId": "U1",
-                                       "maxReconsumeTimes": 16})
+            r = await cli.request(
+                36, {"offset": phy, "group": "RG", "delayLevel": 0, "originMsgId": "U1", "maxReconsumeTimes": 16}
+            )
             assert r.code == 0, r.remark
             sched = messages(await cli.pull("SCHEDULE_TOPIC_XXXX", 0, group="x", queue_id=2))
             assert sched[0].properties["REAL_TOPIC"] == "%RETRY%RG" and sched[0].properties["DELAY"] == "3"

@@ -133,8 +133,10 @@ def test_in_flight_cap_raises_too_many_requests(arun) -> None:
     async def body() -> None:
         server = await _server()
         conn = await connect(("127.0.0.1", server.port), config=ConnectionConfig(max_outgoing_requests=2))
-        slow = [asyncio.ensure_future(conn.invoke(RemotingCommand(code=2, ext_fields={"delay": "0.4"}), 5))
-                for _ in range(2)]
+        slow = [
+            asyncio.ensure_future(conn.invoke(RemotingCommand(code=2, ext_fields={"delay": "0.4"}), 5))
+            for _ in range(2)
+        ]
         await asyncio.sleep(0.05)
         with pytest.raises(TooManyRequests):
             await conn.invoke(RemotingCommand(code=1), 0.1)

@@ -103,9 +103,13 @@ _MSG_REGION = "DefaultRegion"
 # and a generic header encode per message: ~1.8 us of the ~30 us a pipelined send costs the broker.
 _STORED_REPLY = (
     b'{"code":%d,"extFields":{"msgId":"%s","queueId":"%d","queueOffset":"%d","transactionId":%s,'
-    b'"MSG_REGION":"' + _MSG_REGION.encode() + b'","TRACE_ON":"true"},"flag":' + str(FLAG_RESPONSE).encode()
+    b'"MSG_REGION":"'
+    + _MSG_REGION.encode()
+    + b'","TRACE_ON":"true"},"flag":'
+    + str(FLAG_RESPONSE).encode()
     + b',"language":"JAVA","opaque":%d,%s"serializeTypeCurrentRPC":"JSON","version":'
-    + str(CURRENT_VERSION).encode() + b"}"
+    + str(CURRENT_VERSION).encode()
+    + b"}"
 )
 # The commonest reply, one message stored with PUT_OK: code 0, no remark, and the offsetMsgId (the store
 # host's hex, then the CommitLog offset as 16 hex digits) formatted in the same step.
@@ -294,9 +298,7 @@ class SendProcessor:
 
     # ------------------------------------------------------------------ the send
 
-    def process(
-        self, conn: RemotingConnection, cmd: RemotingCommand
-    ) -> RemotingCommand | bytes | _PendingPut:
+    def process(self, conn: RemotingConnection, cmd: RemotingCommand) -> RemotingCommand | bytes | _PendingPut:
         """The response, or the pending put when the store must wait (see `_reply_to_put`)."""
         header = parse_send_request_header(cmd.code, cmd.ext_fields)
         if header.sys_flag & _NOT_PLAIN_SYS_FLAGS:  # rare: anything but compression, multi-tags or PREPARED
@@ -468,9 +470,7 @@ class SendProcessor:
             return self._response(cmd, put, queue_id, uniq)
         return _PendingPut(put, queue_id, uniq)
 
-    def _response(
-        self, cmd: RemotingCommand, result: PutResult, queue_id: int, uniq: str
-    ) -> RemotingCommand | bytes:
+    def _response(self, cmd: RemotingCommand, result: PutResult, queue_id: int, uniq: str) -> RemotingCommand | bytes:
         """A refusal as a command; a stored message's send result as its encoded frame (_STORED_REPLY)."""
         if result.status is PUT_OK and not result.offsets:
             self.broker.stats.put(1)

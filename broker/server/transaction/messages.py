@@ -42,9 +42,9 @@ TRANS_CHECK_GROUP = "CID_SYS_RMQ_TRANS"
 
 def is_half(props: dict[str, str], sys_flag: int) -> bool:
     """A send that opens a transaction: TRAN_MSG=true or the PREPARED sysFlag type."""
-    return props.get(Prop.TRAN_MSG) == "true" or (
-        sys_flag & SysFlag.TRANSACTION_MASK
-    ) == SysFlag.TRANSACTION_PREPARED_TYPE
+    return (
+        props.get(Prop.TRAN_MSG) == "true" or (sys_flag & SysFlag.TRANSACTION_MASK) == SysFlag.TRANSACTION_PREPARED_TYPE
+    )
 
 
 def rewrite_to_half(msg: MessageToStore, props: dict[str, str], uniq: str) -> None:
@@ -78,8 +78,13 @@ def validate_end(header: EndTransactionRequestHeader, half: MessageExt) -> str |
 
 def _clean_properties(half: MessageExt) -> dict[str, str]:
     props = dict(half.properties)
-    for name in (Prop.REAL_TOPIC, Prop.REAL_QID, Prop.TRAN_MSG, Prop.TRANSACTION_CHECK_TIMES,
-                 Prop.TRAN_PREPARED_QUEUE_OFFSET):
+    for name in (
+        Prop.REAL_TOPIC,
+        Prop.REAL_QID,
+        Prop.TRAN_MSG,
+        Prop.TRANSACTION_CHECK_TIMES,
+        Prop.TRAN_PREPARED_QUEUE_OFFSET,
+    ):
         props.pop(name, None)
     return props
 
