@@ -447,11 +447,12 @@ def test_group_scaled_out_while_streaming(env: Env, stream: Stream) -> None:
         sent = producer.stop()
     stream.sent += sent
     stream.closing.append(stream.orders.closing())
-    env.shop.send([stream.closing[-1].message(STREAM_TOPIC)])
+    closing_result = env.shop.send([stream.closing[-1].message(STREAM_TOPIC)])
     result = _verify_stream(env, stream)
     lake = result["lake"]
     on_new = [i for i, b in enumerate(lake.column("broker").to_pylist()) if b == "shop-2"]
-    expected_new = sum(1 for _, r in sent if r.message_queue.broker_name == "shop-2")
+    # the closing order may land on shop-2 too (a CI run failed 645 == 644 counting only the steady orders)
+    expected_new = sum(1 for r in [r for _, r in sent] + closing_result if r.message_queue.broker_name == "shop-2")
     assert len(on_new) == expected_new > 0
     first_new = min(r.queue_offset for _, r in sent if r.message_queue.broker_name == "shop-2")
     delay = _pickup_delay(env)

@@ -1,8 +1,13 @@
 """The kopf handlers: observe, plan, act, report. Thin glue over render, observe and plan (all pure).
 
-One idempotent `reconcile` serves create, update and resume, and a timer catches drift (a child edited or
-deleted by hand, a pod that went down, a drain that finished). Waiting is never a sleep: a plan that has to
-wait raises `kopf.TemporaryError(delay=...)`, which frees the worker and lets a deletion preempt it. All state
+One idempotent `reconcile` serves create, update and resume, and a resync loop catches drift (a child edited
+or deleted by hand, a pod that went down, a drain that finished). Waiting is never a sleep: a plan that has to
+wait raises `kopf.TemporaryError(delay=...)`, which frees the worker and lets a deletion preempt it.
+
+No finalizer: nothing the operator does needs the resource to outlive its deletion (children go by owner
+reference, claims by the StatefulSets' retention policy), so `kubectl delete rmq` and a namespace deletion never
+wait on the operator, running or not. This is why drift is caught by our own loop over the clusters kopf has
+shown us, not by a `kopf.timer`: kopf puts a finalizer on every resource that has a timer. All state
 is in the RocketCluster's status and its children, so any number of clusters in any namespaces share one
 operator, and a restarted operator resumes a roll or a drain where the status says it stopped.
 
@@ -57,35 +62,35 @@ __all__ = ["Outcome", "reconcile"]
 log = logging.getLogger("rocketcluster.operator")
 
 RESOURCE = (names.GROUP, names.VERSION, names.PLURAL)
-# How often the timer re-checks a cluster for drift (seconds); tests shorten it.
+# How often every cluster is re-checked for drift (seconds); tests shorten it.
 RESYNC_SECONDS = float(os.environ.get("ROCKETCLUSTER_RESYNC_SECONDS", "30"))
 ADMIN_TIMEOUT = 5.0  # one admin call; a broker that does not answer in time is "unknown", not an error
 PERM_WRITE = 0x2
 APPLY_CONCURRENCY = 6
 _kube: Kube | None = None
-_locks: dict[str, asyncio.Lock] = {}  # one pass at a time per cluster (uid): change handler, timer, pod events
-_pod_passes: dict[tuple[str, str], asyncio.Task[None]] = {}
-_pods_changed_again: set[tuple[str, str]] = set()
+_locks: dict[str, asyncio.Lock] = {}  # one pass at a time per cluster (uid): change handler, resync, pod events
+_clusters: dict[tuple[str, str], str] = {}  # (namespace, name) -> uid of every RocketCluster kopf has shown us
+_passes: dict[tuple[str, str], asyncio.Task[None]] = {}  # a pass started by a pod event or the resync loop
+_changed_again: set[tuple[str, str]] = set()
+_resync_task: asyncio.Task[None] | None = None
 
 
 class _RoutineProgress(logging.Filter):
-    """kopf logs a TemporaryError at ERROR and every timer tick at INFO. Here both are routine (a cluster
-    waiting for a slave to catch up; the drift check of every cluster every 30 s), so they are lowered to
-    INFO and DEBUG: an operator's ERROR lines should be worth reading."""
+    """kopf logs a TemporaryError at ERROR. Here it is routine (a cluster waiting for a slave to catch up), so
+    it is lowered to INFO: an operator's ERROR lines should be worth reading."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        if record.levelno == logging.ERROR and " failed temporarily" in message:
+        if record.levelno == logging.ERROR and " failed temporarily" in record.getMessage():
             record.levelno, record.levelname = logging.INFO, "INFO"
-        elif record.levelno == logging.INFO and message.startswith("Timer 'resync' succeeded"):
-            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
         return record.levelno >= logging.getLogger().getEffectiveLevel()
 
 
 @kopf.on.startup()
 async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
-    global _kube
-    # Our own names for kopf's bookkeeping on the resource, so users see which operator wrote them
+    global _kube, _resync_task
+    # Our own names for kopf's bookkeeping on the resource, so users see which operator wrote them. The
+    # finalizer is no longer added (see the module's docstring); naming it lets kopf remove it from resources
+    # an older operator version put it on.
     settings.persistence.finalizer = f"{names.GROUP}/finalizer"
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=names.GROUP)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
@@ -95,12 +100,14 @@ async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.watching.server_timeout = 300
     logging.getLogger("kopf.objects").addFilter(_RoutineProgress())
     _kube = Kube.login(settings)
+    _resync_task = asyncio.create_task(_resync_forever())
 
 
 @kopf.on.cleanup()
 async def close(**_: Any) -> None:
-    for task in _pod_passes.values():
-        task.cancel()
+    for task in [_resync_task, *_passes.values()]:
+        if task is not None:
+            task.cancel()
     # let passes under way finish their API calls before the session goes (kopf stops handlers first)
     for lock in list(_locks.values()):
         with contextlib.suppress(TimeoutError):
@@ -121,44 +128,58 @@ async def on_change(body: kopf.Body, **_: Any) -> None:
         raise kopf.TemporaryError(outcome.wait.message, delay=outcome.wait.retry_after_seconds)
 
 
-@kopf.timer(*RESOURCE, interval=RESYNC_SECONDS, initial_delay=RESYNC_SECONDS)
-async def resync(body: kopf.Body, **_: Any) -> None:
-    await reconcile(body)  # drift: a child edited or deleted by hand; a wait that no event ends
+@kopf.on.event(*RESOURCE)
+async def track(type: str | None, body: kopf.Body, **_: Any) -> None:
+    """Keep the set of clusters the resync loop visits; forget a deleted one's lock and pass."""
+    meta = body["metadata"]
+    key = (str(meta["namespace"]), str(meta["name"]))
+    if type == "DELETED":
+        uid = _clusters.pop(key, None)
+        if uid is not None:
+            _locks.pop(uid, None)
+        _passes.pop(key, None)
+    else:
+        _clusters[key] = str(meta["uid"])
+
+
+async def _resync_forever() -> None:
+    """Drift (a child edited or deleted by hand; a wait that no event ends): a pass over every cluster."""
+    while True:
+        await asyncio.sleep(RESYNC_SECONDS)
+        for key in list(_clusters):
+            _schedule_pass(key)
 
 
 @kopf.on.event("v1", "pods", labels={names.LABEL_MANAGED_BY: names.MANAGED_BY, names.LABEL_CLUSTER: kopf.PRESENT})
 async def on_pod(namespace: str | None, labels: Mapping[str, str], **_: Any) -> None:
-    """A pod of some cluster changed (created, ready, crashed, deleted): plan that cluster again, soon.
+    """A pod of some cluster changed (created, ready, crashed, deleted): plan that cluster again, soon."""
+    _schedule_pass((namespace or "", labels[names.LABEL_CLUSTER]))
 
-    Bursts of events for one cluster make one pass plus at most one more, never a pass per event."""
-    key = (namespace or "", labels[names.LABEL_CLUSTER])
-    running = _pod_passes.get(key)
+
+def _schedule_pass(key: tuple[str, str]) -> None:
+    """Bursts of triggers for one cluster make one pass plus at most one more, never a pass per trigger."""
+    running = _passes.get(key)
     if running is not None and not running.done():
-        _pods_changed_again.add(key)
+        _changed_again.add(key)
         return
-    _pod_passes[key] = asyncio.create_task(_pass_for_pods(key))
+    _passes[key] = asyncio.create_task(_pass(key))
 
 
-async def _pass_for_pods(key: tuple[str, str]) -> None:
+async def _pass(key: tuple[str, str]) -> None:
     namespace, name = key
     while True:
-        _pods_changed_again.discard(key)
-        raw = await _kube_client().get(names.API_VERSION, names.KIND, namespace, name)
-        if raw is None or raw["metadata"].get("deletionTimestamp"):
-            return
+        _changed_again.discard(key)
         try:
+            raw = await _kube_client().get(names.API_VERSION, names.KIND, namespace, name)
+            if raw is None or raw["metadata"].get("deletionTimestamp"):
+                return
             await reconcile(kopf.Body(cast(kopf.RawBody, raw)))
-        except (kopf.TemporaryError, ApiError, OSError) as exc:  # the change handler and the timer retry
-            log.info("%s/%s: pass after a pod event: %s", namespace, name, exc)
-        if key not in _pods_changed_again:
+        except (kopf.TemporaryError, ApiError, OSError) as exc:  # the next trigger or resync tries again
+            log.info("%s/%s: pass: %s", namespace, name, exc)
+        except Exception:  # a bug in one cluster's pass must not end the loop that serves them all
+            log.exception("%s/%s: pass failed", namespace, name)
+        if key not in _changed_again:
             return
-
-
-@kopf.on.delete(*RESOURCE, optional=True)  # optional: no finalizer of its own, deletion never waits on it
-async def forget(body: kopf.Body, **_: Any) -> None:
-    meta = body["metadata"]
-    _locks.pop(str(meta["uid"]), None)
-    _pod_passes.pop((str(meta["namespace"]), str(meta["name"])), None)
 
 
 def _kube_client() -> Kube:

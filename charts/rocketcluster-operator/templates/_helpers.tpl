@@ -70,8 +70,8 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{/*
 What the operator may do with the RocketClusters and their children, in a namespace (a Role) or in every
 namespace (a ClusterRole). Every rule is one the operator uses:
-- rocketclusters: kopf lists and watches them, and patches its finalizer and progress annotations onto them;
-  the operator clears the manual-rolling-update annotation with a patch;
+- rocketclusters: kopf lists and watches them, patches its progress annotations onto them, and removes the
+  finalizer that older builds added; the operator clears the manual-rolling-update annotation with a patch;
 - rocketclusters/status: the status the operator writes;
 - rocketclusters/finalizers: children carry an owner reference with blockOwnerDeletion, which API servers
   with the OwnerReferencesPermissionEnforcement admission plugin allow only to who may update this;
