@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from broker.config.typed import load_model
+from broker.metrics.settings import DEFAULT_PROM_PORT, ExporterType, PromHost, PromPort
 
 __all__ = ["NamesrvConfig"]
 
@@ -61,6 +62,10 @@ class NamesrvConfig(BaseModel):
     server_channel_max_idle_time_seconds: int = Field(default=120, ge=0, alias="serverChannelMaxIdleTimeSeconds")
     # Largest accepted frame (RocketMQ's com.rocketmq.remoting.frameMaxLength system property).
     frame_max_length: int = Field(default=16 * 1024 * 1024, ge=1024, alias="frameMaxLength")
+    # Metrics (broker.metrics, docs/metrics.md), the broker's keys: PROM serves http://host:port/metrics.
+    metrics_exporter_type: ExporterType = Field(default="DISABLE", alias="metricsExporterType")
+    metrics_prom_exporter_host: PromHost = Field(default="", alias="metricsPromExporterHost")
+    metrics_prom_exporter_port: PromPort = Field(default=DEFAULT_PROM_PORT, alias="metricsPromExporterPort")
 
     @model_validator(mode="after")
     def _check_paths(self) -> NamesrvConfig:

@@ -10,6 +10,9 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from broker.metrics import MetricsExporter, MetricsSettings
+from broker.metrics.namesrv_collector import NamesrvCollector
+from broker.metrics.rpc import RpcMeter, instrument
 from broker.namesrv.config import NamesrvConfig
 from broker.namesrv.kvconfig import KVConfigManager
 from broker.namesrv.processors import NamesrvProcessors
@@ -38,6 +41,13 @@ class NamesrvController:
             idle_timeout=config.server_channel_max_idle_time_seconds or None,
         )
         self.processors.register(self.server.dispatcher)
+        # Metrics (issue 26), when metricsExporterType=PROM: request latency per code and route table gauges
+        settings = MetricsSettings.of(config)
+        self.metrics: MetricsExporter | None = None
+        if settings.enabled:
+            rpc = RpcMeter()
+            instrument(self.server.dispatcher, rpc)
+            self.metrics = MetricsExporter(settings, NamesrvCollector(self, rpc))
         self.server.add_close_listener(self._channel_closed)
         self._scanner: asyncio.Task[None] | None = None
 
@@ -46,6 +56,16 @@ class NamesrvController:
         return self.server.port
 
     async def start(self) -> None:
+        if self.metrics is not None:
+            await self.metrics.start()  # first: a metrics port in use fails the start before the others
+        try:
+            await self._start()
+        except BaseException:
+            if self.metrics is not None:
+                await self.metrics.close()
+            raise
+
+    async def _start(self) -> None:
         await asyncio.to_thread(self.kv.load)
         self.kv.start()
         await self.server.start()
@@ -55,6 +75,8 @@ class NamesrvController:
         if self._scanner is not None:
             self._scanner.cancel()
             self._scanner = None
+        if self.metrics is not None:
+            await self.metrics.close()
         await self.server.shutdown(grace)
         await self.kv.close()
 

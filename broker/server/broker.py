@@ -19,6 +19,10 @@ import time
 from pathlib import Path
 
 from broker.ha.controller import HAController
+from broker.metrics import MetricsExporter, MetricsSettings
+from broker.metrics.broker_collector import BrokerCollector
+from broker.metrics.broker_meters import BrokerMeters
+from broker.metrics.rpc import instrument
 from broker.protocol.codes import RequestCode, ResponseCode
 from broker.protocol.command import RemotingCommand
 from broker.server.clients import ConsumerManager, ProducerManager
@@ -73,6 +77,12 @@ class BrokerController:
         self.producers = ProducerManager(self.config.channel_expired_timeout)
         self.locks = RebalanceLockManager()
         self.stats = BrokerStats()
+        # Metrics (issue 26): the hot path counts into `meters` only when they exist (metricsExporterType=PROM)
+        metrics = MetricsSettings.of(self.config)
+        self.meters: BrokerMeters | None = BrokerMeters() if metrics.enabled else None
+        self.metrics: MetricsExporter | None = None
+        if self.meters is not None:
+            self.metrics = MetricsExporter(metrics, BrokerCollector(self, self.meters))
         self.client = RemotingClient()
         self.registrar = Registrar(self.config, self.client, self.topics.wrapper)
         self.server: RemotingServer | None = None
@@ -128,6 +138,17 @@ class BrokerController:
 
     async def start(self) -> None:
         started = time.monotonic()
+        if self.metrics is not None:
+            # first: a metrics port in use fails the start before any other port or file is taken
+            await self.metrics.start()
+        try:
+            await self._start(started)
+        except BaseException:
+            if self.metrics is not None:
+                await self.metrics.close()
+            raise
+
+    async def _start(self, started: float) -> None:
         c = self.config
         self.topics.load()
         self.offsets.load()
@@ -163,6 +184,8 @@ class BrokerController:
         self._transactions = TransactionService(self)
         self._transactions.load()
         self._register_processors(server)
+        if self.meters is not None:
+            instrument(server.dispatcher, self.meters.rpc)
         self._hold = PullHoldService(self.pull.rerun, self._store.get_max_offset_in_queue)
         self._hold.start()
         self._store.add_arrival_listener(self._hold.notify)
@@ -249,6 +272,8 @@ class BrokerController:
         self._stopping = True
         c = self.config
         log.info("shutting down broker[%s, %s]", c.broker_name, c.broker_addr)
+        if self.metrics is not None:
+            await self.metrics.close()  # no scrape reads a store that is closing
         if self._started:
             await self.registrar.unregister_all()
         server = self.server

@@ -23,6 +23,7 @@ from typing import Any, Literal
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from broker.config.errors import ConfigError
+from broker.metrics.settings import DEFAULT_PROM_PORT, ExporterType, PromHost, PromPort
 
 __all__ = [
     "DEFAULT_DELAY_LEVELS",
@@ -148,6 +149,10 @@ class BrokerConfig(BaseModel):
     # Timed delivery (broker.server.timer): off refuses timer messages; the furthest delivery time accepted.
     timer_wheel_enable: bool = Field(True, alias="timerWheelEnable")
     timer_max_delay_sec: int = Field(3 * 24 * 3600, alias="timerMaxDelaySec", gt=0)
+    # Metrics (broker.metrics, docs/metrics.md): PROM serves http://host:port/metrics; host empty = bindAddress.
+    metrics_exporter_type: ExporterType = Field("DISABLE", alias="metricsExporterType")
+    metrics_prom_exporter_host: PromHost = Field("", alias="metricsPromExporterHost")
+    metrics_prom_exporter_port: PromPort = Field(DEFAULT_PROM_PORT, alias="metricsPromExporterPort")
 
     @field_validator("namesrv_addr")
     @classmethod

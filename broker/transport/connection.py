@@ -636,6 +636,11 @@ class RemotingConnection(asyncio.Protocol):
         return bool(self._tasks or self._pending or self._backlog)
 
     @property
+    def backlog_size(self) -> int:
+        """Requests held back by flow control, not handled yet (the broker's metrics publish the sum)."""
+        return len(self._backlog)
+
+    @property
     def in_flight_handlers(self) -> int:
         return len(self._tasks)
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import orjson
 
+from broker.metrics.broker_meters import InCell, message_type
 from broker.protocol.batch import MAX_PROPERTIES_LENGTH, BatchFormatError, decode_batch, merge_batch_properties
 from broker.protocol.codes import CURRENT_VERSION, FLAG_RESPONSE, RequestCode, ResponseCode
 from broker.protocol.command import RemotingCommand, frame
@@ -201,6 +202,7 @@ class _PendingPut(NamedTuple):
     future: asyncio.Future[PutResult]
     queue_id: int
     uniq: str
+    cell: InCell | None  # where metrics count it once stored (None: metrics off)
 
 
 # Any bit outside what senders set, and the COMMIT bit (COMMIT and ROLLBACK both have it): the slow path
@@ -243,6 +245,7 @@ class SendProcessor:
         self.requesters: weakref.WeakValueDictionary[str, RemotingConnection] = weakref.WeakValueDictionary()
         self._valid_topics: set[str] = set()  # names validate_topic accepted
         self._loop = asyncio.get_running_loop()
+        self.meters = broker.meters  # None unless metricsExporterType=PROM
         self._cluster_prop = (
             f"{Prop.CLUSTER}{NAME_VALUE_SEPARATOR}{broker.config.broker_cluster_name}{PROPERTY_SEPARATOR}"
         )
@@ -270,19 +273,28 @@ class SendProcessor:
         # the store answers later (group commit, replica, new file): a callback on its future, no task
         future = outcome.future
         self.in_flight.add(future)
-        future.add_done_callback(functools.partial(self._answer_later, conn, cmd, outcome))
+        # the rpc latency of a late answer is measured here (the wrapper sees only None): from now to the answer
+        started = time.perf_counter() if self.meters is not None else 0.0
+        future.add_done_callback(functools.partial(self._answer_later, conn, cmd, outcome, started))
         return None
 
     def _answer_later(
-        self, conn: RemotingConnection, cmd: RemotingCommand, pending: _PendingPut, future: asyncio.Future[PutResult]
+        self,
+        conn: RemotingConnection,
+        cmd: RemotingCommand,
+        pending: _PendingPut,
+        started: float,
+        future: asyncio.Future[PutResult],
     ) -> None:
         self.in_flight.discard(future)
         if future.cancelled():  # shutdown gave up on it: the connection is going away
             return
         try:
-            response = self._response(cmd, future.result(), pending.queue_id, pending.uniq)
+            response = self._response(cmd, future.result(), pending.queue_id, pending.uniq, pending.cell)
         except Exception as exc:
             response = self._error_response(conn, cmd, exc)
+        if self.meters is not None:
+            self.meters.rpc.observe_late(cmd.code, response, started)
         if not cmd.is_oneway:
             conn.send_response(response)
 
@@ -349,11 +361,15 @@ class SendProcessor:
         if tc.topic_filter_type == "MULTI_TAG":
             msg.sys_flag |= SysFlag.MULTI_TAGS
         to_dlq = False
+        meters = self.meters
         if header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
             outcome = self._retry_or_dlq(header, msg, cmd.version)
             if outcome is None:
                 return cmd.response(ResponseCode.SUCCESS)  # dropped: DLQ not writable (Java answers SUCCESS too)
             to_dlq = outcome
+            if to_dlq and meters is not None:
+                group = header.topic[len(RETRY_GROUP_TOPIC_PREFIX) :]
+                meters.dead_lettered(props.get(Prop.RETRY_TOPIC) or header.topic, group)
         half = tran_msg == "true" or msg.sys_flag & SysFlag.TRANSACTION_MASK == SysFlag.TRANSACTION_PREPARED_TYPE
         if half and self.config.reject_transaction_message:
             raise RequestError(
@@ -376,7 +392,8 @@ class SendProcessor:
         # WAIT=false: answer once stored, before the flush and the slave (Java's isWaitStoreMsgOK).
         wait = props.get(Prop.WAIT) != "false"
         # Like Java, the reply names the queue the producer chose, even when a delay rewrote the target.
-        return self._reply_to_put(cmd, self.store.append_message(msg, wait=wait), queue_id, uniq)
+        cell = meters.in_cell(header.topic, message_type(props)) if meters is not None else None
+        return self._reply_to_put(cmd, self.store.append_message(msg, wait=wait), queue_id, uniq, cell)
 
     def _timer_delivery(self, props: dict[str, str]) -> int | None:
         c = self.config
@@ -461,19 +478,30 @@ class SendProcessor:
             )
         wait = batch_level_props.get(Prop.WAIT) != "false"
         put = self.store.append_messages(messages, wait=wait)
-        return self._reply_to_put(cmd, put, queue_id, ",".join(uniq_ids))
+        meters = self.meters
+        cell = meters.in_cell(header.topic, message_type(batch_level_props)) if meters is not None else None
+        return self._reply_to_put(cmd, put, queue_id, ",".join(uniq_ids), cell)
 
     def _reply_to_put(
-        self, cmd: RemotingCommand, put: PutResult | asyncio.Future[PutResult], queue_id: int, uniq: str
+        self,
+        cmd: RemotingCommand,
+        put: PutResult | asyncio.Future[PutResult],
+        queue_id: int,
+        uniq: str,
+        cell: InCell | None,
     ) -> RemotingCommand | bytes | _PendingPut:
         if isinstance(put, PutResult):
-            return self._response(cmd, put, queue_id, uniq)
-        return _PendingPut(put, queue_id, uniq)
+            return self._response(cmd, put, queue_id, uniq, cell)
+        return _PendingPut(put, queue_id, uniq, cell)
 
-    def _response(self, cmd: RemotingCommand, result: PutResult, queue_id: int, uniq: str) -> RemotingCommand | bytes:
+    def _response(
+        self, cmd: RemotingCommand, result: PutResult, queue_id: int, uniq: str, cell: InCell | None = None
+    ) -> RemotingCommand | bytes:
         """A refusal as a command; a stored message's send result as its encoded frame (_STORED_REPLY)."""
         if result.status is PUT_OK and not result.offsets:
             self.broker.stats.put(1)
+            if cell is not None:
+                self.meters.stored(cell, 1, result.wrote_bytes)  # type: ignore[union-attr]  # cell: meters on
             header = _OK_REPLY % (
                 result.store_host.encode(), result.commit_log_offset, queue_id, result.queue_offset,
                 orjson.dumps(uniq), cmd.opaque,
@@ -483,6 +511,8 @@ class SendProcessor:
         if code not in _STORED_CODES:
             return cmd.response(code, f"store rejected the message: {result.status.name}")
         self.broker.stats.put(result.message_count or 1)
+        if cell is not None:
+            self.meters.stored(cell, result.message_count or 1, result.wrote_bytes)  # type: ignore[union-attr]
         remark = b"" if code == ResponseCode.SUCCESS else b'"remark":%s,' % orjson.dumps(result.status.name)
         header = _STORED_REPLY % (
             code, ",".join(result.msg_ids).encode(), queue_id, result.queue_offset, orjson.dumps(uniq), cmd.opaque,

@@ -106,5 +106,7 @@ class SendBackProcessor:
         code = PUT_STATUS_CODES.get(result.status, ResponseCode.SYSTEM_ERROR)
         if not result.ok:
             return cmd.response(code, f"storing the message sent back failed: {result.status.name}")
+        if to_dlq and b.meters is not None:
+            b.meters.dead_lettered(msg.properties.get(Prop.DLQ_ORIGIN_TOPIC) or original.topic, h.group)
         b.schedule_wakeup()
         return cmd.response(ResponseCode.SUCCESS)

@@ -1,0 +1,160 @@
+"""Broker metrics over real TCP (issue 26): a real NameServer and broker with metricsExporterType=PROM, a
+real producer and consumer, and /metrics read with prometheus-client's text parser."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from pathlib import Path
+
+from local_cluster import local_cluster, wait_for
+from metrics_scrape import Scrape, scrape
+
+from broker.client import Admin, Message, Producer, PullConsumer, SendStatus
+from broker.transport.loop import run
+
+PROM = {"metricsExporterType": "PROM", "metricsPromExporterHost": "127.0.0.1", "metricsPromExporterPort": "0"}
+TOPIC = "MetricsTopic"
+GROUP = "CG-metrics"
+SIZES = (10, 900, 3000, 70_000)  # bodies in the message size buckets <= 1 KiB, 4 KiB, 4 KiB, 512 KiB
+NODE = {"cluster": "MetricsCluster", "node_type": "broker", "node_id": "broker-m"}
+
+
+def _cluster(tmp_path: Path):  # type: ignore[no-untyped-def]
+    return local_cluster(tmp_path, cluster_name="MetricsCluster", broker_name="broker-m", **PROM)
+
+
+def test_counters_equal_what_was_sent_and_consumed(tmp_path: Path) -> None:
+    """Scrapes between rounds of sends and pulls; every counter equals what the clients saw, exactly."""
+
+    async def main() -> None:
+        async with _cluster(tmp_path) as cluster:
+            port = cluster.running_broker.metrics.port
+            await cluster.create_topic(TOPIC, queues=4)
+            sent = 0
+            rng = random.Random(26)
+            consumed: list[bytes] = []
+            consumer = PullConsumer(GROUP, cluster.namesrv_addr, consume_from_where=4, auto_commit=False)
+            consumer.subscribe(TOPIC, "*")
+            async with Producer("PG-metrics", cluster.namesrv_addr) as producer, consumer:
+                for round_ in range(3):
+                    for i in range(12):
+                        body = rng.randbytes(SIZES[i % len(SIZES)])  # random: the producer's compression keeps it
+                        result = await producer.send(Message(TOPIC, body, tags="t", keys=f"r{round_}-{i}"))
+                        assert result.status is SendStatus.SEND_OK
+                        sent += 1
+                    # during the run: what was acknowledged so far, not a message more or less
+                    during = await scrape(port)
+                    assert during.value("rocketmq_messages_in_total", topic=TOPIC, **NODE) == sent
+                    while len(consumed) < sent:
+                        consumed += [m.body for m in await consumer.poll(1.0)]
+                    assert len(consumed) == sent
+                    await consumer.commit()
+                    during = await scrape(port)
+                    assert during.value("rocketmq_messages_out_total", topic=TOPIC, consumer_group=GROUP) == sent
+            final = await scrape(port)
+            _check_final(final, sent)
+
+    run(main())
+
+
+def _check_final(s: Scrape, sent: int) -> None:
+    labels = {"topic": TOPIC, "message_type": "normal", **NODE}
+    assert s.value("rocketmq_messages_in_total", **labels) == sent
+    stored_bytes = s.value("rocketmq_throughput_in_total", **labels)
+    # whole stored records: more than the bodies, and exactly what the pulls returned
+    assert stored_bytes > sum(SIZES) * sent // len(SIZES)
+    assert s.value("rocketmq_throughput_out_total", topic=TOPIC, consumer_group=GROUP) == stored_bytes
+    assert s.value("rocketmq_messages_out_total", topic=TOPIC, consumer_group=GROUP) == sent
+    assert s.value("rocketmq_message_size_count", **labels) == sent
+    assert s.value("rocketmq_message_size_sum", **labels) == stored_bytes
+    # a quarter of the bodies each: 10 B (< 1 KiB with its headers), 900 B (just over), 3000 B, 70 kB
+    assert s.value("rocketmq_message_size_bucket", le="1024.0", **labels) == sent // 4
+    assert s.value("rocketmq_message_size_bucket", le="+Inf", **labels) == sent
+    assert s.value("rocketmq_message_size_bucket", le="524288.0", **labels) == sent
+    assert s.value("rocketmq_message_size_bucket", le="4096.0", **labels) == sent * 3 // 4
+    # every send is one SEND_MESSAGE_V2 (or SEND_MESSAGE) answered SUCCESS
+    sends = s.total("rocketmq_rpc_latency_count", request_code="send_message_v2", response_code="success")
+    sends += s.total("rocketmq_rpc_latency_count", request_code="send_message", response_code="success")
+    assert sends == sent
+    lag = {"topic": TOPIC, "consumer_group": GROUP}
+    assert s.value("rocketmq_consumer_lag_messages", is_retry="false", is_system="false", **lag) == 0
+    assert s.value("rocketmq_consumer_inflight_messages", **lag) == 0
+    assert s.value("rocketmq_consumer_ready_messages", **lag) == 0
+    assert s.value("rocketmq_topic_number", **NODE) >= 1
+    assert s.value("rocketmq_consumer_group_number", **NODE) >= 1
+    assert s.value("rocketmq_storage_flush_behind_bytes", storage_type="local", storage_medium="disk") >= 0
+    assert s.value("rocketmq_storage_size", **NODE) > stored_bytes
+
+
+def test_consumer_lag_equals_consumer_progress(tmp_path: Path) -> None:
+    """After a consumer committed part of a topic and left, the lag gauges equal what `mqadmin
+    consumerProgress` (Admin.consumer_progress) reports at the same moment."""
+
+    async def main() -> None:
+        async with _cluster(tmp_path) as cluster:
+            port = cluster.running_broker.metrics.port
+            await cluster.create_topic(TOPIC, queues=4)
+            async with Producer("PG-lag", cluster.namesrv_addr) as producer:
+                for i in range(20):
+                    await producer.send(Message(TOPIC, f"first-{i}".encode()))
+                consumer = PullConsumer(GROUP, cluster.namesrv_addr, consume_from_where=4, auto_commit=False)
+                consumer.subscribe(TOPIC, "*")
+                async with consumer:
+                    got = 0
+                    while got < 20:
+                        got += len(await consumer.poll(1.0))
+                    await consumer.commit()
+                for i in range(13):  # the lag
+                    await producer.send(Message(TOPIC, f"second-{i}".encode()))
+            broker = cluster.running_broker
+            # quiesced: nothing is left to dispatch, so queue ends and offsets stand still
+            await wait_for(lambda: broker.store.dispatch_behind_bytes == 0, 10, "dispatch to catch up")
+            async with Admin(cluster.namesrv_addr) as admin:
+                progress = await admin.consumer_progress(GROUP, TOPIC)
+                s = await scrape(port)
+            assert all(row.consumer_offset >= 0 for row in progress)  # every queue committed once
+            expected = sum(row.lag for row in progress)
+            assert expected == 13
+            labels = {"topic": TOPIC, "consumer_group": GROUP, **NODE}
+            assert s.value("rocketmq_consumer_lag_messages", **labels) == expected
+            # the consumer left with nothing pulled beyond its commits: all of the lag is ready, none in flight
+            assert s.value("rocketmq_consumer_ready_messages", **labels) == expected
+            assert s.value("rocketmq_consumer_inflight_messages", **labels) == 0
+            assert s.value("rocketmq_consumer_lag_latency", **labels) >= 0
+
+    run(main())
+
+
+def test_nothing_is_served_when_metrics_are_off(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with local_cluster(tmp_path) as cluster:
+            assert cluster.running_broker.metrics is None
+            assert cluster.running_broker.meters is None
+            async with Producer("PG-off", cluster.namesrv_addr) as producer:
+                await cluster.create_topic(TOPIC, queues=1)
+                assert (await producer.send(Message(TOPIC, b"x"))).status is SendStatus.SEND_OK
+
+    run(main())
+
+
+def test_scrape_while_sending(tmp_path: Path) -> None:
+    """Scrapes interleaved with pipelined sends all answer, and never count a send twice or backwards."""
+
+    async def main() -> None:
+        async with _cluster(tmp_path) as cluster:
+            port = cluster.running_broker.metrics.port
+            await cluster.create_topic(TOPIC, queues=2)
+            async with Producer("PG-load", cluster.namesrv_addr) as producer:
+                sends = [asyncio.ensure_future(producer.send(Message(TOPIC, b"y" * 100))) for _ in range(300)]
+                seen = [0.0]
+                while not all(f.done() for f in sends):
+                    s = await scrape(port)
+                    value = sum(s.values("rocketmq_messages_in_total", topic=TOPIC))
+                    assert value >= seen[-1]
+                    seen.append(value)
+                results = await asyncio.gather(*sends)
+            ok = sum(r.status is SendStatus.SEND_OK for r in results)
+            assert (await scrape(port)).value("rocketmq_messages_in_total", topic=TOPIC) == ok == 300
+
+    run(main())
