@@ -307,8 +307,9 @@ async def _report_problem(
     }
     if _differs(new, status):
         log.warning("%s/%s: %s: %s", meta["namespace"], meta["name"], reason, message)
-        kopf.event(body, type="Warning", reason=reason, message=message[:1000])
-        await _kube_client().patch_status(meta["namespace"], meta["name"], new)
+        kube = _kube_client()
+        await kube.post_event(body, "Warning", reason, message)
+        await kube.patch_status(meta["namespace"], meta["name"], new)
 
 
 def _differs(new: Mapping[str, Any], old: Mapping[str, Any]) -> bool:
@@ -403,7 +404,7 @@ async def _execute(
         return
     if not isinstance(action, ApplyChildren):  # applies happen every pass; the rest is news for `kubectl describe`
         log.info("%s/%s: %s (%s)", ns, c, action.describe(), action.reason)
-        kopf.event(body, type="Normal", reason=action.reason, message=action.describe())
+        await kube.post_event(body, "Normal", action.reason, action.describe())
     if isinstance(action, ApplyChildren):
         objs = _shared_children(render_cluster(cluster, spec))
         for g in action.groups:

@@ -3,15 +3,17 @@
 kopf watches and reports; it is not an API client. The official `kubernetes` package would add tens of MiB
 to an operator that holds many clusters, so this module speaks the REST API directly: server-side apply
 for every child (an unchanged object is not written, so its resourceVersion does not move), plus list,
-get, delete and the status patch. Credentials come from kopf's login functions (kubeconfig or the pod's
+get, delete, the status patch and Events. Credentials come from kopf's login functions (kubeconfig or the pod's
 service account), so the operator logs in the way kopf does.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import json
 import logging
+import socket
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -41,6 +43,7 @@ _PLURALS = {
     "StorageClass": "storageclasses",
 }
 _CLUSTER_SCOPED = {"StorageClass"}
+_INSTANCE = socket.gethostname()  # the pod's name in a pod: which operator replica reported an Event
 _TOKEN_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
 
 
@@ -183,6 +186,38 @@ class Kube:
             "PATCH", path, body={"status": status}, content_type="application/merge-patch+json"
         )
         return result
+
+    async def post_event(self, about: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
+        """An Event on `about` (a RocketCluster) for `kubectl describe`. Best effort: a lost Event is logged,
+        never fails the pass that reported it. (kopf.event would need kopf's handler context, which the
+        operator's own resync and pod-event passes do not run in.)"""
+        meta = about["metadata"]
+        now = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+        event = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
+            "involvedObject": {
+                "apiVersion": about["apiVersion"],
+                "kind": about["kind"],
+                "name": meta["name"],
+                "namespace": meta["namespace"],
+                "uid": meta["uid"],
+            },
+            "type": type_,
+            "reason": reason,
+            "message": message[:1024],
+            "source": {"component": FIELD_MANAGER},
+            "reportingComponent": FIELD_MANAGER,
+            "reportingInstance": _INSTANCE,
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+        try:
+            await self.request("POST", resource_path("v1", "Event", meta["namespace"]), body=event)
+        except (ApiError, OSError, TimeoutError) as exc:
+            log.warning("%s/%s: Event %s not posted: %s", meta["namespace"], meta["name"], reason, exc)
 
     async def close(self) -> None:
         if self._session is not None:
