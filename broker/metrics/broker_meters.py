@@ -14,14 +14,16 @@ from broker.metrics.histogram import MESSAGE_SIZE_BUCKETS, Buckets
 from broker.metrics.rpc import RpcMeter
 from broker.protocol.properties import Prop
 
-__all__ = ["SIZE_BUCKETS", "BrokerMeters", "InCell", "message_type"]
+__all__ = ["IN_HIST_AT", "SIZE_BUCKETS", "TYPED_PROPERTIES", "BrokerMeters", "InCell", "message_type"]
 
 SIZE_BUCKETS = Buckets(MESSAGE_SIZE_BUCKETS)
 # An InCell: [messages, stored bytes, then a message-size histogram cell (SIZE_BUCKETS)]
 InCell = list[float]
-_HIST_AT = 2
+IN_HIST_AT = 2
 
 _DELAY_KEYS = (Prop.DELAY, "__STARTDELIVERTIME", "TIMER_DELIVER_MS", "TIMER_DELAY_SEC", "TIMER_DELAY_MS")
+# A send with none of these properties is "normal" (the send path tests this first: one C-level check)
+TYPED_PROPERTIES = frozenset((Prop.TRAN_MSG, Prop.SHARDING_KEY, *_DELAY_KEYS))
 
 
 def message_type(props: dict[str, str]) -> str:
@@ -63,7 +65,7 @@ class BrokerMeters:
         cell[0] += messages
         cell[1] += wrote_bytes
         size = wrote_bytes / messages if messages > 1 else wrote_bytes
-        cell[_HIST_AT + bisect_left(MESSAGE_SIZE_BUCKETS, size)] += messages
+        cell[IN_HIST_AT + bisect_left(MESSAGE_SIZE_BUCKETS, size)] += messages
         cell[-1] += wrote_bytes
 
     def pulled(self, group: str, topic: str, queue_id: int, messages: int, nbytes: int, next_offset: int) -> None:

@@ -61,7 +61,7 @@ class RpcMeter:
     def __init__(self) -> None:
         self.cells: dict[tuple[int, int], Cell] = {}
 
-    def _cell(self, code: int, response_code: int) -> Cell:
+    def cell(self, code: int, response_code: int) -> Cell:
         key = (code, response_code)
         cell = self.cells.get(key)
         if cell is None:
@@ -72,7 +72,7 @@ class RpcMeter:
         if response is None:
             return
         rc = _frame_code(response) if type(response) is bytes else response.code  # type: ignore[union-attr]
-        cell = self._cell(code, rc)
+        cell = self.cell(code, rc)
         # the common case (under a millisecond) without bisect; cell[0] is the le=1 ms bucket
         if seconds <= _FIRST_BOUND_S:
             cell[0] += 1
@@ -86,7 +86,7 @@ class RpcMeter:
 
     def failed(self, code: int, seconds: float) -> None:
         """A handler raised: the connection answers SYSTEM_ERROR (broker.transport.connection)."""
-        _BUCKETS.observe(self._cell(code, ResponseCode.SYSTEM_ERROR), seconds * 1000)
+        _BUCKETS.observe(self.cell(code, ResponseCode.SYSTEM_ERROR), seconds * 1000)
 
     def publish(self) -> list[tuple[str, str, list[tuple[str, float]], float]]:
         """(request code name, response code name, cumulative buckets, sum in ms) per series."""
@@ -98,16 +98,33 @@ class RpcMeter:
 
 
 def _timed_sync(code: int, call: Callable[..., Any], meter: RpcMeter) -> Callable[..., Any]:
-    observe = meter.observe
+    cells = meter.cells
+    ok_key = (code, 0)
+    slow = _BUCKETS.observe
 
     def timed(conn: RemotingConnection, cmd: RemotingCommand) -> Any:
+        # the hot path of every synchronous request (every send): written out, no calls but the handler's
         started = _perf()
         try:
             response = call(conn, cmd)
         except Exception:
             meter.failed(code, _perf() - started)
             raise
-        observe(code, response, _perf() - started)
+        elapsed = _perf() - started
+        if type(response) is bytes and response.startswith(_OK_FRAME_HEAD, _CODE_AT):
+            cell = cells.get(ok_key)
+            if cell is None:
+                cell = meter.cell(code, 0)
+        elif response is None:
+            return None  # answered later: the send path observes it then (observe_late)
+        else:
+            rc = _frame_code(response) if type(response) is bytes else response.code
+            cell = meter.cell(code, rc)
+        if elapsed <= _FIRST_BOUND_S:  # cell[0]: the le=1 ms bucket
+            cell[0] += 1
+            cell[-1] += elapsed * 1000
+        else:
+            slow(cell, elapsed * 1000)
         return response
 
     return timed

@@ -19,11 +19,13 @@ import logging
 import random
 import time
 import weakref
+from bisect import bisect_left
 from typing import TYPE_CHECKING, NamedTuple
 
 import orjson
 
-from broker.metrics.broker_meters import InCell, message_type
+from broker.metrics.broker_meters import IN_HIST_AT, TYPED_PROPERTIES, InCell, message_type
+from broker.metrics.histogram import MESSAGE_SIZE_BUCKETS
 from broker.protocol.batch import MAX_PROPERTIES_LENGTH, BatchFormatError, decode_batch, merge_batch_properties
 from broker.protocol.codes import CURRENT_VERSION, FLAG_RESPONSE, RequestCode, ResponseCode
 from broker.protocol.command import RemotingCommand, frame
@@ -392,7 +394,10 @@ class SendProcessor:
         # WAIT=false: answer once stored, before the flush and the slave (Java's isWaitStoreMsgOK).
         wait = props.get(Prop.WAIT) != "false"
         # Like Java, the reply names the queue the producer chose, even when a delay rewrote the target.
-        cell = meters.in_cell(header.topic, message_type(props)) if meters is not None else None
+        cell = None
+        if meters is not None:
+            mtype = "normal" if props.keys().isdisjoint(TYPED_PROPERTIES) else message_type(props)
+            cell = meters.in_cells.get((header.topic, mtype)) or meters.in_cell(header.topic, mtype)
         return self._reply_to_put(cmd, self.store.append_message(msg, wait=wait), queue_id, uniq, cell)
 
     def _timer_delivery(self, props: dict[str, str]) -> int | None:
@@ -500,8 +505,12 @@ class SendProcessor:
         """A refusal as a command; a stored message's send result as its encoded frame (_STORED_REPLY)."""
         if result.status is PUT_OK and not result.offsets:
             self.broker.stats.put(1)
-            if cell is not None:
-                self.meters.stored(cell, 1, result.wrote_bytes)  # type: ignore[union-attr]  # cell: meters on
+            if cell is not None:  # BrokerMeters.stored for one message, written out (the hot path)
+                wrote = result.wrote_bytes
+                cell[0] += 1
+                cell[1] += wrote
+                cell[IN_HIST_AT + bisect_left(MESSAGE_SIZE_BUCKETS, wrote)] += 1
+                cell[-1] += wrote
             header = _OK_REPLY % (
                 result.store_host.encode(), result.commit_log_offset, queue_id, result.queue_offset,
                 orjson.dumps(uniq), cmd.opaque,
