@@ -73,7 +73,7 @@ def test_consumer_progress_shows_lag_of_a_group(servers: ServerPair) -> None:
     # the group exists once a consumer of it has pulled (consumeMessage commits nothing)
     ok(servers, "consumeMessage", "-t", "AdminLag", "-g", "NobodyCommits", "-c", "1")
     progress = ok(servers, "consumerProgress", "-g", "NobodyCommits", "-t", "AdminLag")
-    assert re.search(r"^Diff Total: 3$", progress, re.M), progress
+    assert re.search(r"^Consume Diff Total: 3$", progress, re.M), progress
 
 
 @pytest.mark.parametrize(

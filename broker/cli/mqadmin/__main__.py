@@ -1,0 +1,5 @@
+import sys
+
+from broker.cli.mqadmin.main import main
+
+sys.exit(main())

@@ -1,0 +1,75 @@
+"""Parse the command line, run one subcommand over a started Admin, and turn failures into exit statuses.
+
+Unlike RocketMQ's mqadmin, which prints a stack trace and exits 0, every failure here is one line on
+stderr (`mqadmin <command>: <what is wrong>`) and a non-zero status: 1 for a failed command, 2 for a
+command line argparse rejects.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+from broker.cli.mqadmin import brokers, connections, groups, messages, namesrv, reading, stats, topics
+from broker.cli.mqadmin.registry import COMMANDS, UnknownName, UsageError
+from broker.client.admin import Admin
+from broker.client.config import NAMESRV_ADDR_ENV, resolve_namesrv_addr
+from broker.client.errors import NoNameServerError, RequestCodeNotSupported, RocketError
+from broker.protocol.bodies import BodyError
+from broker.transport.errors import RemotingError
+from broker.transport.loop import run
+
+__all__ = ["build_parser", "main"]
+
+# imported for their @command registrations
+_MODULES = (brokers, connections, groups, messages, namesrv, reading, stats, topics)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="mqadmin", description="RocketCluster admin tool (RocketMQ's mqadmin)")
+    sub = parser.add_subparsers(dest="command", metavar="<command>", required=True)
+    for name, registered in sorted(COMMANDS.items()):
+        p = sub.add_parser(name, help=registered.help, description=registered.help)
+        p.add_argument(
+            "-n",
+            dest="namesrvAddr",
+            help=f"NameServer address(es), host:port;host:port (default: ${NAMESRV_ADDR_ENV})",
+        )
+        for flags, options in registered.arguments:
+            p.add_argument(*flags, **options)
+    return parser
+
+
+async def _run(args: argparse.Namespace) -> int:
+    async with Admin(args.namesrvAddr) as admin:
+        return int(await COMMANDS[args.command].run(args, admin))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        args.namesrvAddr = resolve_namesrv_addr(args.namesrvAddr)
+    except NoNameServerError:
+        parser.error(f"no NameServer address: pass -n host:9876 or set {NAMESRV_ADDR_ENV}")
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s - %(message)s")
+    try:
+        return run(_run(args))
+    except BrokenPipeError:
+        # the reader went away (`mqadmin ... | head`): nothing failed; silence the flush at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except (UnknownName, UsageError) as exc:
+        print(f"mqadmin {args.command}: {exc}", file=sys.stderr)
+        return 1
+    except RequestCodeNotSupported as exc:
+        print(f"mqadmin {args.command}: the server does not support this request: {exc}", file=sys.stderr)
+        return 1
+    except (RocketError, RemotingError, BodyError, OSError, ValueError) as exc:
+        print(f"mqadmin {args.command}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
