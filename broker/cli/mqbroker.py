@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from pathlib import Path
 
 from broker.cli._common import serve_until_signalled, setup_logging
 from broker.config.errors import ConfigError
@@ -47,7 +48,9 @@ def build_config(config_file: str | None, namesrv_addr: str | None) -> LoadedCon
     overrides = env_overrides(properties=props)
     if namesrv_addr:
         overrides["namesrvAddr"] = namesrv_addr
-    return load_broker_config(props, overrides, origin=config_file or "command line")
+    loaded = load_broker_config(props, overrides, origin=config_file or "command line")
+    loaded.source = Path(config_file) if config_file else None
+    return loaded
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -12,9 +12,12 @@ import time
 
 import orjson
 
+from broker.config.errors import ConfigError
+from broker.config.properties import parse_properties
 from broker.config.typed import dump_properties
 from broker.namesrv.body import DataVersion, parse_register_body
 from broker.namesrv.config import NamesrvConfig
+from broker.namesrv.config_update import NamesrvConfigRefused, updated_config
 from broker.namesrv.kvconfig import ORDER_TOPIC_CONFIG, KVConfigManager
 from broker.namesrv.route import RouteInfoManager
 from broker.protocol.codes import RequestCode, ResponseCode
@@ -82,6 +85,7 @@ class NamesrvProcessors:
             codes.ADD_WRITE_PERM_OF_BROKER: self.add_write_perm,
             codes.DELETE_TOPIC_IN_NAMESRV: self.delete_topic,
             codes.GET_NAMESRV_CONFIG: self.get_namesrv_config,
+            codes.UPDATE_NAMESRV_CONFIG: self.update_namesrv_config,
         }
         for code, handler in table.items():
             dispatcher.register(code, handler)
@@ -233,3 +237,18 @@ class NamesrvProcessors:
 
     def get_namesrv_config(self, conn: RemotingConnection, cmd: RemotingCommand) -> RemotingCommand:
         return cmd.response(ResponseCode.SUCCESS, body=dump_properties(self.config).encode())
+
+    def update_namesrv_config(self, conn: RemotingConnection, cmd: RemotingCommand) -> RemotingCommand:
+        try:
+            updates = parse_properties(bytes(cmd.body).decode("utf-8"))
+        except (UnicodeDecodeError, ConfigError) as exc:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"string2Properties error: {exc}")
+        try:
+            self.config = updated_config(self.config, updates)
+        except NamesrvConfigRefused as exc:
+            log.info("update of the NameServer config from %s refused: %s", conn.peer, exc)
+            return cmd.response(exc.response_code, str(exc))
+        log.info(
+            "NameServer config updated by %s: %s (persisted to %s)", conn.peer, updates, self.config.config_store_path
+        )
+        return cmd.response(ResponseCode.SUCCESS)

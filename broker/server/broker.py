@@ -32,6 +32,7 @@ from broker.server.hold import PullHoldService
 from broker.server.locks import RebalanceLockManager
 from broker.server.offsets import ConsumerOffsetManager
 from broker.server.processors.admin import AdminProcessor
+from broker.server.processors.admin_routes import admin_routes
 from broker.server.processors.client_manage import ClientManageProcessor
 from broker.server.processors.offsets import OffsetProcessor
 from broker.server.processors.pull import PullProcessor
@@ -262,6 +263,7 @@ class BrokerController:
             rc.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: admin.get_all_subscription_groups,
             rc.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: admin.update_subscription_group,
             rc.GET_BROKER_CONFIG: admin.get_broker_config,
+            **admin_routes(self),
         }
         for code, handler in routes.items():
             server.register(code, handler)

@@ -218,6 +218,8 @@ class LoadedConfig:
     broker: BrokerConfig
     store_properties: dict[str, str] = field(default_factory=dict)
     unknown_keys: list[str] = field(default_factory=list)
+    #: The broker.conf it was read from (`mqbroker -c`): UPDATE_BROKER_CONFIG persists changes there.
+    source: Path | None = None
 
 
 def _broker_aliases() -> set[str]:

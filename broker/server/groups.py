@@ -97,6 +97,14 @@ class SubscriptionGroupManager:
         self.data_version.next_version()
         self.persist()
 
+    def delete(self, group: str) -> bool:
+        """Remove a group's config (DELETE_SUBSCRIPTIONGROUP); False when there was none."""
+        if self.table.pop(group, None) is None:
+            return False
+        self.data_version.next_version()
+        self.persist()
+        return True
+
     def snapshot(self) -> dict[str, Any]:
         return {
             "dataVersion": self.data_version.to_json(),

@@ -68,6 +68,23 @@ class ConsumerOffsetManager:
             del self.table[key]
             self._dirty = True
 
+    def remove_group(self, group: str) -> int:
+        """Drop every offset `group` committed (DELETE_SUBSCRIPTIONGROUP with cleanOffset); how many topics."""
+        keys = [k for k in self.table if k.split(TOPIC_GROUP_SEPARATOR, 1)[1] == group]
+        for key in keys:
+            del self.table[key]
+        self._dirty = self._dirty or bool(keys)
+        return len(keys)
+
+    def clone(self, src_group: str, dest_group: str, topic: str) -> bool:
+        """Copy `src_group`'s offsets on `topic` to `dest_group` (CLONE_GROUP_OFFSET); False when it has none."""
+        queues = self.table.get(f"{topic}{TOPIC_GROUP_SEPARATOR}{src_group}")
+        if queues is None:
+            return False
+        self.table[f"{topic}{TOPIC_GROUP_SEPARATOR}{dest_group}"] = dict(queues)
+        self._dirty = True
+        return True
+
     def snapshot(self) -> dict[str, Any]:
         """consumerOffset.json's shape (4.9.x keeps only offsetTable; 5.x readers accept it too)."""
         return {"offsetTable": {key: dict(queues) for key, queues in self.table.items()}}

@@ -122,6 +122,8 @@ class ServerPair:
                 "listenPort": str(self.namesrv_port),
                 "bindAddress": "127.0.0.1",
                 "kvConfigPath": str(self.root / "kv.json"),
+                # UPDATE_NAMESRV_CONFIG persists here: the file the NameServer is started with.
+                "configStorePath": str(self.root / "namesrv.properties"),
             },
         )
         self._spawn("mqnamesrv", ns_conf, "The Name Server boot success")
