@@ -20,12 +20,12 @@ import struct
 from collections.abc import Sequence
 
 from broker.protocol.codes import ResponseCode
+from broker.protocol.record_layout import PHYSICAL_OFFSET_AT
 
 __all__ = ["PullSuggestion", "total_physical_memory"]
 
 MASTER_ID = 0
 _PHYSICAL_OFFSET = struct.Struct(">q")
-_PHYSICAL_OFFSET_AT = 28  # TOTALSIZE MAGIC BODYCRC QUEUEID FLAG QUEUEOFFSET -> PHYSICALOFFSET
 
 
 def total_physical_memory() -> int:
@@ -47,7 +47,7 @@ class PullSuggestion:
         """The last record pulled lies further behind the CommitLog end than fits in memory."""
         if not buffers:
             return False
-        (pulled,) = _PHYSICAL_OFFSET.unpack_from(buffers[-1], _PHYSICAL_OFFSET_AT)
+        (pulled,) = _PHYSICAL_OFFSET.unpack_from(buffers[-1], PHYSICAL_OFFSET_AT)
         return commit_log_max_offset - int(pulled) > self.in_memory_bytes
 
     def decide(

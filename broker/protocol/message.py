@@ -1,9 +1,10 @@
 """The stored message record (CommitLog layout, "MessageExt") and message ids.
 
-The store packs `RECORD_FIXED_V4_HOSTS` straight into its mapped file (its hot path), pull responses carry
-records exactly as stored, and clients and tools read them with `decode_record` / `decode_records`.
-Layout, magic codes and sysFlag bits follow shared/reference/rocketmq-protocol.md section 5.1: v1 magic
-and IPv4 hosts whenever possible, because ali-ons and the C++ clients can decode nothing else.
+Pull responses carry records exactly as stored, and clients and tools read them with `decode_record` /
+`decode_records`. The layout itself (offsets, sizes, magic codes, the reference parser) is
+broker.protocol.record_layout; sysFlag bits follow shared/reference/rocketmq-protocol.md section 5.1. The
+store writes v1 magic and IPv4 hosts whenever possible, because ali-ons and the C++ clients can decode
+nothing else.
 """
 
 from __future__ import annotations
@@ -14,9 +15,16 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from broker.protocol import record_layout as layout
 from broker.protocol.crc import crc32
-from broker.protocol.errors import RemoteProtocolError
 from broker.protocol.properties import Prop, decode_properties, encode_properties
+from broker.protocol.record_layout import (
+    BLANK_MAGIC_CODE,
+    MESSAGE_MAGIC_CODE,
+    MESSAGE_MAGIC_CODE_V2,
+    MessageDecodeError,
+    parse_record,
+)
 
 __all__ = [
     "BLANK_MAGIC_CODE",
@@ -24,9 +32,6 @@ __all__ = [
     "MESSAGE_MAGIC_CODE",
     "MESSAGE_MAGIC_CODE_V2",
     "NO_QUEUE_OFFSET",
-    "RECORD_FIXED_SIZE_V4",
-    "RECORD_FIXED_V4",
-    "RECORD_FIXED_V4_HOSTS",
     "SENDER_SYS_FLAGS",
     "MessageDecodeError",
     "MessageExt",
@@ -38,23 +43,9 @@ __all__ = [
     "encode_record",
     "host_bytes",
     "offset_msg_id",
-    "record_size",
     "sender_sys_flag",
 ]
 
-MESSAGE_MAGIC_CODE = -626843481  # 0xDAA320A7, v1: 1-byte topic length
-MESSAGE_MAGIC_CODE_V2 = -626843477  # 0xDAA320AB: 2-byte topic length
-BLANK_MAGIC_CODE = -875286124  # 0xCBD43194: end-of-file filler
-
-# Fixed part for IPv4 hosts, up to and including BODYLEN: 88 bytes (TOTALSIZE MAGIC BODYCRC QUEUEID FLAG
-# QUEUEOFFSET PHYSICALOFFSET SYSFLAG BORNTS BORNIP BORNPORT STORETS STOREIP STOREPORT RECONSUME
-# PREPAREDOFFSET BODYLEN). Public: readers of stored records unpack it.
-RECORD_FIXED_V4 = struct.Struct(">iiiiiqqiq4siq4siiqi")
-RECORD_FIXED_SIZE_V4 = RECORD_FIXED_V4.size
-# The same 88 bytes with each host (address and port) as one 8-byte field: the store's put path packs it
-# straight into the mapped file with host fields it keeps ready, dispatch's parser skips the hosts.
-RECORD_FIXED_V4_HOSTS = struct.Struct(">iiiiiqqiq8sq8siqi")
-_HEAD = struct.Struct(">iiiiiqqiq")  # TOTALSIZE .. BORNTIMESTAMP, common to every host size
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _U16 = struct.Struct(">H")
@@ -71,8 +62,8 @@ class SysFlag:
     TRANSACTION_PREPARED_TYPE = 0x4
     TRANSACTION_COMMIT_TYPE = 0x8
     TRANSACTION_ROLLBACK_TYPE = 0xC
-    BORNHOST_V6 = 0x10
-    STOREHOST_V6 = 0x20
+    BORNHOST_V6 = layout.BORNHOST_V6
+    STOREHOST_V6 = layout.STOREHOST_V6
     NEED_UNWRAP = 0x40
     INNER_BATCH = 0x80
     COMPRESSION_TYPE_MASK = 0x700
@@ -105,10 +96,6 @@ def sender_sys_flag(sys_flag: int) -> int:
     return sys_flag & SENDER_SYS_FLAGS
 
 
-class MessageDecodeError(RemoteProtocolError):
-    """A record is truncated, has an unknown magic code, or its BODYCRC does not match."""
-
-
 def body_crc(body: bytes | bytearray | memoryview) -> int:
     """BODYCRC as stored: CRC32 masked to a non-negative int32."""
     return crc32(body) & 0x7FFFFFFF
@@ -124,11 +111,6 @@ def host_bytes(host: str) -> bytes:
 
 def _host_str(raw: bytes) -> str:
     return str(ipaddress.ip_address(raw))
-
-
-def record_size(body_len: int, topic_len: int, props_len: int) -> int:
-    """TOTALSIZE of a v1 record with IPv4 hosts."""
-    return 91 + body_len + topic_len + props_len
 
 
 @dataclass(slots=True)
@@ -206,7 +188,7 @@ def encode_record(msg: MessageExt) -> bytes:
     topic_len_field = _U16.pack(len(topic)) if v2 else bytes((len(topic),))
     crc = body_crc(msg.body)
     out = bytearray()
-    out += _HEAD.pack(
+    out += layout.HEAD.pack(
         0,
         MESSAGE_MAGIC_CODE_V2 if v2 else MESSAGE_MAGIC_CODE,
         crc,
@@ -230,78 +212,32 @@ def encode_record(msg: MessageExt) -> bytes:
 
 def decode_record(buf: bytes | bytearray | memoryview, pos: int = 0, *, verify_crc: bool = False) -> MessageExt:
     """Decode the record at `pos`. Raises MessageDecodeError on truncation, bad magic or bad CRC."""
-    view = memoryview(buf)
-    limit = len(view)
-    if pos + _HEAD.size > limit:
-        raise MessageDecodeError(f"record at {pos} is truncated: {limit - pos} bytes left")
-    (
-        total,
-        magic,
-        crc,
-        queue_id,
-        flag,
-        queue_offset,
-        physical_offset,
-        sys_flag,
-        born_ts,
-    ) = _HEAD.unpack_from(view, pos)
-    if magic not in (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2):
-        raise MessageDecodeError(f"record at {pos} has unknown magic code {magic & 0xFFFFFFFF:#x}")
-    if total < RECORD_FIXED_SIZE_V4 or pos + total > limit:
-        raise MessageDecodeError(f"record at {pos} declares {total} bytes but {limit - pos} are available")
-    end = pos + total
+    r = parse_record(buf, pos)
+    body = bytes(buf[r.body_at : r.body_at + r.body_len])
+    if verify_crc and body_crc(body) != r.body_crc:
+        raise MessageDecodeError(f"record at {pos} has BODYCRC {r.body_crc} but its body hashes to {body_crc(body)}")
     try:
-        p = pos + _HEAD.size
-        born_len = 16 if sys_flag & SysFlag.BORNHOST_V6 else 4
-        born_host = (_host_str(bytes(view[p : p + born_len])), _I32.unpack_from(view, p + born_len)[0])
-        p += born_len + 4
-        (store_ts,) = _I64.unpack_from(view, p)
-        p += 8
-        store_len = 16 if sys_flag & SysFlag.STOREHOST_V6 else 4
-        store_host = (_host_str(bytes(view[p : p + store_len])), _I32.unpack_from(view, p + store_len)[0])
-        p += store_len + 4
-        reconsume, prepared, body_len = struct.unpack_from(">iqi", view, p)
-        p += 16
-        if body_len < 0 or p + body_len > end:
-            raise MessageDecodeError(f"record at {pos} has body length {body_len} beyond its end")
-        body = bytes(view[p : p + body_len])
-        p += body_len
-        if magic == MESSAGE_MAGIC_CODE:
-            topic_len = view[p]
-            p += 1
-        else:
-            (topic_len,) = _U16.unpack_from(view, p)
-            p += 2
-        topic = bytes(view[p : p + topic_len]).decode()
-        p += topic_len
-        (props_len,) = _U16.unpack_from(view, p)
-        p += 2
-        if p + props_len != end:
-            raise MessageDecodeError(f"record at {pos}: field lengths do not add up to TOTALSIZE {total}")
-        props = decode_properties(bytes(view[p:end]).decode())
-    except (struct.error, IndexError, UnicodeDecodeError, ValueError) as exc:
-        if isinstance(exc, MessageDecodeError):
-            raise
+        topic = bytes(buf[r.topic_at : r.topic_at + r.topic_len]).decode()
+        props = decode_properties(bytes(buf[r.properties_at : r.properties_at + r.properties_len]).decode())
+    except (UnicodeDecodeError, ValueError) as exc:
         raise MessageDecodeError(f"record at {pos} is malformed: {exc}") from None
-    if verify_crc and body_crc(body) != crc:
-        raise MessageDecodeError(f"record at {pos} has BODYCRC {crc} but its body hashes to {body_crc(body)}")
     return MessageExt(
         topic=topic,
         body=body,
         properties=props,
-        flag=flag,
-        queue_id=queue_id,
-        sys_flag=sys_flag,
-        born_timestamp=born_ts,
-        born_host=born_host,
-        store_timestamp=store_ts,
-        store_host=store_host,
-        reconsume_times=reconsume,
-        prepared_transaction_offset=prepared,
-        queue_offset=queue_offset,
-        commit_log_offset=physical_offset,
-        store_size=total,
-        body_crc=crc,
+        flag=r.flag,
+        queue_id=r.queue_id,
+        sys_flag=r.sys_flag,
+        born_timestamp=r.born_timestamp,
+        born_host=(_host_str(r.born_ip), r.born_port),
+        store_timestamp=r.store_timestamp,
+        store_host=(_host_str(r.store_ip), r.store_port),
+        reconsume_times=r.reconsume_times,
+        prepared_transaction_offset=r.prepared_transaction_offset,
+        queue_offset=r.queue_offset,
+        commit_log_offset=r.physical_offset,
+        store_size=r.total_size,
+        body_crc=r.body_crc,
     )
 
 

@@ -6,19 +6,18 @@ SUBSCRIPTION_PARSE_FAILED and a remark pointing at the error; the pull processor
 `get_filtered()` instead of a plain store read for SQL92 subscriptions.
 
 The store's ConsumeQueue knows only tag hash codes, so properties are read from each found record:
-`record_properties()` jumps straight to the properties field using the record's length fields
+`record_properties()` takes the properties field that broker.protocol.record_layout's parser locates,
 instead of decoding the whole message. Parsing is cached by expression text (broker.filter).
 """
 
 from __future__ import annotations
 
-import struct
 from typing import TYPE_CHECKING
 
 from broker.filter import FilterSyntaxError, SqlFilter, compile_sql, is_sql92
 from broker.protocol.codes import ResponseCode
-from broker.protocol.message import MESSAGE_MAGIC_CODE, SysFlag
 from broker.protocol.properties import decode_properties
+from broker.protocol.record_layout import parse_record
 from broker.server.errors import RequestError
 from broker.store.results import GetResult, GetStatus
 
@@ -30,12 +29,6 @@ __all__ = ["SQL_SCAN_ROUNDS", "compile_subscription", "get_filtered", "record_pr
 # A pull that finds only non-matching messages reads on for a few more batches before answering
 # PULL_RETRY_IMMEDIATELY, so a selective filter over a long backlog costs few round trips.
 SQL_SCAN_ROUNDS = 8
-
-_MAGIC = struct.Struct(">i")
-_SYSFLAG_AT = 36  # TOTALSIZE, MAGIC, BODYCRC, QUEUEID, FLAG (4 each), QUEUEOFFSET, PHYSICALOFFSET (8 each)
-_AFTER_BORN_TS = 48
-_I32 = struct.Struct(">i")
-_U16 = struct.Struct(">H")
 
 
 def compile_subscription(expression_type: str | None, expression: str | None, enabled: bool) -> SqlFilter | None:
@@ -56,24 +49,8 @@ def compile_subscription(expression_type: str | None, expression: str | None, en
 
 def record_properties(record: memoryview | bytes) -> dict[str, str]:
     """The properties of one stored record, read through its length fields (no full decode)."""
-    (sys_flag,) = _I32.unpack_from(record, _SYSFLAG_AT)
-    p = _AFTER_BORN_TS + (16 if sys_flag & SysFlag.BORNHOST_V6 else 4) + 4  # born host + port
-    p += 8  # store timestamp
-    p += (16 if sys_flag & SysFlag.STOREHOST_V6 else 4) + 4  # store host + port
-    p += 4 + 8  # reconsume times, prepared transaction offset
-    (body_len,) = _I32.unpack_from(record, p)
-    p += 4 + body_len
-    (magic,) = _MAGIC.unpack_from(record, 4)
-    if magic == MESSAGE_MAGIC_CODE:
-        topic_len = record[p]
-        p += 1
-    else:
-        (topic_len,) = _U16.unpack_from(record, p)
-        p += 2
-    p += topic_len
-    (props_len,) = _U16.unpack_from(record, p)
-    p += 2
-    return decode_properties(bytes(record[p : p + props_len]).decode())
+    r = parse_record(record)
+    return decode_properties(bytes(record[r.properties_at : r.properties_at + r.properties_len]).decode())
 
 
 def _keep_matching(got: GetResult, sql: SqlFilter) -> None:

@@ -20,19 +20,20 @@ from collections.abc import Callable
 
 from broker.protocol.crc import crc32  # body_crc's CRC, inlined on the put path (one call less a put)
 from broker.protocol.javahash import java_string_hash
-from broker.protocol.message import (
-    BLANK_MAGIC_CODE,
-    LAYOUT_SYS_FLAGS,
-    MESSAGE_MAGIC_CODE,
-    NO_QUEUE_OFFSET,
-    RECORD_FIXED_SIZE_V4,
-    RECORD_FIXED_V4_HOSTS,
-    MessageExt,
-    SysFlag,
-    encode_record,
-    host_bytes,
-)
+from broker.protocol.message import LAYOUT_SYS_FLAGS, NO_QUEUE_OFFSET, MessageExt, encode_record, host_bytes
 from broker.protocol.properties import decode_properties, encode_properties
+from broker.protocol.record_layout import (
+    BLANK_MAGIC_CODE,
+    BORNHOST_V6,
+    FIXED_SIZE_V4,
+    FIXED_V4_HOSTS,
+    MESSAGE_MAGIC_CODE,
+    PREFIX,
+    PROPS_LEN_SIZE,
+    SYS_FLAG_AT,
+    store_timestamp_at,
+    total_size,
+)
 from broker.store.allocate import AllocateService, is_disk_full
 from broker.store.config import StoreConfig
 from broker.store.dispatch import DirectDispatch, DispatchRequest, make_request
@@ -48,8 +49,13 @@ END_FILE_MIN_BLANK_LENGTH = 8  # int32 remaining + int32 BLANK_MAGIC_CODE
 MAX_TOPIC_LENGTH = 127  # v1 records have a 1-byte topic length
 MAX_PROPERTIES_LENGTH = 0x7FFF  # int16 length field
 MAX_DISPATCH_HINTS = 65_536  # a few MB at most, even when dispatch lags
-_BLANK = struct.Struct(">ii")
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
 _NO_LAYOUT_BITS = ~LAYOUT_SYS_FLAGS
+# TOTALSIZE = this + body + topic field + properties: the size formula (total_size) of a v1 record with
+# IPv4 hosts, less the topic field, which the put path keeps ready with its length byte
+_SIZE_BESIDES = total_size(0, 0, 0) - 1
+assert _SIZE_BESIDES == FIXED_SIZE_V4 + PROPS_LEN_SIZE
 
 
 class CommitLog:
@@ -177,7 +183,7 @@ class CommitLog:
             return PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED)
         if body_len > self.max_message_size:
             return PutResult(PutStatus.MESSAGE_ILLEGAL)
-        total = 90 + body_len + len(topic_field) + props_len  # 88 fixed + body + topic field + 2 + props
+        total = _SIZE_BESIDES + body_len + len(topic_field) + props_len
         if total + END_FILE_MIN_BLANK_LENGTH > file_size - pos:
             if total + END_FILE_MIN_BLANK_LENGTH > file_size:
                 return PutResult(PutStatus.MESSAGE_ILLEGAL)
@@ -198,13 +204,13 @@ class CommitLog:
             if end > mf.reserve_trigger and not mf.make_room(end):  # disk space: see broker.store.reserve
                 return PutResult(PutStatus.DISK_FULL)
             mm = mf.mm
-            RECORD_FIXED_V4_HOSTS.pack_into(
+            FIXED_V4_HOSTS.pack_into(
                 mm, pos, total, MESSAGE_MAGIC_CODE, crc32(body) & 0x7FFFFFFF, queue_id, msg.flag,
                 queue_offset, phy, sys_flag, msg.born_timestamp, born_field, store_ts, self.store_host_field,
                 msg.reconsume_times, msg.prepared_transaction_offset, body_len,
             )  # fmt: skip
-            p = pos + RECORD_FIXED_SIZE_V4 + body_len
-            mm[pos + RECORD_FIXED_SIZE_V4 : p] = body
+            p = pos + FIXED_SIZE_V4 + body_len
+            mm[pos + FIXED_SIZE_V4 : p] = body
             mm[p:end] = topic_field + props_len.to_bytes(2, "big") + props
         else:
             # IPv6 born host: the general encoder (20-byte host field), rare enough to allocate
@@ -286,7 +292,7 @@ class CommitLog:
             born_field = self._born_field(msg.born_host)
             if len(born_field) != 8:
                 return PutResult(PutStatus.MESSAGE_ILLEGAL)  # batches from IPv6 producers: not supported
-            total = 90 + len(msg.body) + len(topic_field) + len(props)
+            total = _SIZE_BESIDES + len(msg.body) + len(topic_field) + len(props)
             encoded.append((msg, props, total, born_field))
             needed += total
         if needed + END_FILE_MIN_BLANK_LENGTH > mf.file_size:
@@ -302,7 +308,7 @@ class CommitLog:
         mm = mf.mm
         start_phy = mf.file_from_offset + pos
         offsets: list[int] = []
-        pack_into = RECORD_FIXED_V4_HOSTS.pack_into
+        pack_into = FIXED_V4_HOSTS.pack_into
         hints = self.dispatch_hints
         hint = len(hints) + len(encoded) <= MAX_DISPATCH_HINTS
         for i, (msg, props, total, born_field) in enumerate(encoded):
@@ -314,8 +320,8 @@ class CommitLog:
                 queue_offset + i, phy, msg.sys_flag & _NO_LAYOUT_BITS, msg.born_timestamp, born_field, store_ts,
                 self.store_host_field, msg.reconsume_times, msg.prepared_transaction_offset, len(body),
             )  # fmt: skip
-            p = pos + RECORD_FIXED_SIZE_V4 + len(body)
-            mm[pos + RECORD_FIXED_SIZE_V4 : p] = body
+            p = pos + FIXED_SIZE_V4 + len(body)
+            mm[pos + FIXED_SIZE_V4 : p] = body
             mm[p : pos + total] = topic_field + len(props).to_bytes(2, "big") + props
             if hint:
                 request = make_request(
@@ -344,7 +350,7 @@ class CommitLog:
         end = pos + END_FILE_MIN_BLANK_LENGTH  # only the blank's header is written; the rest stays a hole
         if end > mf.reserve_trigger and not mf.make_room(end):
             return PutResult(PutStatus.DISK_FULL)
-        _BLANK.pack_into(mf.mm, pos, mf.file_size - pos, BLANK_MAGIC_CODE)
+        PREFIX.pack_into(mf.mm, pos, mf.file_size - pos, BLANK_MAGIC_CODE)
         mf.wrote_position = mf.file_size
         return None
 
@@ -368,13 +374,12 @@ class CommitLog:
 
     def store_timestamp_at(self, offset: int) -> int:
         """STORETIMESTAMP of the record at `offset`, -1 when it is gone (retention) or unreadable."""
-        view = self.get_data(offset, 64)
+        view = self.get_data(offset, store_timestamp_at(BORNHOST_V6) + 8)  # enough for either born host
         if view is None:
             return -1
         try:
-            (sys_flag,) = struct.unpack_from(">i", view, 36)
-            at = 56 if not sys_flag & SysFlag.BORNHOST_V6 else 68
-            (ts,) = struct.unpack_from(">q", view, at)
+            (sys_flag,) = _I32.unpack_from(view, SYS_FLAG_AT)
+            (ts,) = _I64.unpack_from(view, store_timestamp_at(sys_flag))
             return int(ts)
         finally:
             view.release()

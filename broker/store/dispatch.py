@@ -5,8 +5,8 @@ Started by MessageStore (broker.store.message_store). The put path calls `notify
 once per loop iteration the service parses every new whole record straight from the mapped file (one
 struct unpack of the fixed part, TAGS/KEYS/UNIQ_KEY picked out of the properties text without a dict),
 and hands a `DispatchRequest` to `consume_queue_store.dispatch(request)` and
-`index_service.dispatch(request)`. Arrival listeners get properties=None (the record has them). Recovery uses the same
-parser (`parse_record`) with CRC checking on, and `dispatch_range` to rebuild ConsumeQueue/Index tails.
+`index_service.dispatch(request)`. Arrival listeners get properties=None (the record has them). Recovery re-dispatches
+through `dispatch_available` to rebuild ConsumeQueue/Index tails.
 """
 
 from __future__ import annotations
@@ -19,16 +19,20 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from broker.protocol.javahash import tags_code as java_tags_code
-from broker.protocol.message import (
-    BLANK_MAGIC_CODE,
-    MESSAGE_MAGIC_CODE,
-    MESSAGE_MAGIC_CODE_V2,
-    NO_QUEUE_OFFSET,
-    RECORD_FIXED_V4_HOSTS,
-    SysFlag,
-    body_crc,
-)
+from broker.protocol.message import NO_QUEUE_OFFSET, SysFlag, body_crc
 from broker.protocol.properties import Prop, find_property
+from broker.protocol.record_layout import (
+    BLANK_MAGIC_CODE,
+    FIXED_SIZE_V4,
+    FIXED_V4_HOSTS,
+    MESSAGE_MAGIC_CODE,
+    MESSAGE_MAGICS,
+    MIN_RECORD_SIZE,
+    PREFIX,
+    PROPS_LEN_SIZE,
+    body_at,
+    store_timestamp_at,
+)
 from broker.store.results import StoreError
 
 if TYPE_CHECKING:
@@ -60,13 +64,10 @@ SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 BLANK = -1  # parse_record: end-of-file blank record (skip to the next file)
 CORRUPT = -2  # parse_record: not a whole valid record (end of data, torn write or bad CRC)
 
-# TOTALSIZE MAGIC BODYCRC QUEUEID FLAG QUEUEOFFSET PHYSICALOFFSET SYSFLAG BORNTS
-_PREFIX = struct.Struct(">ii")  # TOTALSIZE MAGIC
-_MAGICS = (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2)
 _HOSTS_V6 = SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6
-_I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _U16 = struct.Struct(">H")
+_PREPARED_BODY_LEN = struct.Struct(">qi")  # PREPAREDTRANSACTIONOFFSET BODYLEN, just before the body
 _PREPARED_OR_ROLLBACK = (SysFlag.TRANSACTION_PREPARED_TYPE, SysFlag.TRANSACTION_ROLLBACK_TYPE)
 
 
@@ -144,33 +145,33 @@ def parse_record(
     Returns (size, request): (size>0, request) for a whole valid record, (BLANK, None) for the
     end-of-file filler, (0, None) when nothing was written here yet (zeros / end of data), and
     (CORRUPT, None) for a torn or corrupted record. The physical offset comes from the record itself.
-    Dispatch runs this once per record, so it reads only what the dispatchers need: one unpack of the
-    fixed part, the topic, and TAGS / KEYS / UNIQ_KEY (/ DELAY) found in the properties text without
-    building a dict.
+
+    A fast copy of broker.protocol.record_layout.parse_record, held equal to it by
+    tests/protocol/test_record_readers.py: dispatch runs this once per record it was not handed by the put path
+    (recovery, a slave's replicated bytes), and reading only what the dispatchers need (one unpack of the
+    fixed part, no body or host copies) takes 1.8 us a record against 2.6 through the reference parser.
     """
-    if pos + 8 > limit:
+    if pos + PREFIX.size > limit:
         return (0, None)
-    total, magic = _PREFIX.unpack_from(buf, pos)
+    total, magic = PREFIX.unpack_from(buf, pos)
     if magic == BLANK_MAGIC_CODE:
         return (BLANK, None)
     if total == 0 and magic == 0:
         return (0, None)
-    if magic not in _MAGICS or total < 91 or pos + total > limit:
+    if magic not in MESSAGE_MAGICS or total < MIN_RECORD_SIZE or pos + total > limit:
         return (CORRUPT, None)
     end = pos + total
     try:
         # the common case in one unpack: IPv4 hosts (v1 or v2 magic); IPv6 hosts re-read below
         (_, _, crc, queue_id, _f, queue_offset, phy, sys_flag, _b, _bh, store_ts, _sh, _r, prepared_offset,
-         body_len) = RECORD_FIXED_V4_HOSTS.unpack_from(buf, pos)  # fmt: skip
-        p = pos + 88
+         body_len) = FIXED_V4_HOSTS.unpack_from(buf, pos)  # fmt: skip
+        p = pos + FIXED_SIZE_V4
         if sys_flag & _HOSTS_V6:
-            p = pos + 48 + (20 if sys_flag & SysFlag.BORNHOST_V6 else 8)
-            (store_ts,) = _I64.unpack_from(buf, p)
-            p += 8 + (20 if sys_flag & SysFlag.STOREHOST_V6 else 8)
-            (prepared_offset,) = _I64.unpack_from(buf, p + 4)
-            p += 12
-            (body_len,) = _I32.unpack_from(buf, p)
-            p += 4
+            (store_ts,) = _I64.unpack_from(buf, pos + store_timestamp_at(sys_flag))
+            p = pos + body_at(sys_flag)
+            if p > end:
+                return (CORRUPT, None)
+            (prepared_offset, body_len) = _PREPARED_BODY_LEN.unpack_from(buf, p - _PREPARED_BODY_LEN.size)
         if body_len < 0 or p + body_len > end:
             return (CORRUPT, None)
         if check_crc and body_crc(buf[p : p + body_len]) != crc:
@@ -185,7 +186,7 @@ def parse_record(
         topic = buf[p : p + topic_len].decode()
         p += topic_len
         (props_len,) = _U16.unpack_from(buf, p)
-        p += 2
+        p += PROPS_LEN_SIZE
         if p + props_len != end:
             return (CORRUPT, None)
         text = buf[p:end].decode() if props_len else ""
@@ -235,10 +236,10 @@ def make_request(
 def _incomplete_tail(buf: Any, pos: int, limit: int) -> bool:
     """True when the record at `pos` looks whole but its bytes are not all written yet (a slave's HA
     transfer can stop mid-record): dispatch waits for the rest instead of reporting corruption."""
-    if pos + 8 > limit:
+    if pos + PREFIX.size > limit:
         return True
-    total, magic = _PREFIX.unpack_from(buf, pos)
-    return magic in _MAGICS and total >= 91 and pos + total > limit
+    total, magic = PREFIX.unpack_from(buf, pos)
+    return magic in MESSAGE_MAGICS and total >= MIN_RECORD_SIZE and pos + total > limit
 
 
 class ReputService:

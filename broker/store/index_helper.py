@@ -35,8 +35,18 @@ import struct
 import sys
 from pathlib import Path
 
-from broker.protocol.message import MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, SysFlag
+from broker.protocol.message import SysFlag
 from broker.protocol.properties import Prop, find_property_bytes
+from broker.protocol.record_layout import (
+    FIXED_SIZE_V4,
+    MESSAGE_MAGIC_CODE,
+    MESSAGE_MAGICS,
+    MIN_RECORD_SIZE,
+    PREFIX,
+    SYS_FLAG_AT,
+    body_len_at,
+    store_timestamp_at,
+)
 from broker.store.dispatch import BLANK, parse_record
 from broker.store.index_service import GATHER_RECORDS, GATHER_S, IndexService
 
@@ -91,12 +101,16 @@ class CommitLogReader:
         self._base = -1
 
 
-# A record with IPv4 hosts (every record this broker writes): TOTALSIZE MAGIC, 28 bytes skipped, SYSFLAG,
-# 16 skipped, STORETIMESTAMP, 20 skipped, BODYLEN; the body starts right after
-_V4_HEAD = struct.Struct(">ii28xi16xq20xi")
-_V4_HEAD_SIZE = 88
+# A record with IPv4 hosts (every record this broker writes), read in one unpack: TOTALSIZE MAGIC,
+# SYSFLAG, STORETIMESTAMP and BODYLEN at the layout's offsets, the fields between skipped; the body
+# starts right after. A fast copy of the layout's parser, held equal to it by tests/protocol/test_record_readers.py.
+_V4_HEAD = struct.Struct(
+    f">ii{SYS_FLAG_AT - PREFIX.size}xi{store_timestamp_at(0) - SYS_FLAG_AT - 4}x"
+    f"q{body_len_at(0) - store_timestamp_at(0) - 8}xi"
+)
+_V4_HEAD_SIZE = FIXED_SIZE_V4
+assert _V4_HEAD.size == _V4_HEAD_SIZE
 _U16 = struct.Struct(">H")
-_MAGICS = (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2)
 _HOSTS_V6 = SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6
 _TRANSACTION_MASK = SysFlag.TRANSACTION_MASK  # constants for the per-record loop
 _ROLLBACK = SysFlag.TRANSACTION_ROLLBACK_TYPE
@@ -159,7 +173,13 @@ class Indexer:
             else:
                 total = magic = sys_flag = body_len = 0
             end = pos + total
-            if magic in _MAGICS and not sys_flag & _HOSTS_V6 and total >= 91 and end <= limit and body_len >= 0:
+            if (
+                magic in MESSAGE_MAGICS
+                and not sys_flag & _HOSTS_V6
+                and total >= MIN_RECORD_SIZE
+                and end <= limit
+                and 0 <= body_len <= total - MIN_RECORD_SIZE  # the topic and properties lengths lie inside
+            ):
                 p = pos + _V4_HEAD_SIZE + body_len
                 if magic == MESSAGE_MAGIC_CODE:
                     topic_len = mm[p]

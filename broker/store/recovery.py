@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import logging
 import mmap
-import struct
 from dataclasses import dataclass
 
-from broker.protocol.message import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, SysFlag, body_crc
+from broker.protocol.message import body_crc
+from broker.protocol.record_layout import BLANK_MAGIC_CODE, PREFIX, MessageDecodeError, parse_record
 from broker.store.checkpoint import StoreCheckpoint
 from broker.store.mapped_file import MappedFile
 from broker.store.mapped_file_queue import MappedFileQueue
@@ -26,11 +26,6 @@ __all__ = ["RecoveryReport", "check_record", "recover_commit_log"]
 
 log = logging.getLogger(__name__)
 
-_HEAD = struct.Struct(">iiiiiqqiq")
-_I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
-_U16 = struct.Struct(">H")
-_MAGICS = (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2)
 END = 0
 BLANK = -1
 
@@ -52,44 +47,23 @@ def check_record(
 ) -> tuple[int, str | None, int]:
     """Validate the record at `pos`: (size, None, store_ts) for a good one, (END, None, 0) for zeros,
     (BLANK, None, 0) for the end-of-file filler, (END, reason, 0) for anything broken."""
-    if pos + 8 > limit:
+    if pos + PREFIX.size > limit:
         return (END, None, 0)
-    total, magic = struct.unpack_from(">ii", buf, pos)
+    total, magic = PREFIX.unpack_from(buf, pos)
     if magic == BLANK_MAGIC_CODE:
         return (BLANK, None, 0)
     if total == 0 and magic == 0:
         return (END, None, 0)
-    if magic not in _MAGICS:
-        return (END, f"bad magic code {magic & 0xFFFFFFFF:#x}", 0)
-    if total < 91 or pos + total > limit:
-        return (END, f"record length {total} runs past the file (torn write)", 0)
-    end = pos + total
-    _, _, crc, _, _, _, physical, sys_flag, _ = _HEAD.unpack_from(buf, pos)
-    if physical != phy:
-        return (END, f"record says it is at offset {physical} (stale or torn data)", 0)
-    p = pos + 48 + (20 if sys_flag & SysFlag.BORNHOST_V6 else 8)
-    (store_ts,) = _I64.unpack_from(buf, p)
-    p += 8 + (20 if sys_flag & SysFlag.STOREHOST_V6 else 8) + 12
-    (body_len,) = _I32.unpack_from(buf, p)
-    p += 4
-    if body_len < 0 or p + body_len > end:
-        return (END, f"body length {body_len} does not fit the record (torn write)", 0)
-    if check_crc and body_crc(buf[p : p + body_len]) != crc:
+    try:
+        record = parse_record(buf, pos, limit)
+    except MessageDecodeError as exc:
+        return (END, f"{exc} (torn write or corruption)", 0)
+    if record.physical_offset != phy:
+        return (END, f"record says it is at offset {record.physical_offset} (stale or torn data)", 0)
+    body = record.body_at
+    if check_crc and body_crc(buf[body : body + record.body_len]) != record.body_crc:
         return (END, "BODYCRC mismatch (corrupted or torn body)", 0)
-    p += body_len
-    if magic == MESSAGE_MAGIC_CODE:
-        topic_len = buf[p]
-        p += 1
-    else:
-        (topic_len,) = _U16.unpack_from(buf, p)
-        p += 2
-    p += topic_len
-    if p + 2 > end:
-        return (END, "topic runs past the record end (torn write)", 0)
-    (props_len,) = _U16.unpack_from(buf, p)
-    if p + 2 + props_len != end:
-        return (END, "field lengths do not add up to TOTALSIZE (torn write)", 0)
-    return (total, None, store_ts)
+    return (total, None, record.store_timestamp)
 
 
 def _first_store_timestamp(mf: MappedFile) -> int:
