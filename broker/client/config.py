@@ -77,6 +77,11 @@ class ClientConfig:
     instance_name: str = field(default_factory=lambda: str(os.getpid()))
     client_ip: str = "127.0.0.1"
     poll_name_server_interval: float = 30.0
+    #: How often a topic this client uses but the NameServers do not know yet (a consumer started before its
+    #: topic) is looked up again: a new topic is picked up within this, not the 30 s poll. One small request
+    #: per missing topic; a group's own %RETRY% topic, made by the broker at the first message sent back, waits
+    #: for the regular poll.
+    poll_missing_route_interval: float = 2.0
     heartbeat_broker_interval: float = 30.0
     persist_consumer_offset_interval: float = 5.0
     #: Timeout of control requests (Java's mqClientApiTimeout, 3000 ms).

@@ -80,6 +80,9 @@ class ClientInstance:
         self._tasks = [
             asyncio.create_task(self._every(self.config.poll_name_server_interval, self.refresh_routes), name="routes"),
             asyncio.create_task(self._every(self.config.heartbeat_broker_interval, self.send_heartbeat), name="hb"),
+            asyncio.create_task(
+                self._every(self.config.poll_missing_route_interval, self.look_up_missing_routes), name="missing"
+            ),
         ]
 
     async def close(self) -> None:
@@ -151,6 +154,16 @@ class ClientInstance:
                 await self.update_route(topic)
             except Exception as exc:
                 log.warning("refreshing the route of %s failed: %s", topic, exc)
+
+    async def look_up_missing_routes(self) -> None:
+        """Topics in use that had no route at the last look: created since? (A route found here reaches the
+        consumers through on_route_change at once, so they rebalance onto the new topic's queues.)"""
+        missing = sorted(t for t in set(self._topics()) - set(self.routes) if not t.startswith("%RETRY%"))
+        for topic in missing:
+            try:
+                await self.update_route(topic)
+            except Exception as exc:
+                log.info("looking up the route of %s failed: %s", topic, exc)
 
     def master_addr(self, broker_name: str) -> str | None:
         return self.broker_addrs.get(broker_name, {}).get(MASTER_ID)

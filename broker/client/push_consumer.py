@@ -179,7 +179,7 @@ class PushConsumer:
                     "%s: topic %s has no route yet; consuming starts when it has one (looked up every %.0f s)",
                     self.group,
                     topic,
-                    self.client_config.poll_name_server_interval,
+                    self.client_config.poll_missing_route_interval,
                 )
         await self.instance.check_client_config(self.group, self._subs.values())
         self._started = True
