@@ -21,7 +21,6 @@ from broker.server.persist import JsonFile
 __all__ = [
     "DLQ_GROUP_TOPIC_PREFIX",
     "PERM_INHERIT",
-    "PERM_PRIORITY",
     "PERM_READ",
     "PERM_WRITE",
     "RETRY_GROUP_TOPIC_PREFIX",
@@ -35,7 +34,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-PERM_PRIORITY = 8
 PERM_READ = 4
 PERM_WRITE = 2
 PERM_INHERIT = 1

@@ -27,7 +27,6 @@ from broker.protocol.bodies import ConsumerIdList, HeartbeatData
 from broker.protocol.codes import RequestCode, ResponseCode
 from broker.protocol.command import FrameDecoder, RemotingCommand, encode
 from broker.protocol.headers import (
-    GetMaxOffsetResponseHeader,
     PullMessageRequestHeader,
     PullMessageResponseHeader,
     SendMessageResponseHeader,
@@ -237,7 +236,7 @@ class CaptureServer:
         if code == RequestCode.QUERY_CONSUMER_OFFSET:
             return cmd.response(ResponseCode.QUERY_NOT_FOUND, remark="Not found")
         if code in (RequestCode.GET_MAX_OFFSET, RequestCode.GET_MIN_OFFSET, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP):
-            return cmd.response(ResponseCode.SUCCESS, ext_fields=GetMaxOffsetResponseHeader(offset=0).to_ext_fields())
+            return cmd.response(ResponseCode.SUCCESS, ext_fields={"offset": "0"})
         if code == RequestCode.PULL_MESSAGE:
             # Hold like a short long-poll so clients do not spin, then report nothing new.
             await asyncio.sleep(self.pull_hold)

@@ -44,7 +44,6 @@ log = logging.getLogger(__name__)
 FLAG_COMMIT_OFFSET = 0x1
 FLAG_SUSPEND = 0x2
 FLAG_SUBSCRIPTION = 0x4
-FLAG_CLASS_FILTER = 0x8
 # A long poll is answered before the clients' 30 s request timeout, whatever suspend time they ask.
 MAX_SUSPEND_SECONDS = 25.0
 
