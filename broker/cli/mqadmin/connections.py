@@ -16,7 +16,7 @@ from broker.client.admin_views import (
     consumer_running_info,
     producer_connection,
 )
-from broker.client.errors import BrokerResponseError, ConsumerNotOnline
+from broker.client.errors import BrokerResponseError, BrokerSystemError, ConsumerNotOnline
 from broker.client.message import MessageQueue
 
 # MQVersion.Version ordinals: V3_0_0_SNAPSHOT is 0, V4_0_0 is 213, then a SNAPSHOT and a release per version
@@ -125,7 +125,13 @@ async def run_producerConnection(args: argparse.Namespace, admin: Admin) -> int:
     route = await require_topic(admin, args.topic)
     seen: dict[str, ConnectionInfo] = {}
     for addr in sorted(route.master_addrs()):
-        for c in await producer_connection(admin.instance.api, addr, args.producerGroup):
+        try:
+            conns = await producer_connection(admin.instance.api, addr, args.producerGroup)
+        except BrokerSystemError as exc:
+            if "not exist" not in str(exc):  # RocketMQ's answer for a group with no producer there
+                raise
+            conns = []
+        for c in conns:
             seen.setdefault(c.client_id, c)
     if not seen:
         raise UnknownName(
