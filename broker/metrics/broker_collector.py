@@ -81,10 +81,11 @@ class BrokerCollector(Collector):
             "rocketmq_message_size", "Size of stored messages in bytes (whole records)", ["topic", "message_type"]
         )
         for (topic, mtype), cell in sorted(m.in_cells.items()):
+            # one cell counts all three: a message is one observation of its stored size
             labels = node(topic, mtype)
-            messages_in.add_metric(labels, cell[0])
-            bytes_in.add_metric(labels, cell[1])
-            buckets, total = SIZE_BUCKETS.publish(cell[2:])
+            buckets, total = SIZE_BUCKETS.publish(cell)
+            messages_in.add_metric(labels, buckets[-1][1])
+            bytes_in.add_metric(labels, total)
             size.add_metric(labels, buckets, total)
         messages_out = node.counter(
             "rocketmq_messages_out_total", "Messages returned by pulls", ["topic", "consumer_group"]

@@ -1,28 +1,25 @@
 """What the broker's hot path counts for its metrics: plain lists in dicts, added to on the event loop.
 
-The send processor calls `stored` once a put is stored (from the PutResult: messages and stored bytes,
-as RocketMQ counts them), the pull processor `pulled` for every pull that returns messages, the send-back
-and retry paths `dead_lettered`. `BrokerCollector` reads the dicts when Prometheus scrapes. With metrics
-off the broker holds no BrokerMeters at all and the processors skip the calls (one `is None` test).
+The send processor counts each stored put into the message size histogram cell of its (topic, message
+type): the cell's count is rocketmq_messages_in_total and its sum rocketmq_throughput_in_total, so a send
+costs two list increments (broker/server/processors/send.py writes them out). The pull processor calls
+`pulled` for every pull that returns messages, the send-back and retry paths `dead_lettered`.
+`BrokerCollector` reads the dicts when Prometheus scrapes. With metrics off the broker holds no
+BrokerMeters at all and the processors skip all of it (one `is None` test).
 """
 
 from __future__ import annotations
 
-from bisect import bisect_left
-
-from broker.metrics.histogram import MESSAGE_SIZE_BUCKETS, Buckets
+from broker.metrics.histogram import MESSAGE_SIZE_BUCKETS, Buckets, Cell
 from broker.metrics.rpc import RpcMeter
 from broker.protocol.properties import Prop
 
-__all__ = ["IN_HIST_AT", "SIZE_BUCKETS", "TYPED_PROPERTIES", "BrokerMeters", "InCell", "message_type"]
+__all__ = ["SIZE_BUCKETS", "TYPED_PROPERTIES", "BrokerMeters", "message_type"]
 
 SIZE_BUCKETS = Buckets(MESSAGE_SIZE_BUCKETS)
-# An InCell: [messages, stored bytes, then a message-size histogram cell (SIZE_BUCKETS)]
-InCell = list[float]
-IN_HIST_AT = 2
 
 _DELAY_KEYS = (Prop.DELAY, "__STARTDELIVERTIME", "TIMER_DELIVER_MS", "TIMER_DELAY_SEC", "TIMER_DELAY_MS")
-# A send with none of these properties is "normal" (the send path tests this first: one C-level check)
+# A send with none of these properties is "normal"
 TYPED_PROPERTIES = frozenset((Prop.TRAN_MSG, Prop.SHARDING_KEY, *_DELAY_KEYS))
 
 
@@ -40,33 +37,33 @@ def message_type(props: dict[str, str]) -> str:
 
 
 class BrokerMeters:
-    __slots__ = ("dlq", "in_cells", "out_cells", "pulled_to", "rpc")
+    __slots__ = ("dlq", "in_cells", "normal_cells", "out_cells", "pulled_to", "rpc")
 
     def __init__(self) -> None:
         self.rpc = RpcMeter()
-        self.in_cells: dict[tuple[str, str], InCell] = {}  # (topic, message_type) -> InCell
+        self.in_cells: dict[tuple[str, str], Cell] = {}  # (topic, message_type) -> SIZE_BUCKETS cell
+        self.normal_cells: dict[str, Cell] = {}  # topic -> its "normal" cell (the same list): a str key
         self.out_cells: dict[tuple[str, str], list[int]] = {}  # (topic, group) -> [messages, bytes]
         self.dlq: dict[tuple[str, str], int] = {}  # (original topic, group) -> messages
-        # (group, topic, queue) -> the next offset the group's last pull asked for plus what it got: where
-        # the consumer has read to (RocketMQ's pull offset), for in-flight and ready messages
+        # (group, topic, queue) -> the next offset after the group's last pull that found messages: how far
+        # the consumer has read (RocketMQ's pull offset), for in-flight and ready messages
         self.pulled_to: dict[tuple[str, str, int], int] = {}
 
-    def in_cell(self, topic: str, mtype: str) -> InCell:
+    def in_cell(self, topic: str, mtype: str) -> Cell:
         """The cell of (topic, message type), made on first use."""
         key = (topic, mtype)
         cell = self.in_cells.get(key)
         if cell is None:
-            cell = self.in_cells[key] = [0, 0, *SIZE_BUCKETS.cell()]
+            cell = self.in_cells[key] = SIZE_BUCKETS.cell()
+            if mtype == "normal":
+                self.normal_cells[topic] = cell
         return cell
 
-    def stored(self, cell: InCell, messages: int, wrote_bytes: int) -> None:
-        """A stored put: `messages` records of `wrote_bytes` in all. A batch adds `messages` observations of
-        its average size to the histogram (RocketMQ adds one), so its count stays messages_in."""
-        cell[0] += messages
-        cell[1] += wrote_bytes
-        size = wrote_bytes / messages if messages > 1 else wrote_bytes
-        cell[IN_HIST_AT + bisect_left(MESSAGE_SIZE_BUCKETS, size)] += messages
-        cell[-1] += wrote_bytes
+    def stored(self, cell: Cell, messages: int, wrote_bytes: int) -> None:
+        """A stored batch: `messages` records of `wrote_bytes` in all. It adds `messages` observations of its
+        average size (RocketMQ adds one), so that the histogram's count stays rocketmq_messages_in_total."""
+        SIZE_BUCKETS.observe(cell, wrote_bytes // messages, messages)
+        cell[-1] += wrote_bytes - wrote_bytes // messages * messages  # the sum stays the bytes stored
 
     def pulled(self, group: str, topic: str, queue_id: int, messages: int, nbytes: int, next_offset: int) -> None:
         key = (topic, group)

@@ -1,15 +1,19 @@
-"""rocketmq_rpc_latency: per request code and response code, the time from handing a request to its
-processor to having its answer, in milliseconds (RocketMQ's unit and buckets).
+"""rocketmq_rpc_latency: per request code and response code, milliseconds from the read that brought a
+request to its answer (RocketMQ's unit and buckets; RocketMQ counts from the request's arrival too, its
+wait in a thread pool's queue included).
 
 `instrument(dispatcher, meter)` wraps every registered handler once, after the broker or NameServer has
-registered them all; the connection's hot loop then calls the wrapper instead. A synchronous handler is
-timed around its call; a coroutine handler from its start to its answer. A handler that returns None
-answers later itself (a put waiting for the group commit or the slave, a held pull): the send path times
-its own late answers with `observe_late`; a held pull is observed when it is held (docs/metrics.md).
+registered them all; the connection's hot loop then calls the wrapper instead. A synchronous handler's
+answer is timed against `RemotingConnection.read_ns` (the monotonic clock when its read arrived: the time
+spent on the requests before it in the same read is its queueing), so the wrapper reads the clock once;
+a request that flow control held back is timed from when it was held (`received_at`). A coroutine
+handler is timed from its start to its answer. A handler that returns None answers later itself: the
+send path observes its late answers with `observe_late`; a long-polled pull is not observed (docs/metrics.md).
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -22,15 +26,16 @@ from broker.transport.dispatcher import Dispatcher, Route
 if TYPE_CHECKING:
     from broker.transport.connection import RemotingConnection
 
-__all__ = ["RpcMeter", "instrument", "request_code_name", "response_code_name"]
+__all__ = ["RPC_BUCKETS", "RpcMeter", "instrument", "request_code_name", "response_code_name"]
 
-_perf = time.perf_counter
+_now_ns = time.monotonic_ns  # the clock of RemotingConnection.read_ns
+_NS_PER_S = 1_000_000_000
 # What a send's reply frame (bytes, broker/server/processors/send.py) starts with when its code is 0: the
 # 4-byte length, the 4-byte header length, then the JSON header.
 _OK_FRAME_HEAD = b'{"code":0,'
 _CODE_AT = 8
-_BUCKETS = Buckets(RPC_LATENCY_BUCKETS_MS)
-_FIRST_BOUND_S = RPC_LATENCY_BUCKETS_MS[0] / 1000
+RPC_BUCKETS = Buckets(RPC_LATENCY_BUCKETS_MS, 1_000_000)  # counted in ns, published in ms
+_FIRST_BOUND_NS = RPC_BUCKETS.bounds[0]
 _REQUEST_NAMES = {int(c): c.name.lower() for c in RequestCode}
 _RESPONSE_NAMES = {int(c): c.name.lower() for c in ResponseCode}
 
@@ -49,8 +54,11 @@ def _frame_code(frame: bytes) -> int:
     if frame.startswith(_OK_FRAME_HEAD, _CODE_AT):
         return 0
     start = _CODE_AT + len(b'{"code":')
-    end = frame.index(b",", start)
-    return int(frame[start:end])
+    return int(frame[start : frame.index(b",", start)])
+
+
+def _response_code(response: RemotingCommand | bytes) -> int:
+    return _frame_code(response) if type(response) is bytes else response.code  # type: ignore[union-attr]
 
 
 class RpcMeter:
@@ -65,87 +73,83 @@ class RpcMeter:
         key = (code, response_code)
         cell = self.cells.get(key)
         if cell is None:
-            cell = self.cells[key] = _BUCKETS.cell()
+            cell = self.cells[key] = RPC_BUCKETS.cell()
         return cell
 
-    def observe(self, code: int, response: RemotingCommand | bytes | None, seconds: float) -> None:
-        if response is None:
-            return
-        rc = _frame_code(response) if type(response) is bytes else response.code  # type: ignore[union-attr]
-        cell = self.cell(code, rc)
-        # the common case (under a millisecond) without bisect; cell[0] is the le=1 ms bucket
-        if seconds <= _FIRST_BOUND_S:
-            cell[0] += 1
-            cell[-1] += seconds * 1000
-        else:
-            _BUCKETS.observe(cell, seconds * 1000)
+    def observe(self, code: int, response: RemotingCommand | bytes, elapsed_ns: int) -> None:
+        RPC_BUCKETS.observe(self.cell(code, _response_code(response)), elapsed_ns)
 
-    def observe_late(self, code: int, response: RemotingCommand | bytes, started: float) -> None:
-        """A request answered outside its handler's return (`started`: time.perf_counter() at its start)."""
-        self.observe(code, response, _perf() - started)
-
-    def failed(self, code: int, seconds: float) -> None:
-        """A handler raised: the connection answers SYSTEM_ERROR (broker.transport.connection)."""
-        _BUCKETS.observe(self.cell(code, ResponseCode.SYSTEM_ERROR), seconds * 1000)
+    def observe_late(self, code: int, response: RemotingCommand | bytes, started_ns: int) -> None:
+        """A request answered outside its handler's return (`started_ns`: its read's `read_ns`)."""
+        self.observe(code, response, _now_ns() - started_ns)
 
     def publish(self) -> list[tuple[str, str, list[tuple[str, float]], float]]:
         """(request code name, response code name, cumulative buckets, sum in ms) per series."""
         out = []
         for (code, rc), cell in sorted(self.cells.items()):
-            buckets, total = _BUCKETS.publish(cell)
+            buckets, total = RPC_BUCKETS.publish(cell)
             out.append((request_code_name(code), response_code_name(rc), buckets, total))
         return out
 
 
 def _timed_sync(code: int, call: Callable[..., Any], meter: RpcMeter) -> Callable[..., Any]:
-    cells = meter.cells
-    ok_key = (code, 0)
-    slow = _BUCKETS.observe
+    ok: Cell | None = None  # this code's (code, SUCCESS) cell, the one nearly every call counts in
 
     def timed(conn: RemotingConnection, cmd: RemotingCommand) -> Any:
-        # the hot path of every synchronous request (every send): written out, no calls but the handler's
-        started = _perf()
+        # every synchronous request (every send) comes through here: written out, one clock read
+        nonlocal ok
         try:
             response = call(conn, cmd)
         except Exception:
-            meter.failed(code, _perf() - started)
+            meter.observe(code, cmd.response(ResponseCode.SYSTEM_ERROR), _elapsed_ns(conn, cmd))
             raise
-        elapsed = _perf() - started
-        if type(response) is bytes and response.startswith(_OK_FRAME_HEAD, _CODE_AT):
-            cell = cells.get(ok_key)
-            if cell is None:
-                cell = meter.cell(code, 0)
-        elif response is None:
+        if response is None:
             return None  # answered later: the send path observes it then (observe_late)
+        held = cmd.received_at
+        elapsed = _now_ns() - conn.read_ns if not held else _held_ns(held)
+        if type(response) is bytes and response.startswith(_OK_FRAME_HEAD, _CODE_AT):
+            cell = ok
+            if cell is None:
+                cell = ok = meter.cell(code, 0)
         else:
-            rc = _frame_code(response) if type(response) is bytes else response.code
-            cell = meter.cell(code, rc)
-        if elapsed <= _FIRST_BOUND_S:  # cell[0]: the le=1 ms bucket
+            cell = meter.cell(code, _response_code(response))
+        if elapsed <= _FIRST_BOUND_NS:
             cell[0] += 1
-            cell[-1] += elapsed * 1000
+            cell[-1] += elapsed
         else:
-            slow(cell, elapsed * 1000)
+            RPC_BUCKETS.observe(cell, elapsed)
         return response
 
     return timed
 
 
+def _held_ns(held: float) -> int:
+    """Since flow control held the request back (loop time, RemotingCommand.received_at)."""
+    return int((asyncio.get_running_loop().time() - held) * _NS_PER_S)
+
+
+def _elapsed_ns(conn: RemotingConnection, cmd: RemotingCommand) -> int:
+    held = cmd.received_at
+    return _now_ns() - conn.read_ns if not held else _held_ns(held)
+
+
 def _timed_async(code: int, call: Callable[..., Awaitable[Any]], meter: RpcMeter) -> Callable[..., Awaitable[Any]]:
     async def timed(conn: RemotingConnection, cmd: RemotingCommand) -> Any:
-        started = _perf()
+        started = _now_ns()
         try:
             response = await call(conn, cmd)
         except Exception:
-            meter.failed(code, _perf() - started)
+            meter.observe(code, cmd.response(ResponseCode.SYSTEM_ERROR), _now_ns() - started)
             raise
-        meter.observe(code, response, _perf() - started)
+        if response is not None:
+            meter.observe(code, response, _now_ns() - started)
         return response
 
     return timed
 
 
 def instrument(dispatcher: Dispatcher, meter: RpcMeter) -> None:
-    """Replace every registered route by a timed one (idempotent per dispatcher: call it once)."""
+    """Replace every registered route by a timed one (call it once per dispatcher)."""
     routes = dispatcher.routes
     for code, route in list(routes.items()):
         if route.is_async:

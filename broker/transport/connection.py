@@ -28,6 +28,7 @@ import asyncio
 import dataclasses
 import logging
 import struct
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -68,6 +69,7 @@ SHARED_BODY_FROM = 64 * 1024
 _JOIN_BELOW = 64 * 1024
 DEFAULT_WRITE_BUFFER_LIMIT = 64 * 1024 * 1024
 _LENGTH_WORD = struct.Struct(">i")
+_monotonic_ns = time.monotonic_ns
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +124,8 @@ class RemotingConnection(asyncio.Protocol):
         self.close_reason: CloseReason | None = None
         self.closed: asyncio.Future[CloseReason] = self._loop.create_future()
         self.last_activity = self._read_at = self._loop.time()
+        # time.monotonic_ns() when the last read arrived: the broker's metrics time requests from it
+        self.read_ns = 0
         # Application data a processor may attach (the NameServer records which broker this is).
         self.attributes: dict[str, Any] = {}
         self._closing = False
@@ -162,6 +166,7 @@ class RemotingConnection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.last_activity = self._read_at = self._loop.time()
+        self.read_ns = _monotonic_ns()
         decoder = self._decoder
         try:
             commands = decoder.feed(data)

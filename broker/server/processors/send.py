@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import orjson
 
-from broker.metrics.broker_meters import IN_HIST_AT, TYPED_PROPERTIES, InCell, message_type
-from broker.metrics.histogram import MESSAGE_SIZE_BUCKETS
+from broker.metrics.broker_meters import TYPED_PROPERTIES, message_type
+from broker.metrics.histogram import MESSAGE_SIZE_BUCKETS, Cell
 from broker.protocol.batch import MAX_PROPERTIES_LENGTH, BatchFormatError, decode_batch, merge_batch_properties
 from broker.protocol.codes import CURRENT_VERSION, FLAG_RESPONSE, RequestCode, ResponseCode
 from broker.protocol.command import RemotingCommand, frame
@@ -204,7 +204,7 @@ class _PendingPut(NamedTuple):
     future: asyncio.Future[PutResult]
     queue_id: int
     uniq: str
-    cell: InCell | None  # where metrics count it once stored (None: metrics off)
+    cell: Cell | None  # the message size cell metrics count it in once stored (None: metrics off)
 
 
 # Any bit outside what senders set, and the COMMIT bit (COMMIT and ROLLBACK both have it): the slow path
@@ -275,8 +275,8 @@ class SendProcessor:
         # the store answers later (group commit, replica, new file): a callback on its future, no task
         future = outcome.future
         self.in_flight.add(future)
-        # the rpc latency of a late answer is measured here (the wrapper sees only None): from now to the answer
-        started = time.perf_counter() if self.meters is not None else 0.0
+        # the rpc latency of a late answer is measured here (the wrapper sees only None), from its read
+        started = conn.read_ns if not cmd.received_at else 0
         future.add_done_callback(functools.partial(self._answer_later, conn, cmd, outcome, started))
         return None
 
@@ -285,7 +285,7 @@ class SendProcessor:
         conn: RemotingConnection,
         cmd: RemotingCommand,
         pending: _PendingPut,
-        started: float,
+        started: int,
         future: asyncio.Future[PutResult],
     ) -> None:
         self.in_flight.discard(future)
@@ -295,7 +295,7 @@ class SendProcessor:
             response = self._response(cmd, future.result(), pending.queue_id, pending.uniq, pending.cell)
         except Exception as exc:
             response = self._error_response(conn, cmd, exc)
-        if self.meters is not None:
+        if self.meters is not None and started:
             self.meters.rpc.observe_late(cmd.code, response, started)
         if not cmd.is_oneway:
             conn.send_response(response)
@@ -386,7 +386,8 @@ class SendProcessor:
             full = decode_properties(props_text + extra)
             if rewrite_for_delay(msg, full, self.max_delay_level):
                 msg.dispatch_keys = None  # SCHEDULE_TOPIC_XXXX's tags code is the delivery time
-        if not to_dlq and may_be_timed(props_text):
+        timed = may_be_timed(props_text)
+        if not to_dlq and timed:
             if half:  # parked at the commit; refused now if it would be refused then
                 self._timer_delivery(props)
             elif msg.topic == header.topic:
@@ -396,8 +397,10 @@ class SendProcessor:
         # Like Java, the reply names the queue the producer chose, even when a delay rewrote the target.
         cell = None
         if meters is not None:
-            mtype = "normal" if props.keys().isdisjoint(TYPED_PROPERTIES) else message_type(props)
-            cell = meters.in_cells.get((header.topic, mtype)) or meters.in_cell(header.topic, mtype)
+            if half or delayed or timed or Prop.SHARDING_KEY in props:
+                cell = meters.in_cell(header.topic, message_type(props))
+            else:  # the common case: a dict lookup by the topic string (its hash is cached)
+                cell = meters.normal_cells.get(header.topic) or meters.in_cell(header.topic, "normal")
         return self._reply_to_put(cmd, self.store.append_message(msg, wait=wait), queue_id, uniq, cell)
 
     def _timer_delivery(self, props: dict[str, str]) -> int | None:
@@ -484,7 +487,10 @@ class SendProcessor:
         wait = batch_level_props.get(Prop.WAIT) != "false"
         put = self.store.append_messages(messages, wait=wait)
         meters = self.meters
-        cell = meters.in_cell(header.topic, message_type(batch_level_props)) if meters is not None else None
+        cell = None
+        if meters is not None:
+            mtype = "normal" if batch_level_props.keys().isdisjoint(TYPED_PROPERTIES) else None
+            cell = meters.in_cell(header.topic, mtype or message_type(batch_level_props))
         return self._reply_to_put(cmd, put, queue_id, ",".join(uniq_ids), cell)
 
     def _reply_to_put(
@@ -493,23 +499,21 @@ class SendProcessor:
         put: PutResult | asyncio.Future[PutResult],
         queue_id: int,
         uniq: str,
-        cell: InCell | None,
+        cell: Cell | None,
     ) -> RemotingCommand | bytes | _PendingPut:
         if isinstance(put, PutResult):
             return self._response(cmd, put, queue_id, uniq, cell)
         return _PendingPut(put, queue_id, uniq, cell)
 
     def _response(
-        self, cmd: RemotingCommand, result: PutResult, queue_id: int, uniq: str, cell: InCell | None = None
+        self, cmd: RemotingCommand, result: PutResult, queue_id: int, uniq: str, cell: Cell | None = None
     ) -> RemotingCommand | bytes:
         """A refusal as a command; a stored message's send result as its encoded frame (_STORED_REPLY)."""
         if result.status is PUT_OK and not result.offsets:
             self.broker.stats.put(1)
-            if cell is not None:  # BrokerMeters.stored for one message, written out (the hot path)
+            if cell is not None:  # the message size histogram (messages and bytes in), written out
                 wrote = result.wrote_bytes
-                cell[0] += 1
-                cell[1] += wrote
-                cell[IN_HIST_AT + bisect_left(MESSAGE_SIZE_BUCKETS, wrote)] += 1
+                cell[0 if wrote <= 1024 else 1 if wrote <= 4096 else bisect_left(MESSAGE_SIZE_BUCKETS, wrote)] += 1
                 cell[-1] += wrote
             header = _OK_REPLY % (
                 result.store_host.encode(), result.commit_log_offset, queue_id, result.queue_offset,
