@@ -8,6 +8,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from rich.console import Console
 from rich.progress import Progress, TaskID
 
 from broker.cli.mqadmin.timestamps import format_ms
@@ -66,7 +67,5 @@ class Bar:
 @contextmanager
 def progress(what: str, total: float | None) -> Iterator[Bar]:
     """A transient bar on stderr while the block runs; disabled (no output at all) when stderr is no TTY."""
-    from rich.console import Console
-
     with Progress(console=Console(stderr=True), transient=True, disable=not sys.stderr.isatty()) as bar:
         yield Bar(bar, bar.add_task(what, total=total))
