@@ -58,4 +58,4 @@ clean:
 	rm -rf $(VENV) $(DATA)
 
 -include e2e/k8s.mk
--include bench/bench.mk
+include bench/bench.mk

@@ -7,7 +7,7 @@ Called by MessageStore.start (broker.store.message_store) before any service run
   timestamps, checking magic, lengths, the record's own PHYSICALOFFSET and (checkCRCOnRecover) BODYCRC.
 The first invalid record ends the log: the tail is zeroed, later files are deleted, and one WARNING line
 says where and why and how much was dropped. The caller then cuts ConsumeQueues to the new end and
-re-dispatches from `redispatch_from`.
+re-dispatches from the report's `scan_from`.
 """
 
 from __future__ import annotations

@@ -1,0 +1,28 @@
+# Benchmarks (docs/benchmarks.md says how to read them). Included by the top-level Makefile.
+#   make bench                        the store and the broker, short runs (a quick look, not a result)
+#   make bench-<name> [ARGS="..."]    one benchmark with its own options: store broker net namesrv ha memory
+#                                     spark codec index sendpath timer hostspeed (python -m bench.<name> --help)
+#   make bench-put-ab BASE=<rev>      the put path of <rev> against the working tree, in one process
+ARGS ?=
+BASE ?=
+BENCHES := store broker net namesrv ha memory spark codec index sendpath timer hostspeed
+
+.PHONY: bench bench-put-ab $(addprefix bench-,$(BENCHES))
+
+bench: $(STAMP)
+	$(BIN)/python -m bench.store --seconds 1 --recovery-mib 256
+	$(BIN)/python -m bench.broker --num 50000 --sync-num 1000
+
+# The Spark benchmark needs the spark extra; the others run on the dev install.
+bench-spark: $(SPARK_STAMP)
+	$(BIN)/python -m bench.spark $(ARGS)
+
+$(addprefix bench-,$(filter-out spark,$(BENCHES))): bench-%: $(STAMP)
+	$(BIN)/python -m bench.$* $(ARGS)
+
+# The base tree is exported with git archive (no worktree left behind) under .data/, which git ignores.
+bench-put-ab: $(STAMP)
+	@test -n "$(BASE)" || { echo "usage: make bench-put-ab BASE=<git revision> [ARGS='--rounds 200']"; exit 2; }
+	rm -rf $(DATA)/put-ab-base && mkdir -p $(DATA)/put-ab-base
+	git archive $(BASE) | tar -x -C $(DATA)/put-ab-base
+	$(BIN)/python -m bench.put_ab $(DATA)/put-ab-base . $(ARGS)
