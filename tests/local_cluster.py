@@ -93,7 +93,13 @@ class LocalCluster:
 
     async def start(self) -> None:
         self.namesrv = NamesrvController(
-            NamesrvConfig.model_validate({"listenPort": 0, "kvConfigPath": str(self.root / "kv.json")})
+            NamesrvConfig.model_validate(
+                {
+                    "listenPort": 0,
+                    "kvConfigPath": str(self.root / "kv.json"),
+                    "configStorePath": str(self.root / "namesrv.properties"),
+                }
+            )
         )
         await self.namesrv.start()
         await self.start_broker()

@@ -1,0 +1,210 @@
+"""Apache RocketMQ's own mqadmin (rocketmq-tools 5.3.3, `MQAdminStartup`, unchanged) against our
+NameServer and broker: issue 21's inspection and maintenance commands, each checked by the table it
+prints. A Java push consumer (group CID-jadm) and our SDK's producer (PID-jadm) stay online for the
+module; our producer sends COUNT messages first and the Java consumer consumes them all, so every
+offset, count and lag below is known.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+from interop_harness import BROKER_NAME, CLUSTER, ServerPair, home_for, sdk_message
+from java_harness import JAVA_DIR, JVM_OPTIONS, JavaProc, ensure_java, java, java_server_pair
+
+from broker.client import BlockingAdmin, BlockingProducer
+from broker.config.properties import load_properties
+
+pytestmark = pytest.mark.peers
+
+TOPIC = "JAdmTopic"
+GROUP = "CID-jadm"
+PRODUCER_GROUP = "PID-jadm"
+COUNT = 10
+
+
+@dataclass
+class Online:
+    servers: ServerPair
+    consumer: JavaProc
+    producer: BlockingProducer
+    uniq_id: str
+    offset_id: str
+
+
+@pytest.fixture(scope="module")
+def online(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Online]:
+    problem = ensure_java()
+    if problem is not None:
+        pytest.skip(f"the Java RocketMQ tools cannot be installed here: {problem}")
+    for servers in java_server_pair(tmp_path_factory.mktemp("java-mqadmin")):
+        servers.create_topics([TOPIC])
+        producer = BlockingProducer(PRODUCER_GROUP, servers.namesrv_addr)
+        producer.start()
+        results = [producer.send(sdk_message("sdk", TOPIC, i)) for i in range(COUNT)]
+        # --expect more than is sent: the consumer stays online until the module ends (or its timeout).
+        consumer = java(
+            ["consume", "--namesrv", servers.namesrv_addr, "--group", GROUP, "--topic", TOPIC,
+             "--expect", str(COUNT * 100), "--timeout", "240"],
+            home_for(servers.root, "jadm-consumer"), timeout=260,
+        ).start()  # fmt: skip
+        try:
+            _wait_consumed(servers.namesrv_addr)
+            yield Online(servers, consumer, producer, results[0].msg_id, results[0].offset_msg_id)
+        finally:
+            producer.shutdown()
+            if consumer.proc is not None and consumer.proc.poll() is None:
+                consumer.proc.terminate()
+                consumer.proc.wait(10)
+
+
+def _wait_consumed(namesrv: str, timeout: float = 60.0) -> None:
+    """Until the Java consumer committed every offset (its client persists them every 5 s)."""
+    deadline = time.monotonic() + timeout
+    with BlockingAdmin(namesrv) as admin:
+        while time.monotonic() < deadline:
+            try:
+                progress = admin.consumer_progress(GROUP, TOPIC)
+            except Exception:
+                progress = []
+            if progress and sum(p.lag for p in progress) == 0 and sum(p.broker_offset for p in progress) == COUNT:
+                return
+            time.sleep(1.0)
+    raise AssertionError(f"the Java consumer did not commit {COUNT} offsets within {timeout:.0f} s")
+
+
+def mqadmin(online: Online, *args: str, timeout: float = 90.0) -> str:
+    """Run the Java mqadmin; its output (stdout + stderr). It exits 0 even when a command failed, so
+    callers check the text (`ok()` fails on a printed exception)."""
+    home = home_for(online.servers.root, "mqadmin")
+    env = {"HOME": str(home), "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"}
+    cmd = [
+        "nice", "-n", "10", shutil.which("java") or "java", *JVM_OPTIONS, f"-Duser.home={home}",
+        "-cp", f"{JAVA_DIR / 'lib'}/*", "org.apache.rocketmq.tools.command.MQAdminStartup",
+        *args, "-n", online.servers.namesrv_addr,
+    ]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=home)
+    return done.stdout + done.stderr
+
+
+def ok(online: Online, *args: str) -> str:
+    out = mqadmin(online, *args)
+    assert "SubCommandException" not in out and "Caused by:" not in out, f"mqadmin {' '.join(args)}:\n{out}"
+    return out
+
+
+def rows(out: str, first: str) -> list[list[str]]:
+    return [line.split() for line in out.splitlines() if line.split()[:1] == [first]]
+
+
+def test_topic_status(online: Online) -> None:
+    out = ok(online, "topicStatus", "-t", TOPIC)
+    table = rows(out, BROKER_NAME)
+    assert [r[1] for r in table] == ["0", "1", "2", "3"], out
+    assert sum(int(r[3]) for r in table) == COUNT and all(r[2] == "0" for r in table), out
+    assert "Topic Put TPS:" in out
+
+
+def test_consumer_progress_of_a_group(online: Online) -> None:
+    out = ok(online, "consumerProgress", "-g", GROUP)
+    table = rows(out, TOPIC)
+    assert len(table) == 4, out
+    assert sum(int(r[3]) for r in table) == COUNT, out  # broker offsets
+    assert [r[3] for r in table] == [r[4] for r in table], out  # consumer offsets caught up
+    assert "Consume Diff Total: 0" in out
+
+
+def test_consumer_progress_lists_the_group_online(online: Online) -> None:
+    out = ok(online, "consumerProgress")
+    row = next(r for r in rows(out, GROUP))
+    assert row[1:5] == ["1", "V5_3_3", "PUSH", "CLUSTERING"], out
+
+
+def test_consumer_connection(online: Online) -> None:
+    out = ok(online, "consumerConnection", "-g", GROUP)
+    conns = [line.split() for line in out.splitlines() if "@" in line and "JAVA" in line]
+    assert len(conns) == 1 and conns[0][3] == "V5_3_3", out
+    assert re.search(rf"^{TOPIC}\s+\*$", out, re.M), out
+    assert "ConsumeType: CONSUME_PASSIVELY" in out and "MessageModel: CLUSTERING" in out
+
+
+def test_consumer_status_asks_the_java_consumer(online: Online) -> None:
+    conns = ok(online, "consumerConnection", "-g", GROUP)
+    client_id = next(line.split()[0] for line in conns.splitlines() if "JAVA" in line)
+    out = ok(online, "consumerStatus", "-g", GROUP)
+    assert re.search(rf"^1\s+{re.escape(client_id)}\s+V5_3_3", out, re.M), out
+    assert "Rebalance OK" in out
+    detail = ok(online, "consumerStatus", "-g", GROUP, "-i", client_id)
+    assert "#Consumer Subscription#" in detail and f"Topic: {TOPIC}" in detail
+    assert "PROP_CONSUME_TYPE                       : CONSUME_PASSIVELY" in detail
+
+
+def test_producer_connection(online: Online) -> None:
+    out = ok(online, "producerConnection", "-g", PRODUCER_GROUP, "-t", TOPIC)
+    assert re.search(r"^0001\s+\S+@\S+\s+127\.0\.0\.1:\d+\s+PYTHON\s+", out, re.M), out
+
+
+def test_broker_consume_stats(online: Online) -> None:
+    out = ok(online, "brokerConsumeStats", "-b", online.servers.broker_addr)
+    table = [r for r in rows(out, TOPIC) if r[1] == GROUP]
+    assert len(table) == 4 and sum(int(r[4]) for r in table) == COUNT, out
+    assert "Diff Total: 0" in out
+
+
+def test_clone_group_offset(online: Online) -> None:
+    out = ok(online, "cloneGroupOffset", "-s", GROUP, "-d", "CID-jadm-copy", "-t", TOPIC)
+    assert "clone group offset success" in out
+    with BlockingAdmin(online.servers.namesrv_addr) as admin:
+        copied = admin.consumer_progress("CID-jadm-copy", TOPIC)
+    assert sum(p.consumer_offset for p in copied) == COUNT
+
+
+def test_query_messages_print_who_consumed_them(online: Online) -> None:
+    for args in (
+        ("queryMsgById", "-t", TOPIC, "-i", online.offset_id),
+        ("queryMsgByUniqueKey", "-t", TOPIC, "-i", online.uniq_id),
+    ):
+        out = ok(online, *args)
+        assert online.uniq_id in out, out
+        assert f"MessageTrack [consumerGroup={GROUP}, trackType=CONSUMED" in out, out
+    queue = online.producer.send(sdk_message("sdk", TOPIC, 0)).message_queue.queue_id
+    out = ok(online, "queryMsgByOffset", "-t", TOPIC, "-b", BROKER_NAME, "-i", str(queue), "-o", "0")
+    assert f"MessageTrack [consumerGroup={GROUP}" in out, out
+
+
+def test_stats_all(online: Online) -> None:
+    out = ok(online, "statsAll", "-t", TOPIC)
+    row = next(r for r in rows(out, TOPIC) if r[1] == GROUP)
+    assert int(row[-2]) >= COUNT, out  # #InMsg24Hour
+
+
+def test_update_broker_config_live_and_persisted(online: Online) -> None:
+    broker = online.servers.broker_addr
+    out = ok(online, "updateBrokerConfig", "-b", broker, "-k", "defaultTopicQueueNums", "-v", "6")
+    assert f"update broker config success, {broker}" in out
+    assert re.search(r"^defaultTopicQueueNums\s+=\s+6$", ok(online, "getBrokerConfig", "-b", broker), re.M)
+    assert load_properties(online.servers.root / "broker.conf")["defaultTopicQueueNums"] == "6"
+    refused = mqadmin(online, "updateBrokerConfig", "-b", broker, "-k", "noSuchKey", "-v", "1")
+    assert "CODE: 29" in refused and "noSuchKey" in refused
+
+
+def test_update_namesrv_config_live_and_persisted(online: Online) -> None:
+    out = ok(online, "updateNamesrvConfig", "-k", "orderMessageEnable", "-v", "true")
+    assert "update name server config success" in out
+    assert re.search(r"^orderMessageEnable\s+=\s+true$", ok(online, "getNamesrvConfig"), re.M)
+    assert load_properties(online.servers.root / "namesrv.properties")["orderMessageEnable"] == "true"
+
+
+def test_delete_sub_group(online: Online) -> None:
+    ok(online, "updateSubGroup", "-c", CLUSTER, "-g", "CID-jadm-gone")
+    out = ok(online, "deleteSubGroup", "-c", CLUSTER, "-g", "CID-jadm-gone")
+    assert f"delete subscription group [CID-jadm-gone] from broker [{online.servers.broker_addr}]" in out
+    again = mqadmin(online, "deleteSubGroup", "-b", online.servers.broker_addr, "-g", "CID-jadm-gone")
+    assert "CODE: 26" in again, again
