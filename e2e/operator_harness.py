@@ -35,11 +35,17 @@ class OperatorProcess:
         self.namespaces = namespaces
         self.log = log
         self.liveness_port = free_port()
+        self.metrics_port = free_port()
         self.resync_seconds = resync_seconds
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 60) -> None:
-        env = dict(os.environ, KUBECONFIG=str(self.kubeconfig), ROCKETCLUSTER_RESYNC_SECONDS=str(self.resync_seconds))
+        env = dict(
+            os.environ,
+            KUBECONFIG=str(self.kubeconfig),
+            ROCKETCLUSTER_RESYNC_SECONDS=str(self.resync_seconds),
+            ROCKETCLUSTER_METRICS_PORT=str(self.metrics_port),
+        )
         args = [str(OPERATOR), "--standalone", f"--liveness=http://127.0.0.1:{self.liveness_port}/healthz"]
         for ns in self.namespaces:
             args += ["--namespace", ns]
@@ -58,12 +64,17 @@ class OperatorProcess:
         except OSError:
             return False
 
+    def scrape(self) -> str:
+        """The operator's /metrics, as Prometheus reads it."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5) as resp:
+            return str(resp.read().decode())
+
     def tail(self, chars: int = 6000) -> str:
         return self.log.read_text(errors="replace")[-chars:] if self.log.exists() else "(no log)"
 
     def finish(self, kube: Any) -> str:
-        """Delete every RocketCluster the operator watches while it still runs (it removes its finalizer from
-        them; without an operator their namespaces would stay Terminating), then stop it; returns the log."""
+        """Delete every RocketCluster the operator watches (a deletion never waits on the operator, but its log
+        should show it taking them), then stop it; returns the log."""
         for ns in self.namespaces:
             kube.run("delete", "rmq", "--all", "-n", ns, "--wait=true", "--timeout=120s", check=False, timeout=150)
         return self.stop()

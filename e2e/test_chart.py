@@ -27,6 +27,10 @@ import pytest
 import yaml  # type: ignore[import-untyped]  # the `operator` extra, which e2e needs; no stubs
 from operator_harness import CRD_FILE, REPO, OperatorProcess
 
+from rocketcluster.model import parse_spec
+from rocketcluster.names import ClusterRef
+from rocketcluster.render import render_broker_group
+
 if TYPE_CHECKING:
     from conftest import Kube
 
@@ -265,7 +269,7 @@ def test_pod_placement_values_reach_the_pod(helm: Helm) -> None:
     )  # fmt: skip
     [deployment] = by_kind(docs, "Deployment")
     template = deployment["spec"]["template"]
-    assert template["metadata"]["annotations"] == {"team": "messaging"}
+    assert template["metadata"]["annotations"]["team"] == "messaging"
     pod = template["spec"]
     assert pod["nodeSelector"] == {"role": "ops"}
     assert pod["tolerations"] == [{"key": "dedicated", "operator": "Exists"}]
@@ -273,6 +277,58 @@ def test_pod_placement_values_reach_the_pod(helm: Helm) -> None:
     assert pod["serviceAccountName"] == "existing" and not by_kind(docs, "ServiceAccount")
     [binding] = by_kind(docs, "ClusterRoleBinding")
     assert binding["subjects"][0]["name"] == "existing"
+
+
+SCRAPE = {"prometheus.io/scrape": "true", "prometheus.io/port": "8081", "prometheus.io/path": "/metrics"}
+
+
+@pytest.mark.parametrize(
+    ("values", "port_env", "annotations"),
+    [
+        ([], "8081", SCRAPE),
+        (["--set", "metrics.port=9300"], "9300", SCRAPE | {"prometheus.io/port": "9300"}),
+        (["--set", "metrics.enabled=false"], "0", {}),
+        (["--set", "podAnnotations.team=mq"], "8081", SCRAPE | {"team": "mq"}),
+    ],
+)
+def test_the_operator_metrics_port_and_scrape_annotations(
+    helm: Helm, values: list[str], port_env: str, annotations: dict[str, str]
+) -> None:
+    docs = helm.template(*values)
+    container = operator_container(docs)
+    assert {"name": "ROCKETCLUSTER_METRICS_PORT", "value": port_env} in container["env"]
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports.get("metrics") == (int(port_env) or None)
+    [deployment] = by_kind(docs, "Deployment")
+    assert deployment["spec"]["template"]["metadata"].get("annotations", {}) == annotations
+
+
+def test_monitors_are_rendered_only_when_asked_and_the_prometheus_operator_is_there(helm: Helm) -> None:
+    asked = ["--set", "metrics.serviceMonitor.enabled=true", "--set", "metrics.serviceMonitor.labels.release=kps"]
+    assert not by_kind(helm.template(*asked), "ServiceMonitor"), "no monitoring.coreos.com/v1: no ServiceMonitor"
+    assert not by_kind(helm.template("--api-versions", "monitoring.coreos.com/v1"), "ServiceMonitor")
+    docs = helm.template(*asked, "--api-versions", "monitoring.coreos.com/v1")
+    [monitor], [pod_monitor], [service] = (
+        by_kind(docs, "ServiceMonitor"),
+        by_kind(docs, "PodMonitor"),
+        [d for d in by_kind(docs, "Service") if d["metadata"]["name"].endswith("-metrics")],
+    )
+    assert monitor["metadata"]["labels"]["release"] == "kps" and monitor["spec"]["endpoints"][0]["port"] == "metrics"
+    [deployment] = by_kind(docs, "Deployment")
+    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert service["spec"]["selector"].items() <= pod_labels.items()
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    # the broker pods the operator renders with spec.metrics.enabled: their labels and port name
+    spec = parse_spec({"metrics": {"enabled": True}})
+    broker = next(o for o in render_broker_group(ClusterRef("c", "ns", "uid"), spec, 0) if o["kind"] == "StatefulSet")
+    broker_pod = broker["spec"]["template"]
+    assert pod_monitor["spec"]["selector"]["matchLabels"].items() <= broker_pod["metadata"]["labels"].items()
+    assert pod_monitor["spec"]["podMetricsEndpoints"][0]["port"] in [
+        p["name"] for p in broker_pod["spec"]["containers"][0]["ports"]
+    ]
+    assert pod_monitor["spec"]["namespaceSelector"] == {"any": True}
+    listed = helm.template(*asked, "--api-versions", "monitoring.coreos.com/v1", "--set", "watchNamespaces={a,b}")
+    assert by_kind(listed, "PodMonitor")[0]["spec"]["namespaceSelector"] == {"matchNames": ["a", "b"]}
 
 
 # -- values.schema.json ------------------------------------------------------------------------------------------
@@ -291,6 +347,10 @@ def test_pod_placement_values_reach_the_pod(helm: Helm) -> None:
         ("resources.limits.memory=lots", "/resources/limits/memory"),
         ("serviceAccount.create=false", "/serviceAccount/name"),
         ("image.repo=x", "'repo'"),
+        ("metrics.port=8080", "/metrics/port"),
+        ("metrics.port=http", "/metrics/port"),
+        ("metrics.serviceMonitor.interval=often", "/metrics/serviceMonitor/interval"),
+        ("grafanaDashboard.enabled=maybe", "/grafanaDashboard/enabled"),
     ],
 )
 def test_invalid_values_are_refused_naming_the_value(helm: Helm, setting: str, named: str) -> None:

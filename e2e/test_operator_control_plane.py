@@ -16,7 +16,8 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from operator_harness import CRD_FILE, running_operator
+from operator_harness import CRD_FILE, OperatorProcess, running_operator
+from prometheus_client.parser import text_string_to_metric_families
 
 if TYPE_CHECKING:
     from conftest import Kube
@@ -51,9 +52,16 @@ def namespaces(crd: Kube) -> Iterator[tuple[str, str]]:
 
 
 @pytest.fixture(scope="module")
-def operator(crd: Kube, namespaces: tuple[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kube]:
-    with running_operator(crd, list(namespaces), tmp_path_factory.mktemp("operator")):
-        yield crd
+def operator_process(
+    crd: Kube, namespaces: tuple[str, str], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[OperatorProcess]:
+    with running_operator(crd, list(namespaces), tmp_path_factory.mktemp("operator")) as proc:
+        yield proc
+
+
+@pytest.fixture(scope="module")
+def operator(crd: Kube, operator_process: OperatorProcess) -> Kube:
+    return crd
 
 
 def cluster(kube: Kube, ns: str, name: str) -> dict[str, Any]:
@@ -206,6 +214,25 @@ def test_unchanged_cluster_writes_nothing(operator: Kube, namespaces: tuple[str,
     moved = {k for k in before if after.get(k) != before[k]}
     assert not moved, f"children rewritten by an unchanged reconcile: {sorted(moved)}"
     assert len(before) >= 7
+
+
+def test_the_operator_metrics_agree_with_the_status(
+    operator: Kube, operator_process: OperatorProcess, namespaces: tuple[str, str]
+) -> None:
+    """After the steady cluster above: its passes are counted, and its phase gauge is the phase its status
+    shows (one phase at 1, the others 0)."""
+    kube, ns = operator, namespaces[0]
+    phase = cluster(kube, ns, "steady")["status"]["phase"]
+    mine = {"namespace": ns, "cluster": "steady"}
+    found: dict[str, dict[str, float]] = {}
+    for family in text_string_to_metric_families(operator_process.scrape()):
+        for s in family.samples:
+            if {k: s.labels.get(k) for k in mine} == mine:
+                key = s.labels.get("phase") or s.labels.get("result") or ""
+                found.setdefault(s.name, {})[key] = s.value
+    assert found["rocketcluster_operator_reconcile_total"].get("ok", 0) >= 3, found  # resync every 3 s
+    phases = found["rocketcluster_cluster_phase"]
+    assert phases[phase] == 1 and sum(phases.values()) == 1, (phase, phases)
 
 
 def test_two_clusters_stay_independent_and_delete_keeps_claims(operator: Kube, namespaces: tuple[str, str]) -> None:

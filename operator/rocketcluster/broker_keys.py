@@ -140,6 +140,9 @@ OWNED_KEYS: Final[Mapping[str, str]] = MappingProxyType(
         "storePathConsumeQueue": "under storePathRootDir on the data volume",
         "storePathIndex": "under storePathRootDir on the data volume",
         "flushDiskType": "spec.broker.flushDiskType",
+        "metricsExporterType": "spec.metrics.enabled",
+        "metricsPromExporterPort": "spec.metrics.port",
+        "metricsPromExporterHost": "every address of the pod, so Prometheus can reach it",
     }
 )
 

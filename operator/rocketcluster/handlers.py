@@ -30,7 +30,7 @@ from typing import Any, cast
 import kopf
 
 from broker.client import Admin
-from rocketcluster import names
+from rocketcluster import metrics, names
 from rocketcluster.kube import ApiError, Kube
 from rocketcluster.model import RocketClusterSpec, SpecError, parse_spec
 from rocketcluster.observe import (
@@ -100,6 +100,7 @@ async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.watching.server_timeout = 300
     logging.getLogger("kopf.objects").addFilter(_RoutineProgress())
     _kube = Kube.login(settings)
+    metrics.serve(metrics.metrics_port())
     _resync_task = asyncio.create_task(_resync_forever())
 
 
@@ -134,6 +135,7 @@ async def track(type: str | None, body: kopf.Body, **_: Any) -> None:
     meta = body["metadata"]
     key = (str(meta["namespace"]), str(meta["name"]))
     if type == "DELETED":
+        metrics.forget(*key)
         uid = _clusters.pop(key, None)
         if uid is not None:
             _locks.pop(uid, None)
@@ -206,7 +208,13 @@ async def reconcile(body: kopf.Body) -> Outcome:
     uid = str(meta["uid"])
     lock = _locks.setdefault(uid, asyncio.Lock())
     async with lock:
-        return await _reconcile(body)
+        started, result = time.monotonic(), "error"
+        try:
+            outcome = await _reconcile(body)
+            result = "waiting" if outcome.wait is not None else "ok"
+            return outcome
+        finally:
+            metrics.pass_finished(str(meta["namespace"]), str(meta["name"]), result, time.monotonic() - started)
 
 
 async def _reconcile(body: kopf.Body) -> Outcome:
@@ -269,6 +277,7 @@ async def _reconcile(body: kopf.Body) -> Outcome:
     )
     if _differs(new_status, status):
         await kube.patch_status(namespace, name, new_status)
+    metrics.status_written(namespace, name, new_status)
     expected = spec.name_server.replicas + spec.broker.groups * (1 + spec.broker.slaves_per_group)
     settling = len(pods) < expected or not all(pod_ready(p) for p in pods)
     return Outcome(decided.wait, settling)
@@ -310,6 +319,7 @@ async def _report_problem(
         kube = _kube_client()
         await kube.post_event(body, "Warning", reason, message)
         await kube.patch_status(meta["namespace"], meta["name"], new)
+    metrics.status_written(meta["namespace"], meta["name"], new)
 
 
 def _differs(new: Mapping[str, Any], old: Mapping[str, Any]) -> bool:
@@ -405,6 +415,7 @@ async def _execute(
     if not isinstance(action, ApplyChildren):  # applies happen every pass; the rest is news for `kubectl describe`
         log.info("%s/%s: %s (%s)", ns, c, action.describe(), action.reason)
         await kube.post_event(body, "Normal", action.reason, action.describe())
+        metrics.action_taken(ns, c, action.reason)
     if isinstance(action, ApplyChildren):
         objs = _shared_children(render_cluster(cluster, spec))
         for g in action.groups:

@@ -31,6 +31,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from rocketcluster.broker_keys import BROKER_KEYS, OWNED_KEYS, check_value
+from rocketcluster.names import BROKER_HA_PORT, BROKER_MAIN_PORT, NAMESERVER_PORT
 
 __all__ = [
     "DEFAULT_IMAGE",
@@ -347,6 +348,24 @@ class ScaleDown(_Wire):
     """How long a drain may take before the operator reports ScaleDownBlocked."""
 
 
+class Metrics(_Wire):
+    """Prometheus metrics of the brokers (RocketMQ 5's metric names: docs/metrics.md)."""
+
+    enabled: bool = False
+    """Serve /metrics on every broker pod (metricsExporterType=PROM) and annotate the pods for Prometheus's
+    scrape discovery (prometheus.io/scrape, /port, /path). Off by default, so enabling it is a choice (it rolls the
+    brokers once)."""
+    port: int = Field(default=5557, ge=1024, le=65535)
+    """The brokers' metrics port (metricsPromExporterPort)."""
+
+    @field_validator("port")
+    @classmethod
+    def _not_a_broker_port(cls, value: int) -> int:
+        if value in (NAMESERVER_PORT, BROKER_MAIN_PORT, BROKER_HA_PORT):
+            raise ValueError(f"port {value} is taken by the NameServer or the broker (9876, 10911, 10912)")
+        return value
+
+
 class RocketClusterSpec(_Wire):
     """A RocketMQ cluster: NameServers and broker groups."""
 
@@ -375,6 +394,8 @@ class RocketClusterSpec(_Wire):
     """Safety of the operator's rolling restarts."""
     scale_down: ScaleDown = Field(default_factory=ScaleDown)
     """Safety of removing broker groups."""
+    metrics: Metrics = Field(default_factory=Metrics)
+    """Prometheus metrics of the brokers."""
 
     def effective_cluster_name(self, metadata_name: str) -> str:
         """brokerClusterName: spec.clusterName, else the resource's name."""

@@ -323,6 +323,8 @@ def broker_conf_properties(cluster: ClusterRef, spec: RocketClusterSpec, g: int,
         "haListenPort": str(names.BROKER_HA_PORT),
         "storePathRootDir": names.STORE_ROOT_DIR,
     }
+    if spec.metrics.enabled:
+        owned |= {"metricsExporterType": "PROM", "metricsPromExporterPort": str(spec.metrics.port)}
     # parse_spec refuses owned keys in spec.broker.config; the operator's value wins even if one got through.
     return {**{k: v.strip() for k, v in spec.broker.config.items()}, **owned}
 
@@ -366,6 +368,14 @@ def config_hash(cluster: ClusterRef, spec: RocketClusterSpec, g: int) -> str:
     return data_hash(files)
 
 
+def _scrape_annotations(spec: RocketClusterSpec) -> dict[str, str]:
+    """Prometheus's conventional pod annotations, which its kubernetes_sd relabelling (and most charts) read."""
+    if not spec.metrics.enabled:
+        return {}
+    port = str(spec.metrics.port)
+    return {"prometheus.io/scrape": "true", "prometheus.io/port": port, "prometheus.io/path": "/metrics"}
+
+
 def _broker_volumes(cluster: ClusterRef, spec: RocketClusterSpec, g: int) -> list[Obj]:
     volumes: list[Obj] = [
         {
@@ -391,6 +401,12 @@ def _data_claim_template(spec: RocketClusterSpec, labels: Mapping[str, str]) -> 
 def _broker_container(spec: RocketClusterSpec, template: PodTemplate) -> Obj:
     container = _container(spec, names.BROKER_CONTAINER, template, spec.broker.resources.to_kube())
     conf = f"{names.BROKER_CONFIG_DIR}/broker-$(POD_INDEX).conf"
+    ports = [
+        {"name": "main", "containerPort": names.BROKER_MAIN_PORT, "protocol": "TCP"},
+        {"name": "ha", "containerPort": names.BROKER_HA_PORT, "protocol": "TCP"},
+    ]
+    if spec.metrics.enabled:
+        ports.append({"name": "metrics", "containerPort": spec.metrics.port, "protocol": "TCP"})
     container.update(
         {
             "command": ["mqbroker", "-c", conf],
@@ -402,10 +418,7 @@ def _broker_container(spec: RocketClusterSpec, template: PodTemplate) -> Obj:
                 },
                 {"name": "BROKER_IP1", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
             ],
-            "ports": [
-                {"name": "main", "containerPort": names.BROKER_MAIN_PORT, "protocol": "TCP"},
-                {"name": "ha", "containerPort": names.BROKER_HA_PORT, "protocol": "TCP"},
-            ],
+            "ports": ports,
             "volumeMounts": [
                 {"name": names.DATA_VOLUME, "mountPath": names.DATA_MOUNT_PATH},
                 {"name": _CONFIG_VOLUME, "mountPath": names.BROKER_CONFIG_DIR, "readOnly": True},
@@ -439,7 +452,7 @@ def render_broker_group(cluster: ClusterRef, spec: RocketClusterSpec, g: int) ->
         spec,
         template,
         labels,
-        {names.ANNOTATION_CONFIG_HASH: config_hash(cluster, spec, g)},
+        {names.ANNOTATION_CONFIG_HASH: config_hash(cluster, spec, g), **_scrape_annotations(spec)},
         selector,
         BROKER_GRACE_SECONDS,
         _broker_container(spec, template),

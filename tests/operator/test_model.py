@@ -213,6 +213,16 @@ _BAD_SPECS: list[tuple[str, Any, str, str]] = [
     ("owned key storePathIndex", {"broker": {"config": {"storePathIndex": "/x"}}}, "spec.broker.config", "owned"),
     ("owned key flushDiskType", {"broker": {"config": {"flushDiskType": "SYNC_FLUSH"}}}, "spec.broker.config", "owned"),
     ("owned key brokerIP1", {"broker": {"config": {"brokerIP1": "10.0.0.1"}}}, "spec.broker.config", "owned"),
+    (
+        "metrics key set by hand",
+        {"broker": {"config": {"metricsExporterType": "PROM"}}},
+        "spec.broker.config",
+        "owned by the operator (spec.metrics.enabled)",
+    ),
+    ("metrics port on the broker's", {"metrics": {"port": 10911}}, "spec.metrics.port", "taken by"),
+    ("metrics port privileged", {"metrics": {"port": 80}}, "spec.metrics.port", "greater than or equal to 1024"),
+    ("metrics port not a number", {"metrics": {"port": "http"}}, "spec.metrics.port", "integer"),
+    ("metrics unknown field", {"metrics": {"path": "/m"}}, "spec.metrics.path", "unknown field"),
     ("misspelt key", {"broker": {"config": {"deleteWhne": "04"}}}, "spec.broker.config", "'deleteWhne' is not"),
     (
         "newline in a value",

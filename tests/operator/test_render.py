@@ -475,3 +475,42 @@ def test_the_longest_cluster_name_gives_valid_child_names() -> None:
             # the controller-revision-hash label is "<statefulset>-<up to 10 characters>", at most 63
             assert len(obj["metadata"]["name"]) + 11 <= 63
             assert len(f"{obj['metadata']['name']}-{obj['spec']['replicas'] - 1}") <= 63
+
+
+@pytest.mark.parametrize(
+    ("metrics", "exporter", "port", "annotations"),
+    [
+        ({}, "DISABLE", None, {}),
+        ({"enabled": False, "port": 6000}, "DISABLE", None, {}),
+        (
+            {"enabled": True},
+            "PROM",
+            5557,
+            {"prometheus.io/scrape": "true", "prometheus.io/port": "5557", "prometheus.io/path": "/metrics"},
+        ),
+        (
+            {"enabled": True, "port": 9100},
+            "PROM",
+            9100,
+            {"prometheus.io/scrape": "true", "prometheus.io/port": "9100", "prometheus.io/path": "/metrics"},
+        ),
+    ],
+)
+def test_metrics_reach_broker_conf_the_container_port_and_the_scrape_annotations(
+    metrics: dict[str, Any], exporter: str, port: int | None, annotations: dict[str, str]
+) -> None:
+    spec = _spec(metrics=metrics)
+    loaded = load_broker_config(parse_properties(render_broker_conf(CLUSTER, spec, 0, 0)))
+    assert loaded.unknown_keys == []
+    assert loaded.broker.metrics_exporter_type == exporter
+    if port is not None:
+        assert loaded.broker.metrics_prom_exporter_port == port
+    statefulset = _statefulset(render_broker_group(CLUSTER, spec, 0), "demo-broker-0")
+    container_ports = {p["name"]: p["containerPort"] for p in _container(statefulset)["ports"]}
+    assert container_ports.get("metrics") == port
+    pod_annotations = statefulset["spec"]["template"]["metadata"]["annotations"]
+    assert {k: v for k, v in pod_annotations.items() if k.startswith("prometheus.io/")} == annotations
+
+
+def test_turning_metrics_on_rolls_the_brokers() -> None:
+    assert config_hash(CLUSTER, _spec(), 0) != config_hash(CLUSTER, _spec(metrics={"enabled": True}), 0)
