@@ -322,7 +322,10 @@ def test_monitors_are_rendered_only_when_asked_and_the_prometheus_operator_is_th
     spec = parse_spec({"metrics": {"enabled": True}})
     broker = next(o for o in render_broker_group(ClusterRef("c", "ns", "uid"), spec, 0) if o["kind"] == "StatefulSet")
     broker_pod = broker["spec"]["template"]
-    assert pod_monitor["spec"]["selector"]["matchLabels"].items() <= broker_pod["metadata"]["labels"].items()
+    selector = pod_monitor["spec"]["selector"]
+    assert selector["matchLabels"].items() <= broker_pod["metadata"]["labels"].items()
+    [components] = selector["matchExpressions"]
+    assert components["operator"] == "In" and set(components["values"]) == {"broker", "nameserver"}
     assert pod_monitor["spec"]["podMetricsEndpoints"][0]["port"] in [
         p["name"] for p in broker_pod["spec"]["containers"][0]["ports"]
     ]

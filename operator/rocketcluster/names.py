@@ -36,6 +36,7 @@ __all__ = [
     "LABEL_POD_INDEX",
     "MANAGED_BY",
     "MAX_CLUSTER_NAME_LENGTH",
+    "NAMESERVER_CONF_FILE",
     "NAMESERVER_CONTAINER",
     "NAMESERVER_PORT",
     "PLURAL",
@@ -58,6 +59,7 @@ __all__ = [
     "broker_statefulset",
     "cluster_labels",
     "connection_config_map",
+    "nameserver_config_map",
     "nameserver_headless_service",
     "nameserver_labels",
     "nameserver_pdb",
@@ -113,6 +115,7 @@ DATA_VOLUME: Final = "data"
 DATA_MOUNT_PATH: Final = "/data"
 STORE_ROOT_DIR: Final = "/data/store"
 BROKER_CONFIG_DIR: Final = "/etc/rocketcluster"
+NAMESERVER_CONF_FILE: Final = "namesrv.conf"  # in the NameServer ConfigMap, mounted under BROKER_CONFIG_DIR
 
 # The longest StatefulSet name is `<c>-nameserver` (11 more characters). The StatefulSet controller labels each
 # pod with `controller-revision-hash: <statefulset>-<hash up to 10 chars>`, a label value of at most 63
@@ -156,6 +159,11 @@ def nameserver_service(c: str) -> str:
 
 def nameserver_pdb(c: str) -> str:
     return f"{c}-nameserver"
+
+
+def nameserver_config_map(c: str) -> str:
+    """Holds namesrv.conf, which every NameServer pod reads (NAMESERVER_CONF_FILE)."""
+    return f"{c}-nameserver-config"
 
 
 def nameserver_pod(c: str, ordinal: int) -> str:

@@ -258,25 +258,46 @@ def render_broker_headless_service(cluster: ClusterRef) -> Obj:
 # -- NameServer -----------------------------------------------------------------------------------------------------
 
 
+def render_nameserver_conf(spec: RocketClusterSpec) -> str:
+    """namesrv.conf of every NameServer pod (keys sorted, one `key=value` a line)."""
+    properties = {"listenPort": str(names.NAMESERVER_PORT), **_metrics_properties(spec)}
+    lines = ["# rendered by the rocketcluster operator from the RocketCluster; edits are overwritten."]
+    lines += [f"{key}={properties[key]}" for key in sorted(properties)]
+    return "\n".join(lines) + "\n"
+
+
 def render_nameserver(cluster: ClusterRef, spec: RocketClusterSpec) -> list[Obj]:
-    """The NameServer StatefulSet, its headless and client Services, and its PDB."""
+    """The NameServer StatefulSet, its ConfigMap (namesrv.conf), headless and client Services, and its PDB."""
     c = cluster.name
     labels = names.nameserver_labels(c)
     selector = names.nameserver_selector(c)
     template = spec.template.merged_under(spec.name_server.template)
     ports = [_port("namesrv", names.NAMESERVER_PORT)]
+    config_data = {names.NAMESERVER_CONF_FILE: render_nameserver_conf(spec)}
+    config_map = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _metadata(cluster, names.nameserver_config_map(c), labels),
+        "data": config_data,
+    }
     container = _container(spec, names.NAMESERVER_CONTAINER, template, spec.name_server.resources.to_kube())
+    container_ports = [{"name": "namesrv", "containerPort": names.NAMESERVER_PORT, "protocol": "TCP"}]
     container.update(
         {
-            "command": ["mqnamesrv"],
-            "ports": [{"name": "namesrv", "containerPort": names.NAMESERVER_PORT, "protocol": "TCP"}],
+            "command": ["mqnamesrv", "-c", f"{names.BROKER_CONFIG_DIR}/{names.NAMESERVER_CONF_FILE}"],
+            "ports": container_ports + _metrics_ports(spec),
+            "volumeMounts": [{"name": _CONFIG_VOLUME, "mountPath": names.BROKER_CONFIG_DIR, "readOnly": True}],
             "readinessProbe": _probe(
                 {"exec": {"command": ["rocketcluster-probe", "namesrv"]}}, period=10, timeout=5, failures=3
             ),
             "livenessProbe": _probe({"tcpSocket": {"port": "namesrv"}}, period=10, timeout=5, failures=6),
         }
     )
-    pod = _pod_template(cluster, spec, template, labels, {}, selector, NAMESERVER_GRACE_SECONDS, container, [])
+    annotations = {names.ANNOTATION_CONFIG_HASH: data_hash(config_data), **_scrape_annotations(spec)}
+    volumes = [{"name": _CONFIG_VOLUME, "configMap": {"name": names.nameserver_config_map(c)}}]
+    pod = _pod_template(
+        cluster, spec, template, labels, annotations, selector, NAMESERVER_GRACE_SECONDS, container, volumes
+    )
     statefulset = _statefulset(
         cluster,
         names.nameserver_statefulset(c),
@@ -292,6 +313,7 @@ def render_nameserver(cluster: ClusterRef, spec: RocketClusterSpec) -> list[Obj]
         },
     )
     return [
+        config_map,
         _service(cluster, names.nameserver_headless_service(c), labels, selector, ports, headless=True),
         _service(cluster, names.nameserver_service(c), labels, selector, ports, headless=False),
         statefulset,
@@ -323,8 +345,7 @@ def broker_conf_properties(cluster: ClusterRef, spec: RocketClusterSpec, g: int,
         "haListenPort": str(names.BROKER_HA_PORT),
         "storePathRootDir": names.STORE_ROOT_DIR,
     }
-    if spec.metrics.enabled:
-        owned |= {"metricsExporterType": "PROM", "metricsPromExporterPort": str(spec.metrics.port)}
+    owned |= _metrics_properties(spec)
     # parse_spec refuses owned keys in spec.broker.config; the operator's value wins even if one got through.
     return {**{k: v.strip() for k, v in spec.broker.config.items()}, **owned}
 
@@ -368,6 +389,17 @@ def config_hash(cluster: ClusterRef, spec: RocketClusterSpec, g: int) -> str:
     return data_hash(files)
 
 
+def _metrics_properties(spec: RocketClusterSpec) -> dict[str, str]:
+    """The config keys (the broker's and the NameServer's alike) that serve /metrics, when spec.metrics asks."""
+    if not spec.metrics.enabled:
+        return {}
+    return {"metricsExporterType": "PROM", "metricsPromExporterPort": str(spec.metrics.port)}
+
+
+def _metrics_ports(spec: RocketClusterSpec) -> list[Obj]:
+    return [{"name": "metrics", "containerPort": spec.metrics.port, "protocol": "TCP"}] if spec.metrics.enabled else []
+
+
 def _scrape_annotations(spec: RocketClusterSpec) -> dict[str, str]:
     """Prometheus's conventional pod annotations, which its kubernetes_sd relabelling (and most charts) read."""
     if not spec.metrics.enabled:
@@ -405,8 +437,7 @@ def _broker_container(spec: RocketClusterSpec, template: PodTemplate) -> Obj:
         {"name": "main", "containerPort": names.BROKER_MAIN_PORT, "protocol": "TCP"},
         {"name": "ha", "containerPort": names.BROKER_HA_PORT, "protocol": "TCP"},
     ]
-    if spec.metrics.enabled:
-        ports.append({"name": "metrics", "containerPort": spec.metrics.port, "protocol": "TCP"})
+    ports += _metrics_ports(spec)
     container.update(
         {
             "command": ["mqbroker", "-c", conf],

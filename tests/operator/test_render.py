@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from broker.config.properties import parse_properties
+from broker.namesrv.config import NamesrvConfig
 from broker.server.config import load_broker_config
 from rocketcluster import names
 from rocketcluster.model import RocketClusterSpec, parse_spec
@@ -55,6 +56,7 @@ def test_every_child_by_kind_and_name() -> None:
     assert [(o["kind"], o["metadata"]["name"]) for o in objects] == [
         ("ServiceAccount", "demo-rocketmq"),
         ("ConfigMap", "demo-connection"),
+        ("ConfigMap", "demo-nameserver-config"),
         ("Service", "demo-nameserver-headless"),
         ("Service", "demo-nameserver"),
         ("StatefulSet", "demo-nameserver"),
@@ -129,11 +131,12 @@ def test_nameserver_statefulset_services_and_pdb() -> None:
     assert sts["serviceName"] == "demo-nameserver-headless"
     assert sts["updateStrategy"] == {"type": "OnDelete"}
     pod = sts["template"]["spec"]
-    assert "volumes" not in pod
+    assert pod["volumes"] == [{"name": "config", "configMap": {"name": "demo-nameserver-config"}}]
     assert pod["serviceAccountName"] == "demo-rocketmq"
     container = _container(objects[("StatefulSet", "demo-nameserver")])
     assert container["name"] == "nameserver"
-    assert container["command"] == ["mqnamesrv"]
+    assert container["command"] == ["mqnamesrv", "-c", "/etc/rocketcluster/namesrv.conf"]
+    assert container["volumeMounts"] == [{"name": "config", "mountPath": "/etc/rocketcluster", "readOnly": True}]
     assert container["ports"] == [{"name": "namesrv", "containerPort": 9876, "protocol": "TCP"}]
     assert container["readinessProbe"]["exec"]["command"] == ["rocketcluster-probe", "namesrv"]
     assert container["livenessProbe"]["tcpSocket"] == {"port": "namesrv"}
@@ -500,6 +503,14 @@ def test_metrics_reach_broker_conf_the_container_port_and_the_scrape_annotations
     metrics: dict[str, Any], exporter: str, port: int | None, annotations: dict[str, str]
 ) -> None:
     spec = _spec(metrics=metrics)
+    nameserver_objects = _by_kind_name(render_nameserver(CLUSTER, spec))
+    conf = nameserver_objects[("ConfigMap", "demo-nameserver-config")]["data"]["namesrv.conf"]
+    namesrv = NamesrvConfig.from_properties(parse_properties(conf))  # what mqnamesrv -c reads
+    assert (namesrv.listen_port, namesrv.metrics_exporter_type) == (9876, exporter)
+    nameserver = nameserver_objects[("StatefulSet", "demo-nameserver")]
+    nameserver_annotations = nameserver["spec"]["template"]["metadata"]["annotations"]
+    assert {k: v for k, v in nameserver_annotations.items() if k.startswith("prometheus.io/")} == annotations
+    assert {p["name"]: p["containerPort"] for p in _container(nameserver)["ports"]}.get("metrics") == port
     loaded = load_broker_config(parse_properties(render_broker_conf(CLUSTER, spec, 0, 0)))
     assert loaded.unknown_keys == []
     assert loaded.broker.metrics_exporter_type == exporter
@@ -512,5 +523,12 @@ def test_metrics_reach_broker_conf_the_container_port_and_the_scrape_annotations
     assert {k: v for k, v in pod_annotations.items() if k.startswith("prometheus.io/")} == annotations
 
 
-def test_turning_metrics_on_rolls_the_brokers() -> None:
+def test_turning_metrics_on_rolls_the_brokers_and_the_nameservers() -> None:
     assert config_hash(CLUSTER, _spec(), 0) != config_hash(CLUSTER, _spec(metrics={"enabled": True}), 0)
+
+    def nameserver_hash(spec: RocketClusterSpec) -> str:
+        sts = _statefulset(render_nameserver(CLUSTER, spec), "demo-nameserver")
+        return str(sts["spec"]["template"]["metadata"]["annotations"][names.ANNOTATION_CONFIG_HASH])
+
+    assert nameserver_hash(_spec()) != nameserver_hash(_spec(metrics={"enabled": True}))
+    assert nameserver_hash(_spec()) == nameserver_hash(_spec(broker={"config": {"deleteWhen": "01"}}))
