@@ -1,13 +1,17 @@
 """What users do to a running cluster, on the node tier, under a steady producer and consumer (issue 23).
 
-One RocketCluster (1 NameServer, SYNC replication, persistent claims) lives through the module's tests in
-order: a broker.conf change rolls it (slave before master), a no-op edit restarts nothing, `kubectl scale`
-adds a group that takes writes and removes it again after a drain (its volumes kept), and a deleted master
-comes back on its volume (Degraded, then Ready), so does a broker process killed with SIGKILL, brokers
-re-register with NameServers that were all deleted, an image that cannot be pulled is reported and then
-fixed, and a drain that cannot finish blocks the scale-in. Meanwhile a producer and a push consumer on the
-node run through the cluster's NameServers; every acknowledged message is consumed. Last, the resource is
-deleted and created again: its volumes come back with the messages on them.
+One RocketCluster (2 NameServers, 2 groups of a master and a slave, SYNC replication, persistent claims) lives
+through the module's tests in order: pods in the cluster send and consume 10 000 messages with our client and
+with the C++ client, a broker.conf change rolls it (slaves before masters), a no-op edit restarts nothing,
+`kubectl scale` adds a third group that takes writes and removes it again after a drain (its volumes kept), a
+deleted master comes back on its volume (Degraded, then Ready), so does a broker process killed with SIGKILL,
+brokers re-register with NameServers that were all deleted, an image that cannot be pulled is reported and then
+fixed, and a drain that cannot finish blocks the scale-in. Meanwhile a producer and a push consumer on the node
+run through the cluster's NameServers; every acknowledged message is consumed. Last, the resource is deleted
+and created again: its volumes come back with the messages on them.
+
+Two bystander clusters, one in the same namespace and one in another, watched by the same operator, must not
+notice any of it: after every step their pods, specs and Ready conditions are what they were.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import threading
 import time
 import uuid
@@ -24,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from operator_harness import CRD_FILE, OperatorProcess, running_operator
+from operator_harness import CRD_FILE, REPO, OperatorProcess, running_operator
 
 from broker.client import ConsumeStatus, Message
 from broker.client.blocking import BlockingAdmin, BlockingProducer, BlockingPullConsumer, BlockingPushConsumer
@@ -36,9 +41,12 @@ pytestmark = [pytest.mark.k8s, pytest.mark.node]
 
 NAME = "life"
 TOPIC = "LifeOrders"
+GROUPS = 2
+BYSTANDER = "bystander"  # in the same namespace as NAME, and one of that name in a second namespace
+CPP_PEER = Path.home() / ".cache/rocketcluster/peers/rocketmq-0.4.4/lib/python3.11/site-packages"
 
 
-def spec(image: str, groups: int = 1, **config: str) -> dict[str, Any]:
+def spec(image: str, groups: int = GROUPS, **config: str) -> dict[str, Any]:
     return {
         "image": image,
         "imagePullPolicy": "Never",
@@ -108,13 +116,17 @@ def _nameserver_pods(kube: Kube, ns: str) -> dict[str, tuple[str, str | None, bo
     }
 
 
-def _uids(kube: Kube, ns: str) -> dict[str, str]:
-    pods = kube.get("-n", ns, "pods", "-l", f"rocketcluster.io/cluster={NAME}")["items"]
+def _uids(kube: Kube, ns: str, cluster: str = NAME) -> dict[str, str]:
+    pods = kube.get("-n", ns, "pods", "-l", f"rocketcluster.io/cluster={cluster}")["items"]
     return {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods}
 
 
 def _status(kube: Kube, ns: str) -> dict[str, Any]:
     return kube.get("-n", ns, "rmq", NAME).get("status") or {}
+
+
+def _cluster_pods(kube: Kube, ns: str) -> list[dict[str, Any]]:
+    return list(kube.get("-n", ns, "pods", "-l", f"rocketcluster.io/cluster={NAME}")["items"])
 
 
 def _condition(kube: Kube, ns: str, type_: str) -> str | None:
@@ -129,28 +141,90 @@ def _ready(kube: Kube, ns: str, groups: int) -> bool:
     return current and status.get("readyGroups") == groups and _condition(kube, ns, "Ready") == "True"
 
 
+def _namespace(kube: Kube, prefix: str) -> Iterator[str]:
+    name = f"{prefix}-{uuid.uuid4().hex[:6]}"
+    kube.run("apply", "--server-side", "-f", str(CRD_FILE))
+    kube.run("create", "namespace", name)
+    yield name
+    kube.run("delete", "rmq", "--all", "-n", name, "--wait=true", "--timeout=60s", check=False, timeout=90)
+    kube.run("delete", "namespace", name, "--wait=false", check=False)
+
+
 @pytest.fixture(scope="module")
 def ns(k8s_node: Kube) -> Iterator[str]:
-    name = f"life-{uuid.uuid4().hex[:6]}"
-    k8s_node.run("apply", "--server-side", "-f", str(CRD_FILE))
-    k8s_node.run("create", "namespace", name)
-    yield name
-    k8s_node.run("delete", "rmq", "--all", "-n", name, "--wait=true", "--timeout=60s", check=False, timeout=90)
-    k8s_node.run("delete", "namespace", name, "--wait=false", check=False)
+    yield from _namespace(k8s_node, "life")
 
 
 @pytest.fixture(scope="module")
-def operator(k8s_node: Kube, ns: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
-    with running_operator(k8s_node, [ns], tmp_path_factory.mktemp("op")) as proc:
+def other_ns(k8s_node: Kube) -> Iterator[str]:
+    yield from _namespace(k8s_node, "life-other")
+
+
+@pytest.fixture(scope="module")
+def operator(
+    k8s_node: Kube, ns: str, other_ns: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[OperatorProcess]:
+    with running_operator(k8s_node, [ns, other_ns], tmp_path_factory.mktemp("op")) as proc:
         yield proc
 
 
+@dataclass
+class Bystanders:
+    """Small clusters the steps must leave alone: what their pods, specs and Ready were when they came up."""
+
+    kube: Kube
+    places: list[str]  # the namespaces of the clusters named BYSTANDER
+    baseline: dict[str, Any] = field(default_factory=dict)
+
+    def snapshot(self) -> dict[str, Any]:
+        seen: dict[str, Any] = {}
+        for place in self.places:
+            obj = self.kube.get("-n", place, "rmq", BYSTANDER)
+            ready = next(
+                (c["status"] for c in (obj.get("status") or {}).get("conditions", []) if c["type"] == "Ready"), None
+            )
+            seen[place] = (obj["metadata"]["generation"], obj["spec"], ready, _uids(self.kube, place, BYSTANDER))
+        return seen
+
+
 @pytest.fixture(scope="module")
-def traffic(k8s_node: Kube, broker_image: str, ns: str, operator: OperatorProcess) -> Iterator[Traffic]:
+def bystanders(k8s_node: Kube, broker_image: str, ns: str, other_ns: str, operator: OperatorProcess) -> Bystanders:
+    small = {
+        "image": broker_image,
+        "imagePullPolicy": "Never",
+        "nameServer": {"replicas": 1},
+        "broker": {"groups": 1, "slavesPerGroup": 0},
+    }
+    body = {"apiVersion": "rocketcluster.io/v1alpha1", "kind": "RocketCluster", "metadata": {"name": BYSTANDER}}
+    for place in (ns, other_ns):
+        k8s_node.apply(json.dumps(body | {"spec": small}), namespace=place)
+    found = Bystanders(k8s_node, [ns, other_ns])
+
+    def all_ready() -> bool:
+        return all(ready == "True" for _, _, ready, _ in found.snapshot().values())
+
+    k8s_node.wait_for("the bystander clusters Ready", all_ready, timeout=300, interval=1)
+    found.baseline = found.snapshot()
+    return found
+
+
+@pytest.fixture(autouse=True)
+def bystanders_untouched(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After each step: the other clusters' pods were not restarted, their specs not edited, still Ready."""
+    found: Bystanders | None = request.getfixturevalue("bystanders") if "traffic" in request.fixturenames else None
+    yield
+    if found is not None:
+        assert found.snapshot() == found.baseline, "a step on one cluster touched another"
+
+
+@pytest.fixture(scope="module")
+def traffic(
+    k8s_node: Kube, broker_image: str, ns: str, operator: OperatorProcess, bystanders: Bystanders
+) -> Iterator[Traffic]:
     kube = k8s_node
     body = {"apiVersion": "rocketcluster.io/v1alpha1", "kind": "RocketCluster", "metadata": {"name": NAME}}
     kube.apply(json.dumps(body | {"spec": spec(broker_image)}), namespace=ns)
-    kube.wait_for("the cluster Ready", lambda: _ready(kube, ns, 1), timeout=300, interval=1)
+    kube.wait_for("the cluster Ready", lambda: _ready(kube, ns, GROUPS), timeout=300, interval=1)
     namesrv = _namesrv_addr(kube, ns)
     with BlockingAdmin(namesrv) as admin:
         admin.create_topic(TOPIC, cluster=NAME, read_queue_nums=4, write_queue_nums=4)
@@ -161,6 +235,65 @@ def traffic(k8s_node: Kube, broker_image: str, ns: str, operator: OperatorProces
     t.close()
 
 
+def _round_trip_job(client: str, image: str, topic: str) -> dict[str, Any]:
+    """A Job running e2e/pod_roundtrip.py with `client`, finding the NameServers through the connection
+    ConfigMap. The C++ client's package comes read-only from the node's peer cache (the harness's node is this
+    machine): a test-only hostPath, as no registry here can serve an image with it."""
+    container: dict[str, Any] = {
+        "name": "roundtrip",
+        "image": image,
+        "imagePullPolicy": "Never",
+        "command": ["python3", "/scripts/pod_roundtrip.py", "--client", client, "--topic", topic],
+        "envFrom": [{"configMapRef": {"name": f"{NAME}-connection"}}],
+        "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
+        "volumeMounts": [{"name": "scripts", "mountPath": "/scripts"}],
+    }
+    volumes: list[dict[str, Any]] = [{"name": "scripts", "configMap": {"name": "pod-roundtrip"}}]
+    if client == "cpp":
+        container["env"].append({"name": "PYTHONPATH", "value": "/peer"})
+        container["volumeMounts"].append({"name": "peer", "mountPath": "/peer", "readOnly": True})
+        volumes.append({"name": "peer", "hostPath": {"path": str(CPP_PEER), "type": "Directory"}})
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": f"roundtrip-{client}"},
+        "spec": {
+            "backoffLimit": 0,
+            "template": {"spec": {"restartPolicy": "Never", "containers": [container], "volumes": volumes}},
+        },
+    }
+
+
+def _finished(kube: Kube, ns: str, client: str) -> dict[str, Any] | None:
+    status: dict[str, Any] = kube.get("-n", ns, "job", f"roundtrip-{client}").get("status", {})
+    return status if status.get("succeeded") or status.get("failed") else None
+
+
+def test_pods_send_and_consume_ten_thousand_messages_with_our_client_and_the_cpp_client(
+    k8s_node: Kube, broker_image: str, ns: str, traffic: Traffic
+) -> None:
+    kube = k8s_node
+    if not (CPP_PEER / "rocketmq" / "librocketmq.so").exists():  # make test installs it; a bare e2e run may not
+        subprocess.run(["bash", str(REPO / "scripts" / "peers.sh")], check=True, timeout=1800)
+    script = REPO / "e2e" / "pod_roundtrip.py"
+    kube.run("create", "configmap", "-n", ns, "pod-roundtrip", f"--from-file={script}")
+    with BlockingAdmin(traffic.namesrv) as admin:
+        for client in ("ours", "cpp"):
+            admin.create_topic(f"RoundTrip-{client}", cluster=NAME, read_queue_nums=4, write_queue_nums=4)
+    started = time.monotonic()
+    for client in ("ours", "cpp"):  # one after the other: two at once would only share the node's two cores
+        job = _round_trip_job(client, broker_image, f"RoundTrip-{client}")
+        kube.apply(json.dumps(job), namespace=ns)
+        job_status = kube.wait_for(f"the {client} Job finished", lambda c=client: _finished(kube, ns, c), 400, 2)
+        logs = kube.run("logs", "-n", ns, f"job/roundtrip-{client}", check=False)
+        assert '"consumed"' in logs, f"{client}: {job_status}\n{logs[-3000:]}"
+        result = json.loads(logs.strip().splitlines()[-1])
+        assert result["acked"] == result["count"] == 10_000, result
+        assert result["consumed"] == result["acked"] and result["consumed_crc"] == result["sent_crc"], result
+        print(f"\n{client} client in a pod: 10 000 sent and consumed, CRC sums equal, in {result['seconds']} s")
+    print(f"both round trips: {time.monotonic() - started:.0f} s")
+
+
 def test_a_config_change_rolls_slave_before_master(
     k8s_node: Kube, broker_image: str, ns: str, traffic: Traffic
 ) -> None:
@@ -169,22 +302,27 @@ def test_a_config_change_rolls_slave_before_master(
     changed_at: dict[str, float] = {}
     patch = {"spec": {"broker": {"config": {"maxMessageSize": "4000000"}}}}
     kube.run("patch", "-n", ns, "rmq", NAME, "--type=merge", "-p", json.dumps(patch))
-    deadline = time.monotonic() + 300
-    brokers = [f"{NAME}-broker-0-1", f"{NAME}-broker-0-0"]
-    while len(changed_at) < 2 and time.monotonic() < deadline:
+    deadline = time.monotonic() + 600
+    brokers = [f"{NAME}-broker-{g}-{i}" for g in range(GROUPS) for i in (1, 0)]
+    while len(changed_at) < len(brokers) and time.monotonic() < deadline:
         now = _uids(kube, ns)
         for pod in brokers:
             if pod not in changed_at and now.get(pod) != before[pod]:
                 changed_at[pod] = time.monotonic()
         time.sleep(0.5)
-    assert set(changed_at) == set(brokers), f"not both restarted: {changed_at}"
-    assert changed_at[brokers[0]] < changed_at[brokers[1]], "the master was restarted before its slave"
-    assert _uids(kube, ns)[f"{NAME}-nameserver-0"] == before[f"{NAME}-nameserver-0"], (
-        "a broker key rolled the NameServer"
+    assert set(changed_at) == set(brokers), f"not all restarted: {changed_at}"
+    for g in range(GROUPS):
+        slave, master = f"{NAME}-broker-{g}-1", f"{NAME}-broker-{g}-0"
+        assert changed_at[slave] < changed_at[master], f"group {g}'s master was restarted before its slave"
+    nameservers = {p for p in before if "-nameserver-" in p}
+    assert {p: _uids(kube, ns)[p] for p in nameservers} == {p: before[p] for p in nameservers}, (
+        "a broker key rolled the NameServers"
     )
-    kube.wait_for("Ready after the roll", lambda: _ready(kube, ns, 1) and not _status(kube, ns).get("rollout"), 300)
+    kube.wait_for(
+        "Ready after the roll", lambda: _ready(kube, ns, GROUPS) and not _status(kube, ns).get("rollout"), 300
+    )
     events = kube.run("get", "events", "-n", ns, "--field-selector", "reason=POD_HAS_OLD_REVISION", "-o", "name")
-    assert len(events.split()) >= 2, events
+    assert len(events.split()) >= len(brokers), events
     print(f"\nroll: {len(traffic.errors)} send errors, {len(traffic.acked)} acknowledged so far")
 
 
@@ -200,43 +338,43 @@ def test_a_no_op_edit_restarts_nothing(k8s_node: Kube, ns: str, traffic: Traffic
 
 def test_scale_out_adds_a_group_that_takes_writes(k8s_node: Kube, ns: str, traffic: Traffic) -> None:
     kube = k8s_node
-    kube.run("scale", "-n", ns, f"rmq/{NAME}", "--replicas=2")
-    kube.wait_for("two ready groups", lambda: _ready(kube, ns, 2), timeout=300, interval=1)
+    kube.run("scale", "-n", ns, f"rmq/{NAME}", f"--replicas={GROUPS + 1}")
+    kube.wait_for("three ready groups", lambda: _ready(kube, ns, GROUPS + 1), timeout=300, interval=1)
     # the new group got the topic (metadata copied) and the producer's route picks it up (30 s route poll)
     # the producer learns the new group at its next route poll (30 s, as RocketMQ's clients); a loaded node
     # has needed more than 90 s between Ready and that poll's first send to it
+    new_group = f"{NAME}-{GROUPS}"
     kube.wait_for(
-        "writes to the new group", lambda: any(b.startswith(f"{NAME}-1/") for b in traffic.sent_to.values()), 180
+        "writes to the new group", lambda: any(b.startswith(f"{new_group}/") for b in traffic.sent_to.values()), 180
     )
     with BlockingAdmin(traffic.namesrv) as admin:
         rows = {(row.broker_name, row.broker_id) for row in admin.cluster_list() if row.cluster == NAME}
-    assert rows == {(f"{NAME}-0", 0), (f"{NAME}-0", 1), (f"{NAME}-1", 0), (f"{NAME}-1", 1)}, rows
+    assert rows == {(f"{NAME}-{g}", i) for g in range(GROUPS + 1) for i in (0, 1)}, rows
     table = kube.run("get", "-n", ns, "rmq", NAME)
-    assert "2/2" in table and "Ready" in table, table  # printer columns: groups, slaves, ready, phase
+    assert "3/3" in table and "Ready" in table, table  # printer columns: groups, slaves, ready, phase
 
 
 def test_scale_in_drains_then_removes_the_group_and_keeps_its_volumes(
     k8s_node: Kube, ns: str, traffic: Traffic
 ) -> None:
     kube = k8s_node
-    kube.run("scale", "-n", ns, f"rmq/{NAME}", "--replicas=1")
+    kube.run("scale", "-n", ns, f"rmq/{NAME}", f"--replicas={GROUPS}")
     seen_draining = False
 
     def removed() -> bool:
         nonlocal seen_draining
         status = _status(kube, ns)
         groups = {g["index"]: g["state"] for g in status.get("groupStatus", [])}
-        seen_draining |= groups.get(1) == "Draining"
-        sts = kube.run("get", "-n", ns, "sts", f"{NAME}-broker-1", "--ignore-not-found", "-o", "name")
+        seen_draining |= groups.get(GROUPS) == "Draining"
+        sts = kube.run("get", "-n", ns, "sts", f"{NAME}-broker-{GROUPS}", "--ignore-not-found", "-o", "name")
         return not sts.strip()
 
-    kube.wait_for("group 1 drained and removed", removed, timeout=360, interval=1)
+    kube.wait_for(f"group {GROUPS} drained and removed", removed, timeout=360, interval=1)
     assert seen_draining
     pvcs = kube.run("get", "-n", ns, "pvc", "-o", "name").split()
-    assert {f"persistentvolumeclaim/data-{NAME}-broker-1-0", f"persistentvolumeclaim/data-{NAME}-broker-1-1"} <= set(
-        pvcs
-    ), pvcs
-    kube.wait_for("Ready with one group", lambda: _ready(kube, ns, 1), timeout=120)
+    kept = {f"persistentvolumeclaim/data-{NAME}-broker-{GROUPS}-{i}" for i in (0, 1)}
+    assert kept <= set(pvcs), pvcs
+    kube.wait_for("Ready with two groups", lambda: _ready(kube, ns, GROUPS), timeout=120)
 
 
 def test_a_deleted_master_comes_back_on_its_volume(k8s_node: Kube, ns: str, traffic: Traffic) -> None:
@@ -248,7 +386,7 @@ def test_a_deleted_master_comes_back_on_its_volume(k8s_node: Kube, ns: str, traf
 
     def back() -> bool:
         seen.add(_condition(kube, ns, "Degraded"))
-        return "True" in seen and _ready(kube, ns, 1)
+        return "True" in seen and _ready(kube, ns, GROUPS)
 
     kube.wait_for("Degraded, then Ready", back, timeout=300, interval=0.5)
     assert kube.get("-n", ns, "pvc", f"data-{master}")["metadata"]["uid"] == pvc_uid
@@ -280,14 +418,22 @@ def test_a_broker_killed_with_sigkill_recovers_in_its_pod(k8s_node: Kube, ns: st
     restarts = _restarts(kube, ns, master)
     os.kill(_broker_pid(master), signal.SIGKILL)  # a crash: no graceful stop, no flush
     kube.wait_for("the container restarted", lambda: _restarts(kube, ns, master) > restarts, timeout=120)
-    kube.wait_for("Ready again", lambda: _ready(kube, ns, 1), timeout=300, interval=1)
+    kube.wait_for("Ready again", lambda: _ready(kube, ns, GROUPS), timeout=300, interval=1)
 
 
 def test_brokers_register_again_with_new_nameservers(k8s_node: Kube, ns: str, traffic: Traffic) -> None:
     kube = k8s_node
     brokers = {k: v for k, v in _uids(kube, ns).items() if "-broker-" in k}
     old = {uid for uid, _, _ in _nameserver_pods(kube, ns).values()}
-    kube.run("delete", "pod", "-n", ns, "-l", "app.kubernetes.io/component=nameserver", "--wait=false")
+    kube.run(
+        "delete",
+        "pod",
+        "-n",
+        ns,
+        "-l",
+        f"rocketcluster.io/cluster={NAME},app.kubernetes.io/component=nameserver",
+        "--wait=false",
+    )
     started = time.monotonic()
 
     def new_nameservers() -> list[str]:
@@ -296,7 +442,7 @@ def test_brokers_register_again_with_new_nameservers(k8s_node: Kube, ns: str, tr
         return fresh if len(fresh) == 2 else []
 
     addrs = kube.wait_for("two new NameServer pods", new_nameservers, timeout=120, interval=0.5)
-    expected = {(f"{NAME}-0", 0), (f"{NAME}-0", 1)}
+    expected = {(f"{NAME}-{g}", i) for g in range(GROUPS) for i in (0, 1)}
 
     def registered_with_each() -> bool:
         for ip in addrs:  # each NameServer on its own: the Service would pick one at random
@@ -326,12 +472,12 @@ def test_an_image_that_cannot_be_pulled_is_reported_then_fixed(
     message = kube.wait_for("Degraded naming the pod's reason", degraded, timeout=180, interval=1)
     assert "ErrImageNeverPull" in message or "ImagePull" in message, message
     time.sleep(10)
-    down = [p for p in kube.get("-n", ns, "pods")["items"] if not _pod_is_ready(p)]
+    down = [p for p in _cluster_pods(kube, ns) if not _pod_is_ready(p)]
     assert len(down) == 1, f"the roll took a second pod down: {[p['metadata']['name'] for p in down]}"
     assert _status(kube, ns).get("rollout"), "a half-rolled cluster must say so in status"
     good = json.dumps({"spec": {"image": broker_image}})
     kube.run("patch", "-n", ns, "rmq", NAME, "--type=merge", "-p", good)
-    kube.wait_for("Ready with the good image", lambda: _ready(kube, ns, 1), timeout=300, interval=1)
+    kube.wait_for("Ready with the good image", lambda: _ready(kube, ns, GROUPS), timeout=300, interval=1)
 
 
 def _pod_is_ready(pod: dict[str, Any]) -> bool:
@@ -340,8 +486,8 @@ def _pod_is_ready(pod: dict[str, Any]) -> bool:
 
 def test_a_drain_that_cannot_finish_blocks_the_scale_in(k8s_node: Kube, ns: str, traffic: Traffic) -> None:
     kube = k8s_node
-    kube.run("scale", "-n", ns, f"rmq/{NAME}", "--replicas=2")
-    kube.wait_for("two ready groups", lambda: _ready(kube, ns, 2), timeout=300, interval=1)
+    kube.run("scale", "-n", ns, f"rmq/{NAME}", f"--replicas={GROUPS + 1}")
+    kube.wait_for("three ready groups", lambda: _ready(kube, ns, GROUPS + 1), timeout=300, interval=1)
     # a consumer group that read a little of the new group and stopped: its lag there never reaches 0
     with BlockingAdmin(traffic.namesrv) as admin:
         admin.create_topic("LifeIdle", cluster=NAME, read_queue_nums=1, write_queue_nums=1)
@@ -350,7 +496,8 @@ def test_a_drain_that_cannot_finish_blocks_the_scale_in(k8s_node: Kube, ns: str,
             producer.send(Message("LifeIdle", f"idle {i}".encode()))
     idle = BlockingPullConsumer("LifeIdleReaders", traffic.namesrv)
     idle.assign(
-        [q for q in idle.fetch_queues("LifeIdle") if q.broker_name == f"{NAME}-1"] or idle.fetch_queues("LifeIdle")
+        [q for q in idle.fetch_queues("LifeIdle") if q.broker_name == f"{NAME}-{GROUPS}"]
+        or idle.fetch_queues("LifeIdle")
     )
     idle.start()
     idle.poll(5)
@@ -369,19 +516,19 @@ def test_a_drain_that_cannot_finish_blocks_the_scale_in(k8s_node: Kube, ns: str,
         "-p",
         json.dumps({"spec": {"scaleDown": {"drainTimeoutSeconds": 20}}}),
     )
-    kube.run("scale", "-n", ns, f"rmq/{NAME}", "--replicas=1")
+    kube.run("scale", "-n", ns, f"rmq/{NAME}", f"--replicas={GROUPS}")
 
     def blocked() -> bool:
         found = next((c for c in _status(kube, ns).get("conditions", []) if c["type"] == "ScaleDownBlocked"), None)
         return bool(found and found["status"] == "True" and found["reason"] == "DrainTimedOut")
 
     kube.wait_for("ScaleDownBlocked", blocked, timeout=240, interval=1)
-    assert kube.run("get", "-n", ns, "sts", f"{NAME}-broker-1", "-o", "name").strip(), (
+    assert kube.run("get", "-n", ns, "sts", f"{NAME}-broker-{GROUPS}", "-o", "name").strip(), (
         "a blocked drain removed the group"
     )
     # scaling back up cancels the drain: the group takes writes again
-    kube.run("scale", "-n", ns, f"rmq/{NAME}", "--replicas=2")
-    kube.wait_for("two ready groups again", lambda: _ready(kube, ns, 2), timeout=120, interval=1)
+    kube.run("scale", "-n", ns, f"rmq/{NAME}", f"--replicas={GROUPS + 1}")
+    kube.wait_for("three ready groups again", lambda: _ready(kube, ns, GROUPS + 1), timeout=120, interval=1)
     kube.wait_for("not blocked", lambda: not blocked(), timeout=60)
 
 
@@ -399,11 +546,15 @@ def test_deleting_and_recreating_the_resource_reattaches_the_data(
     kube = k8s_node
     sample = sorted(traffic.acked)[-20:]
     kube.run("delete", "-n", ns, "rmq", NAME, "--wait=true", "--timeout=120s", timeout=150)
-    kube.wait_for("children collected", lambda: not kube.run("get", "-n", ns, "sts", "-o", "name").strip(), 180)
-    assert len(kube.run("get", "-n", ns, "pvc", "-o", "name").split()) >= 4, "whenDeleted: Retain keeps the claims"
+    mine = f"rocketcluster.io/cluster={NAME}"
+    kube.wait_for(
+        "children collected", lambda: not kube.run("get", "-n", ns, "sts", "-l", mine, "-o", "name").strip(), 180
+    )
+    claims = kube.run("get", "-n", ns, "pvc", "-l", mine, "-o", "name").split()
+    assert len(claims) == 2 * (GROUPS + 1), f"whenDeleted: Retain keeps the claims: {claims}"
     body = {"apiVersion": "rocketcluster.io/v1alpha1", "kind": "RocketCluster", "metadata": {"name": NAME}}
-    kube.apply(json.dumps(body | {"spec": spec(broker_image, groups=2)}), namespace=ns)
-    kube.wait_for("Ready again", lambda: _ready(kube, ns, 2), timeout=300, interval=1)
+    kube.apply(json.dumps(body | {"spec": spec(broker_image, groups=GROUPS + 1)}), namespace=ns)
+    kube.wait_for("Ready again", lambda: _ready(kube, ns, GROUPS + 1), timeout=300, interval=1)
     found: set[str] = set()
     with BlockingAdmin(_namesrv_addr(kube, ns)) as admin:
         for key in sample:

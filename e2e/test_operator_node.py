@@ -1,7 +1,9 @@
 """The operator on the node tier: real pods from the broker image, real volumes, real probes.
 
-A RocketCluster of 1 group x (master + slave) reaches Ready=True, and a pod that knows only the cluster's
-`<cluster>-connection` ConfigMap creates a topic, sends a message and consumes it back with `mqadmin`.
+A RocketCluster of 1 group x (master + slave) with metrics on reaches Ready=True, and a pod that knows only the
+cluster's `<cluster>-connection` ConfigMap creates a topic, sends a message and consumes it back with
+`mqadmin`. Then the pods' scrape annotations are followed as Prometheus follows them: each names a live
+/metrics whose counters show that message.
 The operator runs as a process on the node (pod IPs are routed there), as `rocketcluster-operator`.
 """
 
@@ -9,12 +11,14 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
 from operator_harness import CRD_FILE, OperatorProcess, running_operator
+from prometheus_client.parser import text_string_to_metric_families
 
 if TYPE_CHECKING:
     from conftest import Kube
@@ -61,6 +65,7 @@ def test_master_slave_cluster_reaches_ready_and_serves_a_pod(
             "nameServer": {"replicas": 1},
             "broker": {"groups": 1, "slavesPerGroup": 1, "config": {"autoCreateTopicEnable": "true"}},
             "storage": {"type": "persistentClaim", "size": "256Mi"},
+            "metrics": {"enabled": True},
         },
     }
     started = time.monotonic()
@@ -109,3 +114,32 @@ def test_master_slave_cluster_reaches_ready_and_serves_a_pod(
     logs = kube.run("logs", "-n", ns, "client", check=False)
     assert phase == "Succeeded", logs
     assert "hello-from-a-pod" in logs and "demo-nameserver-0.demo-nameserver-headless" in logs, logs
+
+    _scrape_annotations_lead_to_live_metrics(kube, ns)
+
+
+def _scrape_annotations_lead_to_live_metrics(kube: Kube, ns: str) -> None:
+    """Every pod annotated prometheus.io/scrape answers at podIP:port/path, in the exposition format; the
+    master counted the message the client pod sent, and the NameServer counts the broker group."""
+    pods = kube.get("-n", ns, "pods", "-l", "rocketcluster.io/cluster=demo")["items"]
+    scraped: dict[str, dict[tuple[str, tuple[tuple[str, str], ...]], float]] = {}
+    for pod in pods:
+        notes = pod["metadata"].get("annotations", {})
+        assert notes.get("prometheus.io/scrape") == "true", pod["metadata"]["name"]
+        url = f"http://{pod['status']['podIP']}:{notes['prometheus.io/port']}{notes['prometheus.io/path']}"
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            text = resp.read().decode()
+        scraped[pod["metadata"]["name"]] = {
+            (s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text)
+            for s in family.samples
+        }
+    assert set(scraped) == {"demo-nameserver-0", "demo-broker-0-0", "demo-broker-0-1"}, set(scraped)
+
+    def total(pod: str, name: str, **labels: str) -> float:
+        return sum(v for (n, ls), v in scraped[pod].items() if n == name and labels.items() <= dict(ls).items())
+
+    assert total("demo-broker-0-0", "rocketmq_messages_in_total", topic="E2EOrders") == 1
+    assert total("demo-broker-0-0", "rocketmq_messages_out_total", topic="E2EOrders") >= 1
+    assert total("demo-nameserver-0", "rocketmq_broker_number") >= 1
+    print(f"\nscraped {len(scraped)} pods through their prometheus.io annotations")
