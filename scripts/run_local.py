@@ -12,22 +12,34 @@ foreground, until Ctrl-C.
 The servers run in their own sessions, so the terminal's signals reach them only as our TERM (a second
 signal would make them skip the graceful part). Settings, from the environment (tests use them):
 RUN_DATA_DIR (.data), RUN_NAMESRV_PORT (9876), RUN_BROKER_PORT (10911), RUN_HA_PORT (broker port + 1;
-0 = any free port). The configuration is conf/namesrv.properties and conf/broker.conf; the files the
-servers read are written under the data dir with these settings appended (later keys win).
+0 = any free port), RUN_NAMESRV_CONF and RUN_BROKER_CONF (the config files to start from:
+conf/namesrv.properties and conf/broker.conf). The files the servers read are written under the data dir
+with these settings appended (later keys win).
+
+Logs: each server writes its own, size-rotated, under <data dir>/logs (logRoot; namesrv.log, broker.log and
+their .1 ... backups), appending, so a restart or a crash leaves the earlier runs' lines there. Their
+console (stdout and stderr) comes to us through a pipe: we look for the ready line in it, keep its last
+lines for a crash report, and show the warnings and errors of the start (an unknown config key) here.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
+
+from broker.logs.formats import TEXT_LINE
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -35,6 +47,8 @@ READY_LINE = "boot success"
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 # Recovery of a large store after a crash takes a while; a broker that logs nothing for this long is stuck.
 START_TIMEOUT_S = 300.0
+CONSOLE_LINES = 5000  # of a server's console kept for the ready line and crash reports (its log file has all)
+LOUD_LEVELS = ("WARNING", "ERROR", "CRITICAL")
 
 
 @dataclass(frozen=True)
@@ -43,6 +57,8 @@ class Settings:
     namesrv_port: int
     broker_port: int
     ha_port: int
+    namesrv_conf: Path = REPO / "conf" / "namesrv.properties"
+    broker_conf: Path = REPO / "conf" / "broker.conf"
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -53,6 +69,8 @@ class Settings:
             namesrv_port=int(os.environ.get("RUN_NAMESRV_PORT") or 9876),
             broker_port=broker_port,
             ha_port=int(os.environ.get("RUN_HA_PORT") or broker_port + 1),
+            namesrv_conf=Path(os.environ.get("RUN_NAMESRV_CONF") or REPO / "conf" / "namesrv.properties"),
+            broker_conf=Path(os.environ.get("RUN_BROKER_CONF") or REPO / "conf" / "broker.conf"),
         )
 
     @property
@@ -84,30 +102,63 @@ def exit_description(code: int) -> str:
     return f"exited with status {code}"
 
 
+def is_loud(line: str) -> bool:
+    """A console line to show on our terminal while starting: a warning or error (text or JSON format), or
+    a line that is no log record at all (a traceback of a crash before logging started)."""
+    match = TEXT_LINE.match(line)
+    if match is not None:
+        return match["level"] in LOUD_LEVELS
+    if line.startswith("{"):
+        with contextlib.suppress(ValueError, AttributeError):
+            return json.loads(line).get("level") in LOUD_LEVELS
+    return READY_LINE not in line
+
+
 @dataclass
 class Server:
     name: str
     argv: list[str]
-    log: Path
+    log: Path  # the file the server writes itself (logRoot in its config)
     proc: subprocess.Popen[bytes] | None = None
     reported: bool = False
-    _log_start: int = field(default=0, repr=False)
+    echo: bool = True  # show the loud console lines on our terminal (while starting)
+    _console: deque[str] = field(default_factory=lambda: deque(maxlen=CONSOLE_LINES), repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _reader: threading.Thread | None = field(default=None, repr=False)
 
     def start(self) -> None:
         self.log.parent.mkdir(parents=True, exist_ok=True)
-        self._log_start = self.log.stat().st_size if self.log.exists() else 0
-        with self.log.open("ab") as out:
-            self.proc = subprocess.Popen(
-                self.argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
-            )
+        self.proc = subprocess.Popen(
+            self.argv,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        assert self.proc.stdout is not None
+        # drained all the time: a full pipe would stop the server at its next log line
+        self._reader = threading.Thread(
+            target=self._read, args=(self.proc.stdout,), name=f"{self.name}-console", daemon=True
+        )
+        self._reader.start()
 
-    def log_since_start(self) -> str:
-        with self.log.open("rb") as f:
-            f.seek(self._log_start)
-            return f.read().decode(errors="replace")
+    def _read(self, stream: IO[bytes]) -> None:
+        with stream:
+            for raw in iter(stream.readline, b""):
+                line = raw.decode(errors="replace").rstrip("\n")
+                with self._lock:
+                    self._console.append(line)
+                if self.echo and is_loud(line):
+                    print(f"{self.name}: {line}", file=sys.stderr, flush=True)
+
+    def console(self) -> list[str]:
+        with self._lock:
+            return list(self._console)
 
     def tail(self, lines: int = 8) -> str:
-        return "\n".join("    " + line for line in self.log_since_start().splitlines()[-lines:])
+        if self.exit_code is not None and self._reader is not None:
+            self._reader.join(1.0)  # the last lines of a process that just exited
+        return "\n".join("    " + line for line in self.console()[-lines:])
 
     @property
     def exit_code(self) -> int | None:
@@ -117,7 +168,7 @@ class Server:
         deadline = time.monotonic() + timeout
         told = False
         started = time.monotonic()
-        while text not in self.log_since_start():
+        while not any(text in line for line in self.console()):
             Stop.check()
             code = self.exit_code
             if code is not None:
@@ -269,18 +320,23 @@ def main() -> int:
             )
             return 1
     namesrv_conf = effective_conf(
-        REPO / "conf" / "namesrv.properties",
+        settings.namesrv_conf,
         settings.data / "conf" / "namesrv.properties",
-        {"listenPort": str(settings.namesrv_port), "kvConfigPath": str(settings.data / "namesrv" / "kvConfig.json")},
+        {
+            "listenPort": str(settings.namesrv_port),
+            "kvConfigPath": str(settings.data / "namesrv" / "kvConfig.json"),
+            "logRoot": str(logs),
+        },
     )
     broker_conf = effective_conf(
-        REPO / "conf" / "broker.conf",
+        settings.broker_conf,
         settings.data / "conf" / "broker.conf",
         {
             "listenPort": str(settings.broker_port),
             "haListenPort": str(settings.ha_port),
             "namesrvAddr": settings.namesrv_addr,
             "storePathRootDir": str(settings.data / "store"),
+            "logRoot": str(logs),
         },
     )
     namesrv = Server("mqnamesrv", [str(BIN / "mqnamesrv"), "-c", str(namesrv_conf)], logs / "namesrv.log")
@@ -300,6 +356,8 @@ def main() -> int:
             print(exc, file=sys.stderr, flush=True)
             clean = stop_all(servers)
             return 0 if Stop.signal is not None and clean else 1
+        for server in servers:
+            server.echo = False  # from here on the log files have it all; the terminal stays quiet
         print(banner(settings, logs), flush=True)
         supervise(servers)
         if Stop.signal is None:

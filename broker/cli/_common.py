@@ -8,18 +8,34 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 
-__all__ = ["serve_until_signalled", "setup_logging"]
+from broker.config.effective import non_default_lines
+from broker.logs import setup as log_setup
+from broker.logs.settings import LogSettings
+
+__all__ = ["configure_logging", "console_logging", "serve_until_signalled", "start_logging"]
 
 log = logging.getLogger(__name__)
 
-LOG_FORMAT = "%(asctime)s %(levelname)-5s %(name)s - %(message)s"
+
+def start_logging(level: str = "INFO") -> None:
+    """Before the config is read: its warnings are held until the config says where logs go."""
+    log_setup.start(level)
 
 
-def setup_logging(level: str = "INFO") -> None:
-    logging.basicConfig(level=level.upper(), format=LOG_FORMAT, stream=sys.stderr)
+def console_logging(level: str = "INFO") -> None:
+    """No usable config (an error, or -p): what was held goes to the console, in text."""
+    log_setup.configure(LogSettings(), level)
+
+
+def configure_logging(
+    settings: LogSettings, level: str, effective: Mapping[str, str], defaults: Mapping[str, str]
+) -> None:
+    """Logs where the config says; then, once, the config keys that are not at their default."""
+    log_setup.configure(settings, level)
+    lines = non_default_lines(effective, defaults)
+    log.info("effective configuration, %d keys not at their default:\n%s", len(lines), "\n".join(lines))
 
 
 async def serve_until_signalled(

@@ -13,9 +13,11 @@ import logging
 import sys
 from pathlib import Path
 
-from broker.cli._common import serve_until_signalled, setup_logging
+from broker.cli._common import configure_logging, console_logging, serve_until_signalled, start_logging
 from broker.config.errors import ConfigError
 from broker.config.properties import load_properties
+from broker.logs.settings import LogSettings
+from broker.logs.setup import announce
 from broker.server.broker import BrokerController
 from broker.server.config import LoadedConfig, effective_properties, env_overrides, load_broker_config
 from broker.store.results import StoreError
@@ -55,16 +57,24 @@ def build_config(config_file: str | None, namesrv_addr: str | None) -> LoadedCon
 
 def main(argv: list[str] | None = None) -> None:
     args = _parser().parse_args(argv)
-    setup_logging(args.log_level)
+    start_logging(args.log_level)
     try:
         loaded = build_config(args.config_file, args.namesrv_addr)
     except ConfigError as exc:
+        console_logging(args.log_level)
         print(f"mqbroker: {exc}", file=sys.stderr)
         sys.exit(1)
     if args.print_config:
+        console_logging(args.log_level)
         for key, value in effective_properties(loaded).items():
             sys.stdout.write(f"{key}={value}\n")
         sys.exit(0)
+    configure_logging(
+        LogSettings.of(loaded.broker, "broker.log"),
+        args.log_level,
+        effective_properties(loaded),
+        effective_properties(load_broker_config({}, origin="defaults")),
+    )
     if args.config_file:
         log.info("load config properties file OK, %s", args.config_file)
     try:
@@ -83,15 +93,15 @@ async def _serve(loaded: LoadedConfig) -> None:
         # Printed once the store has recovered, the processors serve requests and the first registration
         # round is over: `make run` and scripts wait for this line, not for the port (it opens before recovery).
         c = loaded.broker
-        print(
+        announce(
             f"The broker[{c.broker_name}, {c.broker_addr}] boot success. serializeType=JSON"
             + (f" and name server is {c.namesrv_addr}" if c.namesrv_addr else ""),
-            flush=True,
+            log.name,
         )
         registrar = controller.registrar
         if c.namesrv_addr and not registrar.last_ok_ms:
             failures = "; ".join(f"{addr}: {why}" for addr, why in sorted(registrar.last_results.items()))
-            print(f"not registered with any name server yet ({failures}); retrying periodically", flush=True)
+            announce(f"not registered with any name server yet ({failures}); retrying periodically", log.name)
 
     await serve_until_signalled(controller.start, controller.shutdown, started)
 

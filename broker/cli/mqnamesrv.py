@@ -10,10 +10,13 @@ import argparse
 import logging
 import sys
 
-from broker.cli._common import serve_until_signalled, setup_logging
+from broker.cli._common import configure_logging, console_logging, serve_until_signalled, start_logging
+from broker.config.effective import properties_of
 from broker.config.errors import ConfigError
 from broker.config.properties import load_properties
 from broker.config.typed import dump_properties
+from broker.logs.settings import LogSettings
+from broker.logs.setup import announce
 from broker.namesrv.config import NamesrvConfig
 from broker.namesrv.controller import NamesrvController
 from broker.transport.loop import run
@@ -52,15 +55,19 @@ def build_config(config_file: str | None) -> NamesrvConfig:
 
 def main(argv: list[str] | None = None) -> None:
     args = _parser().parse_args(argv)
+    start_logging(args.log_level)
     try:
         config = build_config(args.config_file)
     except ConfigError as exc:
+        console_logging(args.log_level)
         print(f"mqnamesrv: {exc}", file=sys.stderr)
         sys.exit(1)
     if args.print_config:
         sys.stdout.write(dump_properties(config))
         sys.exit(0)
-    setup_logging(args.log_level)
+    configure_logging(
+        LogSettings.of(config, "namesrv.log"), args.log_level, properties_of(config), properties_of(NamesrvConfig())
+    )
     if args.namesrv_addr:
         log.info("ignoring -n %s: a NameServer does not connect to other NameServers", args.namesrv_addr)
     if args.config_file:
@@ -81,7 +88,7 @@ async def _serve(config: NamesrvConfig) -> None:
         message = (
             f"The Name Server boot success. serializeType=JSON, address {controller.server.host}:{controller.port}"
         )
-        print(message, flush=True)
+        announce(message, log.name)
         log.info(message)
 
     await serve_until_signalled(controller.start, controller.shutdown, started)

@@ -16,6 +16,14 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from broker.config.typed import load_model
+from broker.logs.settings import (
+    DEFAULT_MAX_INDEX,
+    DEFAULT_MAX_SIZE,
+    LogFileMaxIndex,
+    LogFileMaxSize,
+    LogFormatKey,
+    LogRoot,
+)
 from broker.metrics.settings import DEFAULT_PROM_PORT, ExporterType, PromHost, PromPort
 
 __all__ = ["NamesrvConfig"]
@@ -66,6 +74,11 @@ class NamesrvConfig(BaseModel):
     metrics_exporter_type: ExporterType = Field(default="DISABLE", alias="metricsExporterType")
     metrics_prom_exporter_host: PromHost = Field(default="", alias="metricsPromExporterHost")
     metrics_prom_exporter_port: PromPort = Field(default=DEFAULT_PROM_PORT, alias="metricsPromExporterPort")
+    # Logs (broker.logs), the broker's keys: the format, and a size-rotated namesrv.log under logRoot.
+    log_format: LogFormatKey = Field(default="text", alias="logFormat")
+    log_root: LogRoot = Field(default="", alias="logRoot")
+    log_file_max_size: LogFileMaxSize = Field(default=DEFAULT_MAX_SIZE, alias="logFileMaxSize")
+    log_file_max_index: LogFileMaxIndex = Field(default=DEFAULT_MAX_INDEX, alias="logFileMaxIndex")
 
     @model_validator(mode="after")
     def _check_paths(self) -> NamesrvConfig:

@@ -23,6 +23,14 @@ from typing import Any, Literal
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from broker.config.errors import ConfigError
+from broker.logs.settings import (
+    DEFAULT_MAX_INDEX,
+    DEFAULT_MAX_SIZE,
+    LogFileMaxIndex,
+    LogFileMaxSize,
+    LogFormatKey,
+    LogRoot,
+)
 from broker.metrics.settings import DEFAULT_PROM_PORT, ExporterType, PromHost, PromPort
 
 __all__ = [
@@ -153,6 +161,12 @@ class BrokerConfig(BaseModel):
     metrics_exporter_type: ExporterType = Field("DISABLE", alias="metricsExporterType")
     metrics_prom_exporter_host: PromHost = Field("", alias="metricsPromExporterHost")
     metrics_prom_exporter_port: PromPort = Field(DEFAULT_PROM_PORT, alias="metricsPromExporterPort")
+    # Logs (broker.logs, docs/operations.md "Logs"): the format, and a size-rotated broker.log under logRoot
+    # (empty: the console only, as in a container). RocketMQ's client property names, its broker.log defaults.
+    log_format: LogFormatKey = Field("text", alias="logFormat")
+    log_root: LogRoot = Field("", alias="logRoot")
+    log_file_max_size: LogFileMaxSize = Field(DEFAULT_MAX_SIZE, alias="logFileMaxSize")
+    log_file_max_index: LogFileMaxIndex = Field(DEFAULT_MAX_INDEX, alias="logFileMaxIndex")
 
     @field_validator("namesrv_addr")
     @classmethod

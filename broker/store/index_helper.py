@@ -35,6 +35,7 @@ import struct
 import sys
 from pathlib import Path
 
+from broker.logs.relay import configure_child
 from broker.protocol.message import SysFlag
 from broker.protocol.properties import Prop, find_property_bytes
 from broker.protocol.record_layout import (
@@ -54,7 +55,6 @@ __all__ = ["CommitLogReader", "Indexer", "main", "serve"]
 
 log = logging.getLogger("index-helper")
 
-LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"  # on stderr, which is the broker's
 MAX_LINE = 4096  # commands are a few numbers; a longer line is garbage and dropped
 # Below the broker's threads: the index is background work, and a starved helper only writes bigger
 # batches (SYNC_FLUSH pipelined x64 sends, three alternating pairs: 21.1/24.3/27.0k at nice 0, 23.9/28.6/27.0k)
@@ -319,9 +319,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--after-crash", action="store_true", help="the last helper died: check the files")
     args = parser.parse_args(argv)
     os.nice(NICE)
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format=LOG_FORMAT)
+    configure_child()  # records for the broker's log (broker.logs.relay), in its format
     index = IndexService(args.index, hash_slot_num=args.slots, index_num=args.entries)
-    index.load(last_exit_ok=not args.after_crash)
+    # Not the broker's last exit: the broker's recovery checked (and after a crash repaired) these files
+    # before handing them over; after_crash means the previous *helper* died while the broker ran on.
+    index.load(
+        last_exit_ok=not args.after_crash,
+        origin="the previous index helper died: checked" if args.after_crash else "handed over by the broker",
+    )
     reader = CommitLogReader(args.commit_log, args.file_size)
     try:
         serve(Indexer(reader, index, args.start), sys.stdin.fileno(), sys.stdout.fileno())

@@ -27,6 +27,7 @@ import threading
 import time
 from collections.abc import Sequence
 
+from broker.logs.relay import Relay, child_env
 from broker.store.config import StoreConfig
 from broker.store.dispatch import call_later_or_now
 from broker.store.index_file import key_hash
@@ -87,19 +88,27 @@ class IndexProcess:
         if after_crash:
             args.append("--after-crash")
         self._started_at = time.monotonic()
+        # Its log records come on its stderr, a pipe of our own (not Popen's: communicate() in stop() would
+        # read it too), and a Relay writes them through our handlers: one format, one writer of the log file.
+        log_read, log_write = os.pipe()
         try:
             self._proc = subprocess.Popen(
                 args,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
+                stderr=log_write,
                 pass_fds=(self.lock_fd,) if self.lock_fd >= 0 else (),
                 # numpy's BLAS would start a thread per core, for nothing the index does
-                env={**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"},
+                env={**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", **child_env()},
             )
         except OSError as exc:
+            os.close(log_read)
             log.error("index helper not started: %s; messages are not indexed by key", exc)
             self._proc = None
             return False
+        finally:
+            os.close(log_write)
+        Relay(os.fdopen(log_read, "rb"), "index-helper")
         assert self._proc.stdin is not None
         os.set_blocking(self._proc.stdin.fileno(), False)
         self._answers = b""

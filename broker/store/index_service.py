@@ -82,9 +82,12 @@ class IndexService:
 
     # -- lifecycle ------------------------------------------------------------------------------------
 
-    def load(self, last_exit_ok: bool) -> bool:
+    def load(self, last_exit_ok: bool, *, origin: str | None = None) -> bool:
         """Map every index file, oldest first. Files of another geometry or with an impossible header are
-        reported (and, after a crash, deleted: the index is derived data). Returns False if any was bad."""
+        reported (and, after a crash, deleted: the index is derived data). Returns False if any was bad.
+
+        `origin` says in the log line where the files come from, when that is not the broker's last exit
+        (the index helper: the broker's recovery handed them over)."""
         self.directory.mkdir(parents=True, exist_ok=True)
         for tmp in self.directory.glob("*.tmp"):
             tmp.unlink(missing_ok=True)
@@ -109,7 +112,9 @@ class IndexService:
                 continue
             self.files.append(f)
             self._last_name_ms = max(self._last_name_ms, _ms_of(path.name) or 0)
-        log.info("loaded %d index files (last exit %s)", len(self.files), "clean" if last_exit_ok else "abnormal")
+        if origin is None:
+            origin = "last exit clean" if last_exit_ok else "last exit abnormal"
+        log.info("loaded %d index files (%s)", len(self.files), origin)
         return ok
 
     def truncate_dirty(self, max_phy_offset: int, store_time_of: Callable[[int], int] | None = None) -> int:
