@@ -4,7 +4,9 @@ Producer, PushConsumer, PullConsumer and Admin each create one and call `start()
 It keeps the NameServer list with failover, the route cache (refreshed every
 pollNameServerInterval for the topics its owner names), the broker address table, the periodic
 heartbeat, and answers the requests brokers send to clients (NOTIFY_CONSUMER_IDS_CHANGED triggers
-the owner's rebalance; RESET_CONSUMER_CLIENT_OFFSET repositions the owner's queues).
+the owner's rebalance; RESET_CONSUMER_CLIENT_OFFSET repositions the owner's queues;
+GET_CONSUMER_RUNNING_INFO and GET_CONSUMER_STATUS_FROM_CLIENT, relayed from an admin, report the owner's
+state: broker.client.running_info shapes the answers).
 """
 
 from __future__ import annotations
@@ -19,11 +21,25 @@ from broker.client.config import ClientConfig
 from broker.client.errors import NameServerUnreachable, NoRouteError, TopicNotExist
 from broker.client.message import MessageQueue
 from broker.client.route import MASTER_ID, TopicRouteData
+from broker.client.running_info import (
+    CLIENT_VERSION_DESC,
+    PROP_CLIENT_VERSION,
+    PROP_NAMESERVER_ADDR,
+    RunningInfo,
+    consumer_status_body,
+    running_info_body,
+    thread_stacks,
+)
 from broker.client.subscription import SubscriptionData
 from broker.protocol.bodies import ResetOffsetBody
 from broker.protocol.codes import RequestCode, ResponseCode
 from broker.protocol.command import RemotingCommand
-from broker.protocol.headers import NotifyConsumerIdsChangedRequestHeader, ResetOffsetRequestHeader
+from broker.protocol.headers import (
+    GetConsumerRunningInfoRequestHeader,
+    GetConsumerStatusRequestHeader,
+    NotifyConsumerIdsChangedRequestHeader,
+    ResetOffsetRequestHeader,
+)
 from broker.transport.client import RemotingClient
 from broker.transport.connection import RemotingConnection
 from broker.transport.errors import RemotingError
@@ -37,6 +53,11 @@ log = logging.getLogger(__name__)
 HeartbeatProvider = Callable[[], tuple[list[str], list[dict[str, Any]]]]
 # (topic, group, new offset per queue): a broker asks the consumer to reposition (RESET_CONSUMER_CLIENT_OFFSET).
 ResetHandler = Callable[[str, str, dict[MessageQueue, int]], Awaitable[None]]
+# group -> the owner's running info, None when the owner is not that group's consumer (307).
+RunningInfoProvider = Callable[[str], RunningInfo | None]
+# (topic, group) -> the owner's offsets of the topic's queues, None when the owner is not that group's
+# consumer; LookupError (its text the remark) when it does not subscribe the topic (221).
+StatusProvider = Callable[[str, str], dict[MessageQueue, int] | None]
 
 
 class ClientInstance:
@@ -49,6 +70,8 @@ class ClientInstance:
         on_notify: Callable[[str], None] | None = None,
         on_route_change: Callable[[str, TopicRouteData], Awaitable[None] | None] | None = None,
         on_reset_offset: ResetHandler | None = None,
+        running_info: RunningInfoProvider | None = None,
+        consumer_status: StatusProvider | None = None,
     ) -> None:
         self.config = config
         self.client_id = config.client_id
@@ -64,12 +87,16 @@ class ClientInstance:
         self._on_notify = on_notify
         self._on_route_change = on_route_change
         self._on_reset_offset = on_reset_offset
+        self._running_info = running_info
+        self._consumer_status = consumer_status
         self._reset_tasks: set[asyncio.Task[None]] = set()
         self._tasks: list[asyncio.Task[None]] = []
         self._started = False
         self.remoting.register(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, self._handle_notify)
         self.remoting.register(RequestCode.CHECK_TRANSACTION_STATE, self._handle_ignored)
         self.remoting.register(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, self._handle_reset_offset)
+        self.remoting.register(RequestCode.GET_CONSUMER_RUNNING_INFO, self._handle_running_info)
+        self.remoting.register(RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT, self._handle_consumer_status)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -253,6 +280,33 @@ class ClientInstance:
             self._reset_tasks.add(task)
             task.add_done_callback(self._reset_tasks.discard)
         return None if cmd.is_oneway else cmd.response(ResponseCode.SUCCESS)
+
+    def _handle_running_info(self, conn: RemotingConnection, cmd: RemotingCommand) -> RemotingCommand | None:
+        """GET_CONSUMER_RUNNING_INFO (307), relayed by a broker for mqadmin consumerStatus / consumerProgress.
+        A malformed header is answered by the transport with its field error (HeaderFieldError's code)."""
+        h = GetConsumerRunningInfoRequestHeader.from_ext_fields(cmd.ext_fields)
+        info = self._running_info(h.consumer_group) if self._running_info is not None else None
+        if info is None:
+            return cmd.response(
+                ResponseCode.SYSTEM_ERROR, f"The Consumer Group <{h.consumer_group}> not exist in this consumer"
+            )
+        props = dict(info.properties)
+        props[PROP_NAMESERVER_ADDR] = "".join(f"{addr};" for addr in self.namesrvs)
+        props[PROP_CLIENT_VERSION] = CLIENT_VERSION_DESC
+        jstack = thread_stacks() if h.jstack_enable else None
+        body = running_info_body(props, info.subscriptions, info.mq_table, info.status_table, jstack)
+        return cmd.response(ResponseCode.SUCCESS, None, body=body)
+
+    def _handle_consumer_status(self, conn: RemotingConnection, cmd: RemotingCommand) -> RemotingCommand | None:
+        """GET_CONSUMER_STATUS_FROM_CLIENT (221), the broker's fan-out of INVOKE_BROKER_TO_GET_CONSUMER_STATUS."""
+        h = GetConsumerStatusRequestHeader.from_ext_fields(cmd.ext_fields)
+        try:
+            offsets = self._consumer_status(h.topic, h.group) if self._consumer_status is not None else None
+        except LookupError as exc:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, str(exc.args[0]) if exc.args else str(exc))
+        if offsets is None:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"The Consumer Group <{h.group}> not exist in this consumer")
+        return cmd.response(ResponseCode.SUCCESS, None, body=consumer_status_body(offsets))
 
     def _handle_ignored(self, conn: RemotingConnection, cmd: RemotingCommand) -> RemotingCommand | None:
         log.debug("ignoring broker request %d from %s", cmd.code, conn.peer)

@@ -111,6 +111,22 @@ class ProcessQueue:
     def has_temp_messages(self) -> bool:
         return bool(self._msgs)
 
+    def cached_range(self) -> tuple[int, int]:
+        """(smallest, largest) offset held and not handed to an orderly listener; (0, 0) when none."""
+        if not self._msgs:
+            return 0, 0
+        return next(iter(self._msgs)), next(reversed(self._msgs))
+
+    def consuming_range(self) -> tuple[int, int, int]:
+        """An orderly consumer's uncommitted window: (smallest, largest offset, count); zeros when empty."""
+        if not self._consuming:
+            return 0, 0, 0
+        return next(iter(self._consuming)), next(reversed(self._consuming)), len(self._consuming)
+
+    def pulled(self) -> None:
+        """A pull of this queue was answered (its time is reported as lastPullTimestamp)."""
+        self.last_pull_timestamp = self._now()
+
     def clear(self) -> None:
         self._msgs.clear()
         self._consuming.clear()

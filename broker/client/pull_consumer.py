@@ -12,12 +12,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
 from broker.client.allocate import AllocateStrategy, allocate_averagely
 from broker.client.config import ClientConfig, ConsumerConfig, client_config_with
+from broker.client.consumer_stats import ConsumerStats
 from broker.client.errors import IllegalStateError
 from broker.client.instance import ClientInstance
 from broker.client.message import MessageExt, MessageModel, MessageQueue
@@ -25,6 +27,13 @@ from broker.client.offset_store import LocalFileOffsetStore, OffsetStore, ReadOf
 from broker.client.puller import PullSettings, QueuePuller
 from broker.client.rebalance import assign, diff, start_offset
 from broker.client.route import TopicRouteData, subscribe_queues
+from broker.client.running_info import (
+    PROP_CONSUME_TYPE,
+    PROP_CONSUMER_START_TIMESTAMP,
+    RunningInfo,
+    consumer_properties,
+    process_queue_info,
+)
 from broker.client.subscription import MessageSelector, SubscriptionData, parse_subscription
 
 __all__ = ["PullConsumer"]
@@ -66,7 +75,11 @@ class PullConsumer:
             on_notify=self._notified,
             on_route_change=self._route_changed,
             on_reset_offset=self._reset_offsets,
+            running_info=self.running_info,
+            consumer_status=self.consumer_status,
         )
+        self.stats = ConsumerStats()
+        self._start_timestamp = 0  # epoch ms of start(), reported as PROP_CONSUMER_START_TIMESTAMP
         self._subs: dict[str, SubscriptionData] = {}
         self._assigned: set[MessageQueue] | None = None
         self._slots: dict[MessageQueue, _Slot] = {}
@@ -128,6 +141,31 @@ class PullConsumer:
         }
         return [], [data]
 
+    def running_info(self, group: str) -> RunningInfo | None:
+        """ConsumerRunningInfo's parts as DefaultLitePullConsumerImpl reports them: settings, subscriptions and
+        each assigned queue's committed position and buffered message count (no consume statistics: the
+        application consumes, not this client)."""
+        if group != self.group or not self._started or self.offset_store is None:
+            return None
+        props = consumer_properties(self.config, self.client_config)
+        props[PROP_CONSUME_TYPE] = "CONSUME_ACTIVELY"
+        props[PROP_CONSUMER_START_TIMESTAMP] = str(self._start_timestamp)
+        table = self.offset_store.table
+        return RunningInfo(
+            props,
+            [s.to_json() for s in self._subs.values()],
+            {mq: process_queue_info(None, table.get(mq, -1), slot.cached) for mq, slot in self._slots.items()},
+            {topic: self.stats.status(topic) for topic in self._subs},
+        )
+
+    def consumer_status(self, topic: str, group: str) -> dict[MessageQueue, int] | None:
+        """The offsets this consumer holds for `topic`'s queues."""
+        if group != self.group or self.offset_store is None:
+            return None
+        if topic not in self._subs:
+            raise LookupError(f"The Consumer Group <{group}> does not subscribe topic <{topic}> in this consumer")
+        return {mq: off for mq, off in self.offset_store.table.items() if mq.topic == topic}
+
     def _notified(self, group: str) -> None:
         if group == self.group and self._rebalance_wanted is not None:
             self._rebalance_wanted.set()
@@ -156,6 +194,7 @@ class PullConsumer:
             raise IllegalStateError("call subscribe() or assign() before start()")
         self._buffer = asyncio.Queue()
         self._rebalance_wanted = asyncio.Event()
+        self._start_timestamp = int(time.time() * 1000)
         if self.config.message_model is MessageModel.CLUSTERING:
             self.offset_store = RemoteBrokerOffsetStore(self._fetch_offset, self._commit_offset)
         else:
@@ -281,6 +320,7 @@ class PullConsumer:
             lambda: self._subs.get(mq.topic),
             lambda msgs: self._deliver(slot, msgs),
             ready=lambda: self._ready(slot),
+            on_pull=lambda rt, found: self.stats.pulled(mq.topic, rt, found),
         )
         self._slots[mq] = slot
         slot.task = asyncio.create_task(slot.puller.run(), name=f"lite-pull-{mq}")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -87,6 +88,7 @@ class QueuePuller:
         commit_offset: Callable[[], int] = lambda: -1,
         on_offset: Callable[[int], None] | None = None,
         ready: Callable[[], Awaitable[bool]] | None = None,
+        on_pull: Callable[[float, int], None] | None = None,
     ) -> None:
         self.instance = instance
         self.settings = settings
@@ -98,6 +100,7 @@ class QueuePuller:
         self._commit_offset = commit_offset
         self._on_offset = on_offset
         self._ready = ready
+        self._on_pull = on_pull  # (seconds the pull took, messages it delivered): the consumer's statistics
         self._broker_id = 0
         self._route_checked = 0.0
 
@@ -140,6 +143,7 @@ class QueuePuller:
                 continue
             if self.stopped:
                 return
+            started = time.monotonic()
             try:
                 result = await self.pull_once()
             except asyncio.CancelledError:
@@ -153,6 +157,8 @@ class QueuePuller:
                 continue
             if self.stopped:
                 return
+            if self._on_pull is not None:
+                self._on_pull(time.monotonic() - started, len(result.messages))
             if result.status is PullStatus.OFFSET_ILLEGAL:
                 log.warning(
                     "offset %d of %s is illegal; moving to %d", self.next_offset, self.mq, result.next_begin_offset

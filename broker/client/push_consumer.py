@@ -22,6 +22,7 @@ from typing import Any
 from broker.client.allocate import AllocateStrategy, allocate_averagely
 from broker.client.config import ClientConfig, ConsumerConfig, client_config_with
 from broker.client.consume import Listener, ListenerRunner, restore_retry_topic
+from broker.client.consumer_stats import ConsumerStats
 from broker.client.errors import IllegalStateError
 from broker.client.instance import ClientInstance
 from broker.client.message import ConsumeStatus, Message, MessageExt, MessageModel, MessageQueue
@@ -36,6 +37,15 @@ from broker.client.producer import Producer
 from broker.client.puller import PullSettings, QueuePuller
 from broker.client.rebalance import assign, diff, retry_topic, start_offset
 from broker.client.route import TopicRouteData, subscribe_queues
+from broker.client.running_info import (
+    PROP_CONSUME_ORDERLY,
+    PROP_CONSUME_TYPE,
+    PROP_CONSUMER_START_TIMESTAMP,
+    PROP_THREADPOOL_CORE_SIZE,
+    RunningInfo,
+    consumer_properties,
+    process_queue_info,
+)
 from broker.client.subscription import MessageSelector, SubscriptionData, parse_subscription
 from broker.protocol.properties import Prop
 
@@ -81,9 +91,13 @@ class PushConsumer:
             on_notify=self._notified,
             on_route_change=self._route_changed,
             on_reset_offset=self._reset_offsets,
+            running_info=self.running_info,
+            consumer_status=self.consumer_status,
         )
         self._subs: dict[str, SubscriptionData] = {}
         self._queues: dict[MessageQueue, _Queue] = {}
+        self.stats = ConsumerStats()
+        self._start_timestamp = 0  # epoch ms of start(), reported as PROP_CONSUMER_START_TIMESTAMP
         self._listener: Listener | None = None
         self._orderly = False
         self._runner: ListenerRunner | None = None
@@ -162,6 +176,7 @@ class PushConsumer:
             raise IllegalStateError("no subscription: call subscribe() first")
         self._rebalance_wanted = asyncio.Event()
         self._rebalance_lock = asyncio.Lock()
+        self._start_timestamp = int(time.time() * 1000)
         self._runner = ListenerRunner(self._listener, self.config.consume_thread_max)
         if self.clustering:
             self._subs.setdefault(retry_topic(self.group), parse_subscription(retry_topic(self.group), "*"))
@@ -241,6 +256,33 @@ class PushConsumer:
     def _notified(self, group: str) -> None:
         if group == self.group and self._rebalance_wanted is not None:
             self._rebalance_wanted.set()
+
+    # ------------------------------------------------------------------ what admins ask (307, 221)
+
+    def running_info(self, group: str) -> RunningInfo | None:
+        """ConsumerRunningInfo's parts, as DefaultMQPushConsumerImpl.consumerRunningInfo gathers them."""
+        if group != self.group or not self._started or self.offset_store is None:
+            return None
+        props = consumer_properties(self.config, self.client_config)
+        props[PROP_CONSUME_TYPE] = "CONSUME_PASSIVELY"
+        props[PROP_CONSUME_ORDERLY] = "true" if self._orderly else "false"
+        props[PROP_THREADPOOL_CORE_SIZE] = str(self.config.consume_thread_max)
+        props[PROP_CONSUMER_START_TIMESTAMP] = str(self._start_timestamp)
+        table = self.offset_store.table
+        return RunningInfo(
+            props,
+            [s.to_json() for s in self._subs.values()],
+            {mq: process_queue_info(q.pq, table.get(mq, -1)) for mq, q in self._queues.items()},
+            {topic: self.stats.status(topic) for topic in self._subs},
+        )
+
+    def consumer_status(self, topic: str, group: str) -> dict[MessageQueue, int] | None:
+        """The offsets this consumer holds for `topic`'s queues (Java's cloneOffsetTable(topic))."""
+        if group != self.group or self.offset_store is None:
+            return None
+        if topic not in self._subs:
+            raise LookupError(f"The Consumer Group <{group}> does not subscribe topic <{topic}> in this consumer")
+        return {mq: off for mq, off in self.offset_store.table.items() if mq.topic == topic}
 
     async def _route_changed(self, topic: str, route: TopicRouteData) -> None:
         # A subscribed topic created after start is consumed from the route poll that sees it: heartbeat
@@ -335,6 +377,7 @@ class PushConsumer:
             commit_offset=lambda: self._commit_offset_for_pull(mq),
             on_offset=lambda off: self._empty_round(mq, off),
             ready=lambda: self._ready(mq),
+            on_pull=lambda rt, found: self._pulled(pq, mq.topic, rt, found),
         )
         q = _Queue(mq, pq, puller)
         self._queues[mq] = q
@@ -441,6 +484,10 @@ class PushConsumer:
             return False
         return True
 
+    def _pulled(self, pq: ProcessQueue, topic: str, rt: float, found: int) -> None:
+        pq.pulled()
+        self.stats.pulled(topic, rt, found)
+
     def _empty_round(self, mq: MessageQueue, next_offset: int) -> None:
         # Nothing cached: commit past filtered-out messages so the group's lag does not stick there.
         q = self._queues.get(mq)
@@ -469,7 +516,9 @@ class PushConsumer:
     async def _consume_concurrently(self, q: _Queue, msgs: list[MessageExt]) -> None:
         assert self._runner is not None and self.offset_store is not None
         restore_retry_topic(msgs, retry_topic(self.group))
+        started = time.monotonic()
         status = await self._runner(msgs)
+        self._count_consumed(q.mq.topic, started, status, len(msgs))
         if q.pq.dropped:
             return  # the queue moved to another consumer; it will consume from the committed offset
         done = msgs
@@ -486,6 +535,11 @@ class PushConsumer:
         offset = q.pq.remove_messages(done)
         if offset >= 0 and not q.pq.dropped:
             self.offset_store.update(q.mq, offset, increase_only=True)
+
+    def _count_consumed(self, topic: str, started: float, status: ConsumeStatus, n: int) -> None:
+        # By the queue's topic (a retry queue counts as %RETRY%<group>), as Java's ConsumerStatsManager keys it
+        ok = status is ConsumeStatus.CONSUME_SUCCESS
+        self.stats.consumed(topic, time.monotonic() - started, n if ok else 0, 0 if ok else n)
 
     async def _reconsume_later(self, q: _Queue, msgs: list[MessageExt]) -> None:
         await asyncio.sleep(RECONSUME_LOCALLY_DELAY)
@@ -531,7 +585,9 @@ class PushConsumer:
             if not msgs:
                 return
             restore_retry_topic(msgs, retry_topic(self.group))
+            started = time.monotonic()
             status = await self._runner(msgs)
+            self._count_consumed(q.mq.topic, started, status, len(msgs))
             if pq.dropped:
                 return
             if status is ConsumeStatus.CONSUME_SUCCESS:

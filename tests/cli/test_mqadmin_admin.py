@@ -7,6 +7,7 @@ servers do not answer yet are expected failures naming the code."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -102,7 +103,7 @@ def test_update_sub_group_bad_input(mqadmin: Run) -> None:
 def live_clients(pair: ServerPair, mqadmin: Run, committed: None):  # type: ignore[no-untyped-def]
     consumer = BlockingPushConsumer("LiveGroup", pair.namesrv_addr)
     consumer.subscribe(TOPIC, "q || r")
-    consumer.register_listener(lambda msgs, ctx: ConsumeStatus.CONSUME_SUCCESS)
+    consumer.register_listener(lambda msgs: ConsumeStatus.CONSUME_SUCCESS)
     consumer.start()
     producer = BlockingProducer("LiveProducers", pair.namesrv_addr)
     producer.start()
@@ -132,9 +133,22 @@ def test_consumer_and_producer_connections(mqadmin: Run, live_clients) -> None: 
 
 def test_consumer_status(mqadmin: Run, live_clients) -> None:  # type: ignore[no-untyped-def]
     consumer, _ = live_clients
-    out = ok_or_missing(mqadmin("consumerStatus", "-g", "LiveGroup"), 307)
-    assert consumer.consumer.instance.client_id in out
+    client_id = consumer.consumer.instance.client_id
+    out = ok(mqadmin("consumerStatus", "-g", "LiveGroup"))
+    # our SDK's consumer answers 307 itself: the queues it holds and what it subscribes
+    row = re.search(rf"^001\s+{re.escape(client_id)}\s+V5_3_3\s+queues=(\d+) subscriptions=\[(.*)\]$", out, re.M)
+    assert row and int(row[1]) >= 2 and TOPIC in row[2].split(", "), out
+    info = json.loads(ok(mqadmin("consumerStatus", "-g", "LiveGroup", "-i", client_id)))
+    props = info["properties"]
+    assert props["PROP_CONSUME_TYPE"] == "CONSUME_PASSIVELY" and props["PROP_CONSUMEORDERLY"] == "false"
+    assert props["consumerGroup"] == "LiveGroup" and int(props["PROP_CONSUMER_START_TIMESTAMP"]) > 0
+    assert int(props["PROP_THREADPOOL_CORE_SIZE"]) > 0 and props["PROP_CLIENT_VERSION"] == "V5_3_3"
+    assert {s["topic"]: s["subString"] for s in info["subscriptionSet"]}[TOPIC] == "q || r"
+    mine = {k: v for k, v in info["mqTable"].items() if TOPIC in k}
+    assert len(mine) == 2 and all(v["commitOffset"] >= 0 and v["lastPullTimestamp"] > 0 for v in mine.values())
+    assert set(info["statusTable"][TOPIC]) >= {"pullRT", "pullTPS", "consumeRT", "consumeOKTPS", "consumeFailedMsgs"}
     fails(mqadmin("consumerStatus", "-g", "NoSuchGroup"), "NoSuchGroup does not exist")
+    fails(mqadmin("consumerStatus", "-g", "LiveGroup", "-i", "1.2.3.4@nobody"), "is not an online consumer")
 
 
 def test_broker_config_and_status(pair: ServerPair, mqadmin: Run) -> None:

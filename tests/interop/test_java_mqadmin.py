@@ -19,7 +19,7 @@ import pytest
 from interop_harness import BROKER_NAME, CLUSTER, ServerPair, home_for, sdk_message
 from java_harness import JAVA_DIR, JVM_OPTIONS, JavaProc, ensure_java, java, java_server_pair
 
-from broker.client import BlockingAdmin, BlockingProducer
+from broker.client import BlockingAdmin, BlockingProducer, BlockingPushConsumer, ConsumeStatus
 from broker.config.properties import load_properties
 
 pytestmark = pytest.mark.peers
@@ -144,6 +144,37 @@ def test_consumer_status_asks_the_java_consumer(online: Online) -> None:
     detail = ok(online, "consumerStatus", "-g", GROUP, "-i", client_id)
     assert "#Consumer Subscription#" in detail and f"Topic: {TOPIC}" in detail
     assert "PROP_CONSUME_TYPE                       : CONSUME_PASSIVELY" in detail
+
+
+def test_consumer_status_asks_our_sdk_consumer(online: Online) -> None:
+    """The Java mqadmin's consumerStatus against a group our SDK consumes: the broker relays 307 to our
+    consumer, whose ConsumerRunningInfo the Java tool decodes, analyses and prints."""
+    consumer = BlockingPushConsumer("CID-jadm-sdk", online.servers.namesrv_addr)
+    consumer.subscribe(TOPIC, "*")
+    consumer.register_listener(lambda msgs: ConsumeStatus.CONSUME_SUCCESS)
+    consumer.start()
+    try:
+        client_id = consumer.consumer.instance.client_id
+        deadline = time.monotonic() + 30
+        while len([mq for mq in consumer.consumer.assignment() if mq.topic == TOPIC]) < 4:
+            assert time.monotonic() < deadline, "our consumer never took the topic's 4 queues"
+            time.sleep(0.2)
+        out = ok(online, "consumerStatus", "-g", "CID-jadm-sdk")
+        assert re.search(rf"^1\s+{re.escape(client_id)}\s+V5_3_3\s", out, re.M), out
+        assert "Same subscription in the same group of consumer" in out and "Rebalance OK" in out, out
+        detail = ok(online, "consumerStatus", "-g", "CID-jadm-sdk", "-i", client_id)
+        assert re.search(r"^PROP_CONSUME_TYPE\s+: CONSUME_PASSIVELY$", detail, re.M), detail
+        assert re.search(r"^PROP_CONSUMEORDERLY\s+: false$", detail, re.M), detail
+        assert re.search(r"^consumerGroup\s+: CID-jadm-sdk$", detail, re.M), detail
+        assert re.search(rf"^\d{{3}} Topic: {TOPIC}\s+ClassFilter: false\s+SubExpression: \*$", detail, re.M), detail
+        # #Consumer Offset#: one row per queue our consumer holds, with the offset it keeps
+        offsets = [r for r in rows(detail, TOPIC) if len(r) == 4 and r[1] == BROKER_NAME]
+        assert sorted(r[2] for r in offsets) == ["0", "1", "2", "3"] and all(int(r[3]) >= 0 for r in offsets), detail
+        assert "#Consumer RT&TPS#" in detail and re.search(rf"^{TOPIC}\s+\d+\.\d\d ", detail, re.M), detail
+        missing = mqadmin(online, "consumerStatus", "-g", "CID-jadm-sdk", "-i", "10.0.0.1@nobody")
+        assert "not online" in missing, missing
+    finally:
+        consumer.shutdown()
 
 
 def test_producer_connection(online: Online) -> None:
