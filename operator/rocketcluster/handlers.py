@@ -100,7 +100,10 @@ async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.watching.server_timeout = 300
     logging.getLogger("kopf.objects").addFilter(_RoutineProgress())
     _kube = Kube.login(settings)
-    metrics.serve(metrics.metrics_port())
+    try:
+        metrics.serve(metrics.metrics_port())
+    except (OSError, ValueError) as exc:  # a bad setting is not retried: the operator stops, saying why
+        raise kopf.PermanentError(str(exc)) from exc
     _resync_task = asyncio.create_task(_resync_forever())
 
 
