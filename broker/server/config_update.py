@@ -53,6 +53,11 @@ RESTART_KEYS = frozenset(
         "brokerRole",
         "messageDelayLevel",
         "namesrvAddr",
+        # the log handlers are set up once, before the broker starts (broker.logs.setup)
+        "logFormat",
+        "logRoot",
+        "logFileMaxSize",
+        "logFileMaxIndex",
     }
 )
 

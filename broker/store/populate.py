@@ -28,6 +28,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from broker.logs.relay import Relay
 from broker.store.mapped_file_queue import MappedFileQueue
 from broker.store.populate_helper import AHEAD
 
@@ -58,14 +59,23 @@ class PagePopulator:
 
     def start(self) -> None:
         """Start the helper (call on the event loop)."""
+        # It logs nothing; whatever it writes on stderr (a traceback) goes through the broker's log handlers
+        log_read, log_write = os.pipe()
         try:
             # -I -S: the standard library only, no site packages: it starts in tens of milliseconds
             self._proc = subprocess.Popen(
-                [sys.executable, "-I", "-S", str(_HELPER)], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL
+                [sys.executable, "-I", "-S", str(_HELPER)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=log_write,
             )
         except OSError as exc:  # the broker works without it, only slower
+            os.close(log_read)
             log.warning("page populator not started: %s", exc)
             return
+        finally:
+            os.close(log_write)
+        Relay(os.fdopen(log_read, "rb"), "populate-helper")
         assert self._proc.stdin is not None
         os.set_blocking(self._proc.stdin.fileno(), False)
         self._timer = asyncio.get_running_loop().call_later(POLL_S, self._report)
