@@ -89,7 +89,8 @@ async def delete_topic_in_namesrv(api: ClientAPI, addr: str, topic: str, cluster
 
 
 async def clean_expired_consume_queue(api: ClientAPI, addr: str) -> None:
-    """CLEAN_EXPIRED_CONSUMEQUEUE (306): the broker drops queues past a topic's queue count."""
+    """CLEAN_EXPIRED_CONSUMEQUEUE (306): the broker drops the consume queues whose messages have all left its
+    CommitLog (and their queue offsets); system topics and empty queues stay."""
     await _call(api, addr, RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE)
 
 

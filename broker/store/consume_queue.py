@@ -561,6 +561,30 @@ class ConsumeQueueStore:
     def delete_topics(self, topics: list[str] | set[str]) -> int:
         return sum(self.delete_topic(t) for t in topics)
 
+    def remove_expired_queues(self, min_phy_offset: int, keep: Callable[[str], bool]) -> list[tuple[str, int]]:
+        """RocketMQ's ConsumeQueueStore.cleanExpired: destroy every queue whose newest record ends before
+        `min_phy_offset` (all its messages left the CommitLog), except those of topics `keep` accepts; a
+        topic left with no queue loses its directory. An empty queue (no record yet) stays. Returns the
+        (topic, queue id) pairs removed."""
+        removed: list[tuple[str, int]] = []
+        for topic in sorted(self._table):
+            if keep(topic):
+                continue
+            queues = self._table[topic]
+            for queue_id in sorted(queues):
+                cq = queues[queue_id]
+                if 0 <= cq.max_physic_offset < min_phy_offset:
+                    del queues[queue_id]
+                    del self.by_key[(topic, queue_id)]
+                    cq.destroy()
+                    shutil.rmtree(cq.directory, ignore_errors=True)
+                    removed.append((topic, queue_id))
+            if not queues:
+                self.delete_topic(topic)
+        if removed:
+            log.info("removed %d consume queues whose messages all left the CommitLog: %s", len(removed), removed)
+        return removed
+
     def close(self) -> None:
         for queues in self._table.values():
             for cq in queues.values():

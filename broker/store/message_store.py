@@ -543,6 +543,27 @@ class MessageStore:
             for key in [k for k in self.commit_log.topic_queue_table if k[0] == name]:
                 del self.commit_log.topic_queue_table[key]
 
+    def remove_expired_queues(self, keep: Callable[[str], bool]) -> list[tuple[str, int]]:
+        """CLEAN_EXPIRED_CONSUMEQUEUE (RocketMQ's cleanExpiredConsumerQueue): drop the ConsumeQueues whose
+        messages are all gone from the CommitLog, with their queue offsets, so that such a queue restarts
+        at offset 0 as in RocketMQ; topics `keep` accepts (the system topics) are left alone."""
+        min_phy = self.commit_log.min_offset
+        if min_phy <= 0:
+            return []  # nothing has left the CommitLog
+        removed = self.consume_queue_store.remove_expired_queues(min_phy, keep)
+        for key in removed:
+            self.commit_log.topic_queue_table.pop(key, None)
+        return removed
+
+    def remove_unused_topics(self, keep: Callable[[str], bool]) -> list[str]:
+        """CLEAN_UNUSED_TOPIC (RocketMQ's cleanUnusedTopic): delete the ConsumeQueues (and queue offsets) of
+        every topic `keep` refuses: the broker passes "has a topic config, or is a system topic"."""
+        unused = sorted(t for t in self.consume_queue_store.topics_and_queues() if not keep(t))
+        if unused:
+            self.delete_topics(unused)
+            log.info("deleted the consume queues of %d topics without a topic config: %s", len(unused), unused)
+        return unused
+
     def clean_expired_consume_queue(self) -> None:
         min_phy = self.commit_log.min_offset
         if min_phy >= 0:

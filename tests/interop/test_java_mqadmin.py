@@ -239,3 +239,13 @@ def test_delete_sub_group(online: Online) -> None:
     assert f"delete subscription group [CID-jadm-gone] from broker [{online.servers.broker_addr}]" in out
     again = mqadmin(online, "deleteSubGroup", "-b", online.servers.broker_addr, "-g", "CID-jadm-gone")
     assert "CODE: 26" in again, again
+
+
+def test_clean_expired_cq_and_unused_topic(online: Online) -> None:
+    """306 and 316 from the Java tools: nothing has left the CommitLog and every topic has its config, so
+    both succeed and the topic's messages stay readable (what they clean: tests/server/test_admin_clean.py)."""
+    for command in ("cleanExpiredCQ", "cleanUnusedTopic"):
+        assert ok(online, command, "-b", online.servers.broker_addr).rstrip().endswith("success")
+        assert ok(online, command, "-c", CLUSTER).rstrip().endswith("success")
+    table = rows(ok(online, "topicStatus", "-t", TOPIC), BROKER_NAME)
+    assert sum(int(r[3]) for r in table) >= COUNT, table

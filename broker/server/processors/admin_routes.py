@@ -1,7 +1,7 @@
 """The request codes of the admin inspection and maintenance processors, for `BrokerController`.
 
 One table keeps broker.py's route list short: the processors behind these codes (admin_stats,
-admin_clients, admin_config) are built here, each with the broker it reads.
+admin_clients, admin_config, admin_store) are built here, each with the broker it reads.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from broker.protocol.codes import RequestCode
 from broker.server.processors.admin_clients import AdminClientsProcessor
 from broker.server.processors.admin_config import AdminConfigProcessor
 from broker.server.processors.admin_stats import AdminStatsProcessor
+from broker.server.processors.admin_store import AdminStoreProcessor
 from broker.transport.dispatcher import Handler
 
 if TYPE_CHECKING:
@@ -24,6 +25,7 @@ def admin_routes(broker: BrokerController) -> dict[int, Handler]:
     stats = AdminStatsProcessor(broker)
     clients = AdminClientsProcessor(broker)
     config = AdminConfigProcessor(broker)
+    store = AdminStoreProcessor(broker)
     rc = RequestCode
     return {
         rc.GET_TOPIC_STATS_INFO: stats.topic_stats,
@@ -40,4 +42,6 @@ def admin_routes(broker: BrokerController) -> dict[int, Handler]:
         rc.INVOKE_BROKER_TO_GET_CONSUMER_STATUS: clients.consumer_status,
         rc.UPDATE_BROKER_CONFIG: config.update_broker_config,
         rc.DELETE_SUBSCRIPTIONGROUP: config.delete_subscription_group,
+        rc.CLEAN_EXPIRED_CONSUMEQUEUE: store.clean_expired_consume_queue,
+        rc.CLEAN_UNUSED_TOPIC: store.clean_unused_topic,
     }
