@@ -128,6 +128,21 @@ def test_unknown_transactions_are_checked_and_settled_as_the_checker_says(tmp_pa
                 await asyncio.sleep(1.5)
                 assert cluster.running_broker.transactions.checks_sent == 0
                 assert dict(checks) == before
+
+                # The same after a restart on a store whose progress an older broker saved under its old name
+                # for RocketMQ's CID_RMQ_SYS_TRANS group (CID_SYS_RMQ_TRANS).
+                port, progress = cluster.running_broker.port, cluster.running_broker.transactions.progress
+                assert progress > 0
+                await cluster.running_broker.shutdown()
+                offsets = tmp_path / "store" / "config" / "consumerOffset.json"
+                text = offsets.read_text()
+                assert "CID_RMQ_SYS_TRANS" in text
+                offsets.write_text(text.replace("CID_RMQ_SYS_TRANS", "CID_SYS_RMQ_TRANS"))
+                await cluster.start_broker(port)
+                assert cluster.running_broker.transactions.progress == progress  # not re-read from 0
+                await asyncio.sleep(1.5)
+                assert cluster.running_broker.transactions.checks_sent == 0
+                assert dict(checks) == before
             finally:
                 await producer.shutdown()
 

@@ -19,6 +19,7 @@ from broker.store.results import MessageToStore
 
 __all__ = [
     "COMMIT",
+    "LEGACY_TRANS_CHECK_GROUP",
     "OP_TAG",
     "ROLLBACK",
     "TRANS_CHECK_GROUP",
@@ -36,8 +37,11 @@ COMMIT = 8  # commitOrRollback values of END_TRANSACTION (MessageSysFlag transac
 ROLLBACK = 12
 UNKNOWN = 0
 OP_TAG = "d"  # TransactionalMessageUtil.REMOVETAG
-# The internal group whose offsets on the half/op topics record the check service's progress.
-TRANS_CHECK_GROUP = "CID_SYS_RMQ_TRANS"
+# The internal group whose offsets on the half/op topics record the check service's progress: RocketMQ's
+# MixAll.CID_SYS_RMQ_TRANS, whose value is "CID_RMQ_SYS_TRANS" (the name tools hide as a system group).
+TRANS_CHECK_GROUP = "CID_RMQ_SYS_TRANS"
+# The name earlier versions of this broker stored that progress under; read once when the new one is absent.
+LEGACY_TRANS_CHECK_GROUP = "CID_SYS_RMQ_TRANS"
 
 
 def is_half(props: dict[str, str], sys_flag: int) -> bool:

@@ -29,6 +29,7 @@ from broker.server.processors.send import rewrite_for_delay
 from broker.server.timer_message import TIMER_PROPERTIES, park_for_timer, timer_delivery
 from broker.server.topics import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from broker.server.transaction.messages import (
+    LEGACY_TRANS_CHECK_GROUP,
     TRANS_CHECK_GROUP,
     check_request,
     commit_message,
@@ -71,8 +72,13 @@ class TransactionService:
 
     def load(self) -> None:
         offsets = self.broker.offsets
-        self.progress = max(offsets.query(TRANS_CHECK_GROUP, TRANS_HALF_TOPIC, HALF_QUEUE), 0)
-        self.op_read = max(offsets.query(TRANS_CHECK_GROUP, TRANS_OP_HALF_TOPIC, HALF_QUEUE), 0)
+
+        def stored(topic: str) -> int:
+            found = offsets.query(TRANS_CHECK_GROUP, topic, HALF_QUEUE)
+            return found if found >= 0 else offsets.query(LEGACY_TRANS_CHECK_GROUP, topic, HALF_QUEUE)
+
+        self.progress = max(stored(TRANS_HALF_TOPIC), 0)
+        self.op_read = max(stored(TRANS_OP_HALF_TOPIC), 0)
         self.read_ops()
         log.info(
             "transaction state: half progress %d, %d settled above it, op queue read to %d",
