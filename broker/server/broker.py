@@ -27,6 +27,7 @@ from broker.protocol.codes import RequestCode, ResponseCode
 from broker.protocol.command import RemotingCommand
 from broker.server.clients import ConsumerManager, ProducerManager
 from broker.server.config import LoadedConfig, store_config
+from broker.server.get_stats import GroupGetStats
 from broker.server.groups import SubscriptionGroupManager
 from broker.server.hold import PullHoldService
 from broker.server.locks import RebalanceLockManager
@@ -78,6 +79,8 @@ class BrokerController:
         self.producers = ProducerManager(self.config.channel_expired_timeout)
         self.locks = RebalanceLockManager()
         self.stats = BrokerStats()
+        # Always on (statsAll, consumerProgress, 315): messages and pull offsets per topic and group
+        self.get_stats = GroupGetStats()
         # Metrics (issue 26): the hot path counts into `meters` only when they exist (metricsExporterType=PROM)
         metrics = MetricsSettings.of(self.config)
         self.meters: BrokerMeters | None = BrokerMeters() if metrics.enabled else None
@@ -342,3 +345,4 @@ class BrokerController:
         while True:
             await asyncio.sleep(1.0)
             self.stats.sample()
+            self.get_stats.sample()

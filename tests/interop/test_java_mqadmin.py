@@ -214,6 +214,7 @@ def test_stats_all(online: Online) -> None:
     out = ok(online, "statsAll", "-t", TOPIC)
     row = next(r for r in rows(out, TOPIC) if r[1] == GROUP)
     assert int(row[-2]) >= COUNT, out  # #InMsg24Hour
+    assert int(row[-1]) >= COUNT, out  # #OutMsg24Hour: what the Java consumer pulled (GROUP_GET_NUMS)
 
 
 def test_update_broker_config_live_and_persisted(online: Online) -> None:

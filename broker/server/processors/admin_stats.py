@@ -41,6 +41,7 @@ from broker.protocol.headers import (
     QueryTopicConsumeByWhoRequestHeader,
 )
 from broker.server.errors import RequestError
+from broker.server.get_stats import DAY, HOUR, MINUTE
 
 if TYPE_CHECKING:
     from broker.server.broker import BrokerController
@@ -54,6 +55,7 @@ log = logging.getLogger(__name__)
 # Stats names of BrokerStatsManager that we can answer from the store (statsAll asks these two).
 TOPIC_PUT_NUMS = "TOPIC_PUT_NUMS"
 GROUP_GET_NUMS = "GROUP_GET_NUMS"
+GROUP_GET_SIZE = "GROUP_GET_SIZE"
 _MINUTE, _HOUR, _DAY = 60_000, 3_600_000, 86_400_000
 
 
@@ -93,7 +95,7 @@ class AdminStatsProcessor:
         return g is None or not g.subscriptions or topic in g.subscriptions
 
     def _offsets(self, group: str, topic: str, queue_nums: int) -> ConsumeStats:
-        store, offsets = self.broker.store, self.broker.offsets
+        store, offsets, pulls = self.broker.store, self.broker.offsets, self.broker.get_stats
         table: dict[MessageQueue, OffsetWrapper] = {}
         for queue_id in range(queue_nums):
             broker_offset = max(store.get_max_offset_in_queue(topic, queue_id), 0)
@@ -101,11 +103,12 @@ class AdminStatsProcessor:
             table[self._mq(topic, queue_id)] = OffsetWrapper(
                 broker_offset=broker_offset,
                 consumer_offset=consumer_offset,
-                # We do not track pull offsets apart from commits: nothing shows as in flight.
-                pull_offset=consumer_offset,
+                # how far the group has read (since this broker started): pulled but not committed is in flight
+                pull_offset=max(consumer_offset, pulls.pull_offset(group, topic, queue_id)),
                 last_timestamp=self._store_time(topic, queue_id, consumer_offset - 1),
             )
-        return ConsumeStats(table, 0.0)
+        # consumeTps: what the group pulled from the topic per second over the last minute (GROUP_GET_NUMS)
+        return ConsumeStats(table, pulls.tps(topic, group))
 
     def _count_since(self, topic: str, queue_nums: int, since_ms: int) -> int:
         """Messages stored in `topic` at or after `since_ms` (ConsumeQueue positions, no counters)."""
@@ -155,11 +158,14 @@ class AdminStatsProcessor:
                 candidates = self.broker.offsets.topics_of_group(group)
             topics = sorted(t for t in candidates if self._subscribed(group, t))
         table: dict[MessageQueue, OffsetWrapper] = {}
+        tps = 0.0
         for topic in topics:
             tc = self.broker.topics.get(topic)
             if tc is not None:
-                table.update(self._offsets(group, topic, tc.read_queue_nums).offset_table)
-        return cmd.response(ResponseCode.SUCCESS, None, body=ConsumeStats(table, 0.0).to_json())
+                stats = self._offsets(group, topic, tc.read_queue_nums)
+                table.update(stats.offset_table)
+                tps += stats.consume_tps
+        return cmd.response(ResponseCode.SUCCESS, None, body=ConsumeStats(table, tps).to_json())
 
     # ------------------------------------------------------------------ 317
 
@@ -167,7 +173,7 @@ class AdminStatsProcessor:
         h = GetConsumeStatsInBrokerHeader.from_ext_fields(cmd.ext_fields)
         b = self.broker
         groups: list[tuple[str, list[ConsumeStats]]] = []
-        total_diff = 0
+        total_diff = total_inflight = 0
         for group in sorted(b.groups.table):
             per_topic: list[ConsumeStats] = []
             for topic in sorted(b.offsets.topics_of_group(group)):
@@ -176,9 +182,10 @@ class AdminStatsProcessor:
                     continue
                 stats = self._offsets(group, topic, tc.write_queue_nums)
                 total_diff += sum(w.broker_offset - w.consumer_offset for w in stats.offset_table.values())
+                total_inflight += sum(w.pull_offset - w.consumer_offset for w in stats.offset_table.values())
                 per_topic.append(stats)
             groups.append((group, per_topic))
-        body = ConsumeStatsList(b.addr, groups, total_diff)
+        body = ConsumeStatsList(b.addr, groups, total_diff, total_inflight)
         return cmd.response(ResponseCode.SUCCESS, None, body=body.to_json())
 
     # ------------------------------------------------------------------ 300, 303
@@ -235,9 +242,13 @@ class AdminStatsProcessor:
     # ------------------------------------------------------------------ 315
 
     def broker_stats_data(self, conn: RemotingConnection, cmd: RemotingCommand) -> RemotingCommand:
-        """Messages put into a topic over the last minute, hour and day, counted from the ConsumeQueues
-        (they survive restarts, unlike RocketMQ's in-memory counters). Per-group gets are not counted."""
+        """TOPIC_PUT_NUMS: messages put into a topic over the last minute, hour and day, counted from the
+        ConsumeQueues (they survive restarts, unlike RocketMQ's in-memory counters). GROUP_GET_NUMS and
+        GROUP_GET_SIZE (key `topic@group`): messages and bytes the group pulled from the topic, from the
+        always-on counters (since this broker started); avgpt is per pull, as RocketMQ's StatsItem has it."""
         h = ViewBrokerStatsDataRequestHeader.from_ext_fields(cmd.ext_fields)
+        if h.stats_name in (GROUP_GET_NUMS, GROUP_GET_SIZE):
+            return cmd.response(ResponseCode.SUCCESS, None, body=self._group_get(h.stats_name, h.stats_key).to_json())
         tc = self.broker.topics.get(h.stats_key) if h.stats_name == TOPIC_PUT_NUMS else None
         if tc is None:
             raise RequestError(ResponseCode.SYSTEM_ERROR, f"The stats <{h.stats_name}> <{h.stats_key}> not exist")
@@ -247,6 +258,20 @@ class AdminStatsProcessor:
             count = self._count_since(h.stats_key, tc.write_queue_nums, now - window)
             items.append(BrokerStatsItem(count, count * 1000 / window, 0.0))
         return cmd.response(ResponseCode.SUCCESS, None, body=BrokerStatsData(*items).to_json())
+
+    def _group_get(self, name: str, key: str) -> BrokerStatsData:
+        """A known topic and group that pulled nothing (yet) read as zeros; anything else does not exist."""
+        topic, sep, group = key.rpartition("@")
+        if not sep or self.broker.topics.get(topic) is None or not self._group_known(group):
+            raise RequestError(ResponseCode.SYSTEM_ERROR, f"The stats <{name}> <{key}> not exist")
+        items = []
+        for span in (MINUTE, HOUR, DAY):
+            messages, nbytes, pulls, seconds = self.broker.get_stats.window(key, span)
+            value = messages if name == GROUP_GET_NUMS else nbytes
+            items.append(
+                BrokerStatsItem(value, value / seconds if seconds > 0 else 0.0, value / pulls if pulls else 0.0)
+            )
+        return BrokerStatsData(*items)
 
     # ------------------------------------------------------------------ 351
 

@@ -188,6 +188,7 @@ class PullProcessor:
         if code == ResponseCode.SUCCESS:
             body = read.body
             b.stats.get(len(read.records))
+            b.get_stats.pulled(h.consumer_group, h.topic, h.queue_id, len(read.records), len(body), next_begin)
             if b.meters is not None:
                 b.meters.pulled(h.consumer_group, h.topic, h.queue_id, len(read.records), len(body), next_begin)
         if allow_suspend and h.sys_flag & FLAG_COMMIT_OFFSET and self.config.is_master:
