@@ -31,6 +31,7 @@ from broker.protocol.properties import Prop
 from broker.server.config import effective_properties
 from broker.server.errors import RequestError
 from broker.server.groups import SubscriptionGroupConfig
+from broker.server.runtime_figures import runtime_figures
 from broker.server.topics import TopicConfig, validate_topic
 
 if TYPE_CHECKING:
@@ -162,7 +163,10 @@ class AdminProcessor:
             table.update({k: str(v) for k, v in self.store.runtime_info().items() if k not in table})
         except Exception:  # runtime figures from the store are best-effort
             log.debug("store runtime_info failed", exc_info=True)
-        table.setdefault("commitLogDiskRatio", "0.0")
+        for key, value in runtime_figures(
+            b
+        ).items():  # disk, flush backlog, delay levels (broker/server/runtime_figures.py)
+            table.setdefault(key, value)
         table.update(b.registrar.runtime_info())  # NameServer registration: readiness (broker/cli/probe.py)
         if b.ha is not None:
             table.update(b.ha.runtime_info())  # replication status (broker/ha/status.py)
