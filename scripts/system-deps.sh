@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Debian packages the tests need: iproute2 (ip) and iptables for the HA fault tests' network
-# namespaces, veth pairs and link cuts; a Java runtime for the Spark tests. Idempotent: installs only
+# namespaces, veth pairs and link cuts; a Java runtime for the Spark tests; Prometheus for the Grafana
+# dashboard's queries (tests/operator/test_dashboard.py). Idempotent: installs only
 # what is missing, and only as root on Debian/Ubuntu; elsewhere it says what is missing.
 set -euo pipefail
 
@@ -8,6 +9,7 @@ missing=()
 command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 command -v iptables >/dev/null 2>&1 || missing+=(iptables)
 command -v java >/dev/null 2>&1 || missing+=(openjdk-17-jre-headless)
+command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
 
 if [ ${#missing[@]} -eq 0 ]; then
     exit 0
