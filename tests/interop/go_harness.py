@@ -4,8 +4,8 @@ tests/peers/go/go.mod pins), from the Go module proxy, unchanged, driven by test
 scripts/peers.sh downloads the module into `~/.cache/rocketcluster/go-rocketmq-client-<version>/mod`
 and builds tests/peers/go into `interop-<hash of the sources>` beside it; `ensure_go()` runs it
 (`peers.sh go`) when the binary for the current sources is missing. `GoProc` is a `PeerProc` whose
-command is that binary with a role (`produce`, `consume`, `transact`, `request`, `respond`); it prints
-JSON lines that `PeerProc` parses, in the shape the Java driver prints.
+command is that binary with a role (`produce`, `consume`, `pull`, `transact`, `request`, `respond`); it
+prints JSON lines that `PeerProc` parses, in the shape the Java driver prints.
 """
 
 from __future__ import annotations

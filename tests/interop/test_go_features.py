@@ -1,11 +1,14 @@
 """Apache RocketMQ's Go client (rocketmq-client-go/v2, unchanged, from the Go module proxy) against our
 NameServer and broker (issue 21): everything the Go client offers of the feature list.
 
-Producer sync / async / oneway / batch / ordered (read back by our SDK), push consumer concurrently and
-orderly with tag and SQL92 selectors, broadcasting to two instances, transactions with check-backs,
-delay levels, retries into %DLQ%, Request/Reply both ways with our SDK, and timed delivery
-(Message.WithDelayTimestamp, the TIMER_DELIVER_MS property). The broker maps every delay level to 1 s
-and checks transactions every second, so no test waits for production timings.
+Producer sync / async / oneway / batch / ordered (read back by our SDK) and to a topic nobody created
+(TBW102), push consumer concurrently and orderly with tag and SQL92 selectors, two instances of a group
+(each message once) and broadcasting to two, offsets committed to the broker, the PullConsumer (Poll
+and ACK, PullFrom), transactions with check-backs, delay levels, retries into %DLQ%, Request/Reply both
+ways with our SDK, and timed delivery (Message.WithDelayTimestamp, the TIMER_DELIVER_MS property). Query
+by key or id is not tested: the Go client has no API for it (docs/compatibility.md, note 15). The
+broker maps every delay level to 1 s and checks transactions every second, so no test waits for
+production timings.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from interop_harness import (
 from java_harness import JAVA_BROKER_CONF
 from test_java_features import dead_letters
 
-from broker.client import BlockingProducer, BlockingPushConsumer, ConsumeStatus, MessageExt, Producer
+from broker.client import BlockingAdmin, BlockingProducer, BlockingPushConsumer, ConsumeStatus, MessageExt, Producer
 from broker.client.request import create_reply_message
 from broker.protocol.reply import CORRELATION_ID, MSG_TYPE, REPLY_TO_CLIENT
 from broker.transport.loop import run
@@ -40,6 +43,8 @@ pytestmark = pytest.mark.peers
 
 COUNT = 10
 SEND_MODES = ("sync", "async", "oneway", "batch", "ordered")
+#: A topic the test does not create: the first send creates it from TBW102's route.
+AUTO_CREATED = "GoSendAutoCreated"
 REPLY_TOPIC = f"{CLUSTER}_REPLY_TOPIC"
 
 
@@ -72,6 +77,7 @@ def sends(go_servers: ServerPair) -> GoProc:
     args = ["produce", "--origin", "gosend", "--count", str(COUNT)]
     for mode, topic in zip(SEND_MODES, topics, strict=True):
         args += ["--send", f"{mode}:{topic}"]
+    args += ["--send", f"sync:{AUTO_CREATED}"]
     return go_run(go_servers, "go-send", args).start().wait()
 
 
@@ -103,6 +109,17 @@ def test_go_producer_send_is_stored_intact(go_servers: ServerPair, sends: GoProc
             mine = sorted((r for r in stored if r.props["shard"] == shard), key=lambda r: r.queue_offset)
             assert len({r.queue_id for r in mine}) == 1, mine
             assert [r.seq for r in mine] == sorted(r.seq for r in mine), mine
+
+
+def test_go_send_to_a_topic_nobody_created(go_servers: ServerPair, sends: GoProc) -> None:
+    """The producer falls back to TBW102's route; the broker creates the topic on the first send."""
+    results = [e for e in sends.of("sent") if e["topic"] == AUTO_CREATED]
+    assert sorted(e["seq"] for e in results) == list(range(COUNT)), sends.describe()
+    assert {e["status"] for e in results} == {"SEND_OK"}, results
+    stored = sdk_pull_all(go_servers.namesrv_addr, "CID-go-send-check-auto", AUTO_CREATED, COUNT)
+    assert seqs(stored) == Counter(range(COUNT)), [r.seq for r in stored]
+    for record in stored:
+        check_intact(record, "gosend")
 
 
 @pytest.mark.parametrize(
@@ -161,6 +178,78 @@ def test_go_broadcasting_delivers_everything_to_each_instance(go_servers: Server
     for instance in (0, 1):
         mine = [Record.from_event(e) for e in run_.of("msg") if e["instance"] == instance]
         assert seqs(mine) == Counter(range(COUNT)), (instance, run_.describe())
+
+
+def committed(servers: ServerPair, group: str, topic: str) -> dict[int, tuple[int, int]]:
+    """Per queue of `topic`: (the broker's max offset, the group's offset as the broker has it)."""
+    with BlockingAdmin(servers.namesrv_addr) as admin:
+        return {p.mq.queue_id: (p.broker_offset, p.consumer_offset) for p in admin.consumer_progress(group, topic)}
+
+
+def test_go_two_instances_of_a_group_get_each_message_once(go_servers: ServerPair) -> None:
+    """Clustering: once both instances own two of the four queues, each message goes to one of them."""
+    topic = "GoClustering"
+    go_servers.create_topics([topic])
+    run_ = go_run(
+        go_servers,
+        "go-clustering",
+        ["consume", "--group", "CID-go-clustering", "--topic", topic, "--instances", "2",
+         "--send-count", str(COUNT), "--origin", "goclu", "--expect", str(COUNT), "--linger", "2"],
+    )  # fmt: skip
+    run_.start().wait()
+    assert run_.returncode == 0, run_.describe()
+    assert run_.of("balanced")[0]["owned"] == [2, 2], run_.describe()
+    assert {e["status"] for e in run_.of("sent")} == {"SEND_OK"} and len(run_.of("sent")) == COUNT, run_.describe()
+    got = run_.records()
+    assert seqs(got) == Counter(range(COUNT)), run_.describe()
+    queues = [{int(e["queue_id"]) for e in run_.of("msg") if e["instance"] == k} for k in (0, 1)]
+    assert queues[0] and queues[1] and not queues[0] & queues[1], f"queues consumed per instance: {queues}"
+    for record in got:
+        check_intact(record, "goclu")
+
+
+def test_go_push_consumer_commits_offsets_to_the_broker(go_servers: ServerPair) -> None:
+    """Shutdown commits every queue's offset; a second run of the group then gets nothing again."""
+    topic, group = "GoOffsets", "CID-go-offsets"
+    go_servers.create_topics([topic])
+    sdk_produce(go_servers.namesrv_addr, [("sync", topic)], COUNT, origin="sdk")
+    first = go_run(go_servers, "go-offsets", ["consume", "--group", group, "--topic", topic, "--expect", str(COUNT)])
+    first.start().wait()
+    assert first.returncode == 0 and seqs(first.records()) == Counter(range(COUNT)), first.describe()
+    offsets = committed(go_servers, group, topic)
+    # sdk_produce's sync sends spread the messages over all four queues; each is committed to its end
+    assert sum(end for end, _ in offsets.values()) == COUNT, offsets
+    assert offsets == {q: (end, end) for q, (end, _) in offsets.items()} and len(offsets) == 4, offsets
+    again = go_run(
+        go_servers,
+        "go-offsets-again",
+        ["consume", "--group", group, "--topic", topic, "--expect", "0", "--linger", "4"],
+    )
+    again.start().wait()
+    assert again.returncode == 0 and again.records() == [], again.describe()
+
+
+@pytest.mark.parametrize("style", ["poll", "from"])
+def test_go_pull_consumer_gets_everything_once(go_servers: ServerPair, style: str) -> None:
+    """PullConsumer: Subscribe, Poll and ACK (offsets committed at Shutdown), or PullFrom each queue."""
+    topic, group = f"GoPull-{style}", f"CID-go-pull-{style}"
+    go_servers.create_topics([topic])
+    sdk_produce(go_servers.namesrv_addr, [("sync", topic)], COUNT, origin="sdk")
+    run_ = go_run(
+        go_servers,
+        f"go-pull-{style}",
+        ["pull", "--group", group, "--topic", topic, "--style", style, "--expect", str(COUNT), "--linger", "2"],
+    )
+    run_.start().wait()
+    assert run_.returncode == 0 and not run_.of("pull_error"), run_.describe()
+    got = run_.records()
+    assert seqs(got) == Counter(range(COUNT)), run_.describe()
+    for record in got:
+        check_intact(record, "sdk")
+        assert record.topic == topic, record
+    if style == "poll":  # ACKed to the end of every queue, and committed by Shutdown
+        offsets = committed(go_servers, group, topic)
+        assert offsets == {q: (end, end) for q, (end, _) in offsets.items()} and len(offsets) == 4, offsets
 
 
 #: Local transaction outcome per message: committed at once, rolled back at once, or left unknown and

@@ -1,6 +1,6 @@
 // Interop driver for Apache RocketMQ's Go client (github.com/apache/rocketmq-client-go/v2, unchanged,
 // from the Go module proxy), run by tests/interop against our NameServer and broker. The first
-// argument picks the role: produce, consume, transact, request or respond (see each file). Every
+// argument picks the role: produce, consume, pull, transact, request or respond (see each file). Every
 // result is one JSON line on stdout; the exit code is 0 when the role finished, 3 on its timeout.
 package main
 
@@ -21,6 +21,7 @@ func main() {
 	roles := map[string]func(*args) int{
 		"produce":  produce,
 		"consume":  consume,
+		"pull":     pull,
 		"transact": transact,
 		"request":  request,
 		"respond":  respond,
