@@ -1,11 +1,11 @@
 """The CommitLog record layout: where each field sits, how big a record is, and the reference parser.
 
 The one source of the layout (shared/reference/rocketmq-protocol.md section 5.1). Every reader of stored
-records takes its offsets, sizes and magic codes from here: `broker.protocol.message` (decode and encode),
-the store's dispatch parser, recovery and index helper, the server's SQL92 property filter, HA's pull
-suggestion and the Spark rows. The readers that keep a faster copy of the parse (dispatch's
-`parse_record`, the index helper's IPv4 scan) are held equal to `parse_record` here by
-tests/protocol/test_record_readers.py, which runs every reader over the same random records.
+records takes its offsets, sizes and magic codes from here. `broker.protocol.message.decode_record` (the
+clients) and the Spark rows parse with `parse_record`; the hot readers keep a faster copy of the parse,
+each measured against this one: the store's dispatch parser, recovery's check, the index helper's IPv4
+scan and the SQL92 filter's `record_properties`. tests/protocol/test_record_readers.py holds every
+reader equal to `parse_record` over the same random records.
 
 A record, in order: the fixed head (TOTALSIZE .. BORNTIMESTAMP, 48 bytes), BORNHOST, STORETIMESTAMP,
 STOREHOST (each host 8 bytes for IPv4, 20 for IPv6, as the sysFlag bits say), RECONSUMETIMES,
@@ -23,6 +23,7 @@ from broker.protocol.errors import RemoteProtocolError
 __all__ = [
     "BLANK_MAGIC_CODE",
     "BODY_CRC_AT",
+    "BODY_LEN_AT",
     "BORNHOST_V6",
     "BORN_HOST_AT",
     "BORN_TIMESTAMP_AT",
@@ -30,6 +31,7 @@ __all__ = [
     "FIXED_V4",
     "FIXED_V4_HOSTS",
     "HEAD",
+    "HOSTS_V6",
     "MAGIC_AT",
     "MESSAGE_MAGICS",
     "MESSAGE_MAGIC_CODE",
@@ -41,6 +43,7 @@ __all__ = [
     "QUEUE_ID_AT",
     "QUEUE_OFFSET_AT",
     "STOREHOST_V6",
+    "STORE_TIMESTAMP_AT",
     "SYS_FLAG_AT",
     "MessageDecodeError",
     "Record",
@@ -88,7 +91,6 @@ FIXED_V4 = struct.Struct(">iiiiiqqiq4siq4siiqi")
 FIXED_V4_HOSTS = struct.Struct(">iiiiiqqiq8sq8siqi")
 FIXED_SIZE_V4 = FIXED_V4.size  # 88: the body starts here when both hosts are IPv4
 _TAIL = struct.Struct(">iqi")  # RECONSUMETIMES PREPAREDTRANSACTIONOFFSET BODYLEN
-_HOSTS_V6 = BORNHOST_V6 | STOREHOST_V6
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _U16 = struct.Struct(">H")
@@ -132,6 +134,13 @@ def total_size(
 
 
 MIN_RECORD_SIZE = total_size(0, 0, 0)  # 91: no valid record is smaller
+
+# The offsets that depend on the host sizes, by the sysFlag's host bits (sys_flag & HOSTS_V6): the fast
+# copies look them up per record instead of calling the functions above
+HOSTS_V6 = BORNHOST_V6 | STOREHOST_V6
+_HOST_BITS = (0, BORNHOST_V6, STOREHOST_V6, HOSTS_V6)
+STORE_TIMESTAMP_AT = {bits: store_timestamp_at(bits) for bits in _HOST_BITS}
+BODY_LEN_AT = {bits: body_len_at(bits) for bits in _HOST_BITS}
 assert HEAD.size == BORN_HOST_AT and FIXED_SIZE_V4 == body_at(0) == FIXED_V4_HOSTS.size
 
 
@@ -178,7 +187,8 @@ def parse_record(buf: Any, pos: int = 0, limit: int | None = None) -> Record:
     add up to it exactly. The BODYCRC is returned, not checked (callers that want it compare it).
     """
     size = len(buf)
-    limit = size if limit is None else min(limit, size)
+    if limit is None or limit > size:
+        limit = size
     if pos + FIXED_SIZE_V4 > limit:  # no record is this short (MIN_RECORD_SIZE)
         raise MessageDecodeError(f"record at {pos} is truncated: {limit - pos} bytes left")
     # every field up to BODYLEN in one unpack, right when both hosts are IPv4 (every record this broker
@@ -190,7 +200,7 @@ def parse_record(buf: Any, pos: int = 0, limit: int | None = None) -> Record:
     if total < MIN_RECORD_SIZE or pos + total > limit:
         raise MessageDecodeError(f"record at {pos} declares {total} bytes but {limit - pos} are available")
     end = pos + total
-    if not sys_flag & _HOSTS_V6:
+    if not sys_flag & HOSTS_V6:
         p = pos + FIXED_SIZE_V4
     else:
         p = pos + body_at(sys_flag)
@@ -205,20 +215,14 @@ def parse_record(buf: Any, pos: int = 0, limit: int | None = None) -> Record:
         store_ip = bytes(buf[at : at + ip_len])
         (store_port,) = _I32.unpack_from(buf, at + ip_len)
         reconsume, prepared, body_len = _TAIL.unpack_from(buf, p - _TAIL.size)
-    if body_len < 0 or p + body_len > end:
+    # the body must leave room for the two length fields after it
+    length_size = 1 if magic == MESSAGE_MAGIC_CODE else 2  # topic_len_size(), inlined: once per record
+    if body_len < 0 or p + body_len + length_size + PROPS_LEN_SIZE > end:
         raise MessageDecodeError(f"record at {pos} has body length {body_len} beyond its end")
     body_pos = p
     p += body_len
-    if magic == MESSAGE_MAGIC_CODE:
-        if p + 1 > end:
-            raise MessageDecodeError(f"record at {pos}: its topic length runs past TOTALSIZE {total}")
-        topic_len = buf[p]
-        p += 1
-    else:
-        if p + 2 > end:
-            raise MessageDecodeError(f"record at {pos}: its topic length runs past TOTALSIZE {total}")
-        (topic_len,) = _U16.unpack_from(buf, p)
-        p += 2
+    topic_len = buf[p] if length_size == 1 else _U16.unpack_from(buf, p)[0]
+    p += length_size
     if p + topic_len + PROPS_LEN_SIZE > end:
         raise MessageDecodeError(f"record at {pos}: its topic runs past TOTALSIZE {total}")
     topic_at = p

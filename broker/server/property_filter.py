@@ -6,18 +6,20 @@ SUBSCRIPTION_PARSE_FAILED and a remark pointing at the error; the pull processor
 `get_filtered()` instead of a plain store read for SQL92 subscriptions.
 
 The store's ConsumeQueue knows only tag hash codes, so properties are read from each found record:
-`record_properties()` takes the properties field that broker.protocol.record_layout's parser locates,
-instead of decoding the whole message. Parsing is cached by expression text (broker.filter).
+`record_properties()` jumps straight to the properties field through the record's length fields, at
+the offsets broker.protocol.record_layout gives, instead of decoding the whole message. Parsing is
+cached by expression text (broker.filter).
 """
 
 from __future__ import annotations
 
+import struct
 from typing import TYPE_CHECKING
 
 from broker.filter import FilterSyntaxError, SqlFilter, compile_sql, is_sql92
 from broker.protocol.codes import ResponseCode
 from broker.protocol.properties import decode_properties
-from broker.protocol.record_layout import parse_record
+from broker.protocol.record_layout import BODY_LEN_AT, HOSTS_V6, MAGIC_AT, MESSAGE_MAGIC_CODE, SYS_FLAG_AT
 from broker.server.errors import RequestError
 from broker.store.results import GetResult, GetStatus
 
@@ -29,6 +31,9 @@ __all__ = ["SQL_SCAN_ROUNDS", "compile_subscription", "get_filtered", "record_pr
 # A pull that finds only non-matching messages reads on for a few more batches before answering
 # PULL_RETRY_IMMEDIATELY, so a selective filter over a long backlog costs few round trips.
 SQL_SCAN_ROUNDS = 8
+
+_I32 = struct.Struct(">i")
+_U16 = struct.Struct(">H")
 
 
 def compile_subscription(expression_type: str | None, expression: str | None, enabled: bool) -> SqlFilter | None:
@@ -48,9 +53,25 @@ def compile_subscription(expression_type: str | None, expression: str | None, en
 
 
 def record_properties(record: memoryview | bytes) -> dict[str, str]:
-    """The properties of one stored record, read through its length fields (no full decode)."""
-    r = parse_record(record)
-    return decode_properties(bytes(record[r.properties_at : r.properties_at + r.properties_len]).decode())
+    """The properties of one stored record (as the store found it: whole and valid), read through its
+    length fields. A fast copy of broker.protocol.record_layout.parse_record, held equal to it by
+    tests/protocol/test_record_readers.py: it runs once per record a SQL92 pull reads, and locating only
+    the properties takes 1.5 us a record against 2.0 through the reference parser."""
+    (sys_flag,) = _I32.unpack_from(record, SYS_FLAG_AT)
+    p = BODY_LEN_AT[sys_flag & HOSTS_V6]
+    (body_len,) = _I32.unpack_from(record, p)
+    p += 4 + body_len
+    (magic,) = _I32.unpack_from(record, MAGIC_AT)
+    if magic == MESSAGE_MAGIC_CODE:
+        topic_len = record[p]
+        p += 1
+    else:
+        (topic_len,) = _U16.unpack_from(record, p)
+        p += 2
+    p += topic_len
+    (props_len,) = _U16.unpack_from(record, p)
+    p += 2
+    return decode_properties(bytes(record[p : p + props_len]).decode())
 
 
 def _keep_matching(got: GetResult, sql: SqlFilter) -> None:

@@ -1,12 +1,12 @@
 """Every reader of CommitLog records against the layout's reference parser, over the same random records.
 
 broker.protocol.record_layout is the one source of the record layout. The readers that use its parser
-(message.decode_record, recovery.check_record, the SQL92 filter's record_properties, the Spark rows)
-and the fast copies that keep their own parse for speed (dispatch.parse_record, the index helper's IPv4
-scan) must all read the same fields. The records come from `build_record` below, written field by field
-from shared/reference/rocketmq-protocol.md section 5.1 (not from the code under test): IPv4 and IPv6
-born/store hosts, both magic codes, empty and large properties, empty and large bodies, laid back to
-back as in a CommitLog file or a pull body.
+(message.decode_record, the Spark rows) and the fast copies that keep their own parse for speed
+(dispatch.parse_record, recovery.check_record, the index helper's IPv4 scan, the SQL92 filter's
+record_properties) must all read the same fields. The records come from `build_record` below, written
+field by field from shared/reference/rocketmq-protocol.md section 5.1 (not from the code under test):
+IPv4 and IPv6 born/store hosts, both magic codes, empty and large properties, empty and large bodies,
+laid back to back as in a CommitLog file or a pull body.
 """
 
 from __future__ import annotations
