@@ -347,9 +347,13 @@ def test_scale_out_adds_a_group_that_takes_writes(k8s_node: Kube, ns: str, traff
     kube.wait_for(
         "writes to the new group", lambda: any(b.startswith(f"{new_group}/") for b in traffic.sent_to.values()), 180
     )
-    with BlockingAdmin(traffic.namesrv) as admin:
-        rows = {(row.broker_name, row.broker_id) for row in admin.cluster_list() if row.cluster == NAME}
-    assert rows == {(f"{NAME}-{g}", i) for g in range(GROUPS + 1) for i in (0, 1)}, rows
+    # what a user sees: our mqadmin's clusterList (#Cluster Name, #Broker Name, #BID, #Addr, ...)
+    out = subprocess.run(
+        [str(REPO / ".venv" / "bin" / "mqadmin"), "clusterList", "-n", traffic.namesrv],
+        capture_output=True, text=True, timeout=60, check=True,
+    ).stdout  # fmt: skip
+    rows = {(cols[1], int(cols[2])) for cols in (line.split() for line in out.splitlines()) if cols[:1] == [NAME]}
+    assert rows == {(f"{NAME}-{g}", i) for g in range(GROUPS + 1) for i in (0, 1)}, out
     table = kube.run("get", "-n", ns, "rmq", NAME)
     assert "3/3" in table and "Ready" in table, table  # printer columns: groups, slaves, ready, phase
 
@@ -381,7 +385,26 @@ def test_a_deleted_master_comes_back_on_its_volume(k8s_node: Kube, ns: str, traf
     kube = k8s_node
     master = f"{NAME}-broker-0-0"
     pvc_uid = kube.get("-n", ns, "pvc", f"data-{master}")["metadata"]["uid"]
+    consumed_before = len(traffic.consumed)
     kube.run("delete", "pod", "-n", ns, master, "--wait=false")
+    # The master unregisters as it stops; until its new pod registers, group 0 is its slave alone. A reader
+    # that starts then (fresh group, from offset 0) must get group 0's messages: from the slave.
+    with BlockingAdmin(traffic.namesrv) as admin:
+
+        def slave_alone() -> bool:
+            rows = {(r.broker_name, r.broker_id) for r in admin.cluster_list() if r.cluster == NAME}
+            return (f"{NAME}-0", 1) in rows and (f"{NAME}-0", 0) not in rows
+
+        kube.wait_for("group 0 served by its slave alone", slave_alone, timeout=60, interval=0.1)
+    reader = BlockingPullConsumer(f"LifeSlaveReaders-{uuid.uuid4().hex[:6]}", traffic.namesrv)
+    queues = [q for q in reader.fetch_queues(TOPIC) if q.broker_name == f"{NAME}-0"]
+    reader.assign(queues)
+    reader.start()
+    for q in queues:
+        reader.seek_to_begin(q)  # the queue's first offset, asked of the slave
+    from_slave = reader.poll(10)
+    reader.shutdown()
+    assert from_slave, "nothing read from group 0 while its master was away"
     seen = set()
 
     def back() -> bool:
@@ -390,6 +413,8 @@ def test_a_deleted_master_comes_back_on_its_volume(k8s_node: Kube, ns: str, traf
 
     kube.wait_for("Degraded, then Ready", back, timeout=300, interval=0.5)
     assert kube.get("-n", ns, "pvc", f"data-{master}")["metadata"]["uid"] == pvc_uid
+    assert len(traffic.consumed) > consumed_before, "the push consumer stopped while the master was away"
+    print(f"\nmaster away: {len(from_slave)} messages of group 0 read from its slave")
 
 
 def _broker_pid(pod: str) -> int:

@@ -192,6 +192,18 @@ class ClientInstance:
             except Exception as exc:
                 log.info("looking up the route of %s failed: %s", topic, exc)
 
+    async def find_reader(self, broker_name: str, topic: str | None = None) -> str:
+        """Where to read a group's offsets and a queue's bounds: the master, else a slave of the group (Java's
+        findBrokerAddressInSubscribe). Slaves keep both, so a consumer starting or rebalancing while a master is
+        away still finds where to read from; commits still go to the master."""
+        addr = self.broker_addr(broker_name)
+        if addr is None and topic is not None:
+            await self.update_route(topic)
+            addr = self.broker_addr(broker_name)
+        if addr is None:
+            raise NoRouteError(f"no address known for broker {broker_name}")
+        return addr
+
     def master_addr(self, broker_name: str) -> str | None:
         return self.broker_addrs.get(broker_name, {}).get(MASTER_ID)
 

@@ -231,7 +231,7 @@ class PullConsumer:
     # ------------------------------------------------------------------ offsets
 
     async def _fetch_offset(self, mq: MessageQueue) -> int:
-        addr = await self.instance.find_master(mq.broker_name, mq.topic)
+        addr = await self.instance.find_reader(mq.broker_name, mq.topic)
         return await self.instance.api.query_consumer_offset(addr, self.group, mq)
 
     async def _commit_offset(self, mq: MessageQueue, offset: int) -> None:
@@ -387,11 +387,11 @@ class PullConsumer:
                 log.info("%s: %s reset to offset %d", self.group, mq, offset)
 
     async def seek_to_begin(self, mq: MessageQueue) -> None:
-        addr = await self.instance.find_master(mq.broker_name, mq.topic)
+        addr = await self.instance.find_reader(mq.broker_name, mq.topic)
         await self.seek(mq, await self.instance.api.get_min_offset(addr, mq))
 
     async def seek_to_end(self, mq: MessageQueue) -> None:
-        addr = await self.instance.find_master(mq.broker_name, mq.topic)
+        addr = await self.instance.find_reader(mq.broker_name, mq.topic)
         await self.seek(mq, await self.instance.api.get_max_offset(addr, mq))
 
     async def fetch_queues(self, topic: str) -> list[MessageQueue]:

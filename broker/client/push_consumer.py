@@ -295,7 +295,7 @@ class PushConsumer:
     # ------------------------------------------------------------------ offsets
 
     async def _fetch_offset(self, mq: MessageQueue) -> int:
-        addr = await self.instance.find_master(mq.broker_name, mq.topic)
+        addr = await self.instance.find_reader(mq.broker_name, mq.topic)
         return await self.instance.api.query_consumer_offset(addr, self.group, mq)
 
     async def _commit_offset(self, mq: MessageQueue, offset: int) -> None:

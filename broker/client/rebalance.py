@@ -86,7 +86,7 @@ async def start_offset(
         return stored
     if action is StartAction.ZERO:
         return 0
-    addr = await instance.find_master(mq.broker_name, mq.topic)
+    addr = await instance.find_reader(mq.broker_name, mq.topic)
     if action is StartAction.MAX:
         return await instance.api.get_max_offset(addr, mq)
     ts = timestamp_ms if timestamp_ms is not None else int(time.time() * 1000) - 30 * 60 * 1000

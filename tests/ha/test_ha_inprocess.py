@@ -13,7 +13,7 @@ import orjson
 import pytest
 from ha_harness import FILE_SIZE, Pair, commit_log_bytes, eventually, pair
 
-from broker.client import Message, Producer, SendStatus
+from broker.client import Message, Producer, PullConsumer, SendStatus
 from broker.protocol.codes import RequestCode, ResponseCode
 from broker.protocol.command import RemotingCommand
 from broker.protocol.message import decode_records
@@ -238,5 +238,47 @@ def test_slave_ahead_of_a_restored_master_stops_and_says_so(tmp_path: Path, capl
             assert "AHEAD" in info["haDiverged"]
         finally:
             await p.stop()
+
+    run(scenario())
+
+
+def test_a_consumer_starting_while_the_master_is_away_resumes_from_the_slave(tmp_path: Path) -> None:
+    """The master stops (it unregisters): a pull consumer that starts then finds its group's committed offset
+    and the queue's bounds on the slave (Java's findBrokerAddressInSubscribe), and reads the rest there."""
+
+    async def scenario() -> None:
+        async with pair(tmp_path, "ASYNC_MASTER") as p:
+            assert p.master is not None and p.slave is not None and p.namesrv is not None
+            namesrv = f"127.0.0.1:{p.namesrv.port}"
+            await connected(p)
+            assert set(await produce(p, "AwayTopic", 20)) == {SendStatus.SEND_OK}
+            consumer = PullConsumer("AwayReaders", namesrv)
+            consumer.subscribe("AwayTopic")
+            await consumer.start()
+            first: list[bytes] = []
+            while len(first) < 5:
+                first += [m.body for m in await consumer.poll(timeout=1.0)]
+            await consumer.commit()
+            await consumer.shutdown()
+
+            def committed(broker: BrokerController) -> int:
+                return sum(max(broker.offsets.query("AwayReaders", "AwayTopic", q), 0) for q in range(4))
+
+            assert committed(p.master) == len(first)
+            await eventually(lambda: committed(p.slave) == len(first), what="the offsets on the slave")
+            await eventually(lambda: p.slave.topics.get("AwayTopic") is not None, what="the topic on the slave")
+            await eventually(lambda: p.slave.store.max_phy_offset == p.master.store.max_phy_offset, what="catch-up")
+            await p.master.shutdown()
+            p.master = None
+            later = PullConsumer("AwayReaders", namesrv)
+            later.subscribe("AwayTopic")
+            await later.start()
+            rest: list[bytes] = []
+            for _ in range(20):
+                rest += [m.body for m in await later.poll(timeout=0.5)]
+                if len(rest) >= 20 - len(first):
+                    break
+            await later.shutdown()
+            assert len(rest) == 20 - len(first) and not set(rest) & set(first), (len(rest), len(first))
 
     run(scenario())
