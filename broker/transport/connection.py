@@ -294,6 +294,13 @@ class RemotingConnection(asyncio.Protocol):
 
         The hot loop of both ends: responses complete our pending requests, synchronous handlers are
         answered inline (their replies gathered in `_out`), coroutine handlers get a task.
+
+        With metrics on (`Dispatcher.meter`), each write notes the batch of requests answered inline since
+        the last one, `commands[first:n]`, with their replies, `out[first_out:]` (one each, in order), and
+        the clock; the meter gets the read's batches at its end, in one call. A command that gets no reply
+        here (a response, an unknown code, a coroutine handler, an answer later or none) first closes the
+        batch before it and starts the next one after it, so the common path adds nothing per request to
+        keep that pairing (what metrics cost per request: docs/benchmarks.md).
         """
         self._in_receive = True
         routes = self._dispatcher.routes
@@ -302,15 +309,24 @@ class RemotingConnection(asyncio.Protocol):
         out = self._out
         high_water = self.config.write_high_water
         max_tasks = self.config.max_in_flight_handlers
+        meter = self._dispatcher.meter
+        batches: list[tuple[list[RemotingCommand], list[bytes], int]] = []
+        first = 0  # the first command not in a batch yet, its reply at out[first_out]
+        first_out = len(out)
+        handled = len(commands)
         try:
             for index, cmd in enumerate(commands):
                 if self._write_paused or self._closing or len(self._tasks) >= max_tasks:
                     # Peer not reading our replies, or too much work in flight: keep the rest for later.
+                    handled = index
                     if not self._closing:
                         self._keep(commands[index:])
                     break
                 flag = cmd.flag
                 if flag & FLAG_RESPONSE:
+                    if meter is not None:
+                        self._batch(batches, commands, first, index, first_out)
+                        first, first_out = index + 1, len(out)
                     entry = pending.pop(cmd.opaque, None)
                     if entry is None:
                         # Late reply to a timed-out request, or to a one-way request sent without the flag.
@@ -323,13 +339,19 @@ class RemotingConnection(asyncio.Protocol):
                     continue
                 route = routes.get(cmd.code, default)
                 if route is None:
+                    if meter is not None:
+                        self._batch(batches, commands, first, index, first_out)
                     self._reply(
                         cmd,
                         cmd.response(
                             ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {cmd.code} not supported"
                         ),
                     )
+                    first, first_out = index + 1, len(out)
                 elif route.is_async:
+                    if meter is not None:
+                        self._batch(batches, commands, first, index, first_out)
+                        first, first_out = index + 1, len(out)
                     self._start_task(route, cmd)
                 else:
                     try:
@@ -343,14 +365,37 @@ class RemotingConnection(asyncio.Protocol):
                             response = encode(response)
                         out.append(response)
                         self._out_bytes += len(response)
+                    elif meter is not None:  # no reply now (answered later, or one-way): not in a batch
+                        self._batch(batches, commands, first, index, first_out)
+                        first, first_out = index + 1, len(out)
                 if len(out) >= _REPLIES_PER_WRITE or self._out_bytes >= high_water:
                     # Hand replies over in slices rather than one write per read: the peer starts on the
                     # first ones while we decode the rest, instead of both sides taking turns (this
                     # doubled round trips at 64 in flight). Big replies also let pause_writing stop us.
+                    if meter is not None:
+                        self._batch(batches, commands, first, index + 1, first_out)
                     self._flush()
+                    first, first_out = index + 1, 0
         finally:
             self._in_receive = False
+        if meter is not None:
+            self._batch(batches, commands, first, handled, first_out)
+            if batches:
+                meter.answered(batches, self.read_ns)
         self._flush()
+
+    def _batch(
+        self,
+        batches: list[tuple[list[RemotingCommand], list[bytes], int]],
+        commands: list[RemotingCommand],
+        first: int,
+        end: int,
+        first_out: int,
+    ) -> None:
+        """Close the batch `commands[first:end]`, answered inline by the replies from `_out[first_out]` on,
+        as written now."""
+        if end > first:
+            batches.append((commands[first:end], self._out[first_out:], _monotonic_ns()))
 
     def _keep(self, commands: list[RemotingCommand]) -> None:
         """Hold commands back (flow control), stamped with the time their read arrived (first time only)."""

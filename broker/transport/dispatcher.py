@@ -14,14 +14,14 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeAlias
 
 from broker.protocol.command import RemotingCommand
 
 if TYPE_CHECKING:
     from broker.transport.connection import RemotingConnection
 
-__all__ = ["AsyncHandler", "Dispatcher", "Handler", "Response", "Route", "SyncHandler"]
+__all__ = ["AnswerMeter", "AsyncHandler", "Dispatcher", "Handler", "Response", "Route", "SyncHandler"]
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +29,16 @@ Response: TypeAlias = RemotingCommand | bytes | None  # bytes: an encoded respon
 SyncHandler: TypeAlias = Callable[["RemotingConnection", RemotingCommand], Response]
 AsyncHandler: TypeAlias = Callable[["RemotingConnection", RemotingCommand], Awaitable[Response]]
 Handler: TypeAlias = SyncHandler | AsyncHandler | Any  # Any: an object with a `handle` method
+
+
+class AnswerMeter(Protocol):
+    """Told about the requests synchronous handlers answered, once per read (broker/metrics/rpc.py times
+    them): one call a read, one clock read per batch of replies written, nothing per request."""
+
+    def answered(self, batches: list[tuple[list[RemotingCommand], list[bytes], int]], read_ns: int) -> None:
+        """Each batch: requests, the encoded frames that answered them (one each, in order, unless a handler
+        also wrote frames of its own on the connection) and time.monotonic_ns() when they were written;
+        `read_ns`: when their read arrived (a request flow control held back carries its `received_at`)."""
 
 
 class Route(NamedTuple):
@@ -50,11 +60,13 @@ def _resolve(handler: Handler) -> Route:
 class Dispatcher:
     """Request code -> Route, plus an optional default for codes nobody registered."""
 
-    __slots__ = ("_default", "_routes")
+    __slots__ = ("_default", "_routes", "meter")
 
     def __init__(self) -> None:
         self._routes: dict[int, Route] = {}
         self._default: Route | None = None
+        # Set by the metrics (broker/metrics/rpc.py instrument): the connections report answers to it.
+        self.meter: AnswerMeter | None = None
 
     def register(self, code: int, handler: Handler) -> None:
         """Register `handler` for `code`, replacing any earlier one (the broker overrides defaults)."""
