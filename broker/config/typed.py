@@ -10,15 +10,29 @@ import logging
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import AliasChoices, BaseModel, ValidationError
 
 from broker.config.errors import ConfigError
 
-__all__ = ["dump_properties", "load_model"]
+__all__ = ["dump_properties", "load_model", "model_aliases"]
 
 log = logging.getLogger(__name__)
 
 M = TypeVar("M", bound=BaseModel)
+
+
+def model_aliases(model: type[BaseModel]) -> dict[str, str]:
+    """Every key `model` accepts (alias, serialization alias, validation aliases) -> its field name."""
+    keys: dict[str, str] = {}
+    for name, f in model.model_fields.items():
+        for alias in (f.alias, f.serialization_alias):
+            if alias:
+                keys[alias] = name
+        if isinstance(f.validation_alias, AliasChoices):
+            keys.update({c: name for c in f.validation_alias.choices if isinstance(c, str)})
+        elif isinstance(f.validation_alias, str):
+            keys[f.validation_alias] = name
+    return keys
 
 
 def load_model(model: type[M], values: Mapping[str, Any], source: str = "config") -> M:

@@ -20,9 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from broker.config.errors import ConfigError
+from broker.config.typed import model_aliases
 from broker.logs.settings import (
     DEFAULT_MAX_INDEX,
     DEFAULT_MAX_SIZE,
@@ -244,16 +245,7 @@ def _store_aliases() -> dict[str, str]:
     """StoreConfig key (every accepted alias) -> field name (the store owns its keys; we pass them through)."""
     from broker.store.config import StoreConfig
 
-    keys: dict[str, str] = {}
-    for name, f in StoreConfig.model_fields.items():
-        for alias in (f.alias, f.serialization_alias):
-            if alias:
-                keys[alias] = name
-        if isinstance(f.validation_alias, AliasChoices):
-            keys.update({c: name for c in f.validation_alias.choices if isinstance(c, str)})
-        elif isinstance(f.validation_alias, str):
-            keys[f.validation_alias] = name
-    return keys
+    return model_aliases(StoreConfig)
 
 
 def _validation_message(exc: ValidationError, origin: str) -> str:

@@ -15,9 +15,10 @@ import logging
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from pydantic import AliasChoices, BaseModel, ValidationError
+from pydantic import ValidationError
 
 from broker.config.rewrite import update_properties_file
+from broker.config.typed import model_aliases
 from broker.protocol.codes import ResponseCode
 from broker.server.config import BrokerConfig, store_config
 from broker.server.errors import RequestError
@@ -69,20 +70,6 @@ class ConfigUpdate:
     persisted_to: str | None  # the broker.conf written, None when the broker was started without one
 
 
-def _aliases(model: type[BaseModel]) -> dict[str, str]:
-    """Every key a model accepts -> its field name."""
-    keys: dict[str, str] = {}
-    for name, f in model.model_fields.items():
-        for alias in (f.alias, f.serialization_alias):
-            if alias:
-                keys[alias] = name
-        if isinstance(f.validation_alias, AliasChoices):
-            keys.update({c: name for c in f.validation_alias.choices if isinstance(c, str)})
-        elif isinstance(f.validation_alias, str):
-            keys[f.validation_alias] = name
-    return keys
-
-
 def _validation_message(exc: ValidationError) -> str:
     return "; ".join(
         f"{'.'.join(str(p) for p in e['loc']) or '?'}={e.get('input')!r}: {e['msg']}" for e in exc.errors()
@@ -98,7 +85,7 @@ def apply_updates(broker: BrokerController, updates: dict[str, str]) -> ConfigUp
     refused = sorted(set(updates) & BLACK_LIST)
     if refused:
         raise RequestError(ResponseCode.NO_PERMISSION, f"Can not update config in black list: {', '.join(refused)}")
-    broker_keys, store_keys = _aliases(BrokerConfig), _aliases(StoreConfig)
+    broker_keys, store_keys = model_aliases(BrokerConfig), model_aliases(StoreConfig)
     unknown = sorted(k for k in updates if k not in broker_keys and k not in store_keys)
     if unknown:
         raise RequestError(ResponseCode.INVALID_PARAMETER, f"unknown broker config key(s): {', '.join(unknown)}")
