@@ -165,7 +165,7 @@ async def _clean(args: argparse.Namespace, admin: Admin, call: Any) -> int:
 
 @command(
     "cleanExpiredCQ",
-    "Drop consume queues past their topic's queue count (after a topic's queues were reduced)",
+    "Drop the consume queues whose messages have all left the CommitLog (their offsets restart at 0)",
     arg("-b", dest="brokerAddr", help=ADDR_HELP),
     arg("-c", dest="cluster", help=CLUSTER_HELP),
 )
