@@ -313,7 +313,9 @@ def test_monitors_are_rendered_only_when_asked_and_the_prometheus_operator_is_th
         by_kind(docs, "PodMonitor"),
         [d for d in by_kind(docs, "Service") if d["metadata"]["name"].endswith("-metrics")],
     )
-    assert monitor["metadata"]["labels"]["release"] == "kps" and monitor["spec"]["endpoints"][0]["port"] == "metrics"
+    [endpoint] = monitor["spec"]["endpoints"]
+    assert monitor["metadata"]["labels"]["release"] == "kps" and endpoint["port"] == "metrics"
+    assert endpoint["honorLabels"] is True  # else Prometheus renames the clusters' namespace label
     [deployment] = by_kind(docs, "Deployment")
     pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
     assert service["spec"]["selector"].items() <= pod_labels.items()
