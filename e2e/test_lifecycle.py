@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from operator_harness import CRD_FILE, REPO, OperatorProcess, running_operator
 
-from broker.client import ConsumeStatus, Message
+from broker.client import ConsumeStatus, Message, MessageQueue
 from broker.client.blocking import BlockingAdmin, BlockingProducer, BlockingPullConsumer, BlockingPushConsumer
 
 if TYPE_CHECKING:
@@ -513,24 +513,35 @@ def test_a_drain_that_cannot_finish_blocks_the_scale_in(k8s_node: Kube, ns: str,
     kube = k8s_node
     kube.run("scale", "-n", ns, f"rmq/{NAME}", f"--replicas={GROUPS + 1}")
     kube.wait_for("three ready groups", lambda: _ready(kube, ns, GROUPS + 1), timeout=300, interval=1)
-    # a consumer group that read a little of the new group and stopped: its lag there never reaches 0
+    # a consumer group that read a little of the new group's queue and stopped: its lag there never reaches 0
+    new_group = f"{NAME}-{GROUPS}"
     with BlockingAdmin(traffic.namesrv) as admin:
         admin.create_topic("LifeIdle", cluster=NAME, read_queue_nums=1, write_queue_nums=1)
     with BlockingProducer("IdleProducers", traffic.namesrv) as producer:
+
+        def new_group_queue() -> MessageQueue | None:
+            return next((q for q in producer.fetch_publish_queues("LifeIdle") if q.broker_name == new_group), None)
+
+        queue = kube.wait_for("LifeIdle routed to the new group", new_group_queue, timeout=60)
         for i in range(20):
-            producer.send(Message("LifeIdle", f"idle {i}".encode()))
+            producer.send(Message("LifeIdle", f"idle {i}".encode()), queue=queue)
     idle = BlockingPullConsumer("LifeIdleReaders", traffic.namesrv)
-    idle.assign(
-        [q for q in idle.fetch_queues("LifeIdle") if q.broker_name == f"{NAME}-{GROUPS}"]
-        or idle.fetch_queues("LifeIdle")
-    )
+    idle.assign([queue])
     idle.start()
-    idle.poll(5)
+    idle.seek_to_begin(queue)
+    read: list[Any] = []
+    deadline = time.monotonic() + 60
+    while len(read) < 5 and time.monotonic() < deadline:
+        read += idle.poll(2)
     idle.commit()
     idle.shutdown()
+    assert read, "the idle group read nothing of the new group's queue"
     with BlockingProducer("IdleProducers", traffic.namesrv) as producer:  # what it will never read
         for i in range(40):
-            producer.send(Message("LifeIdle", f"unread {i}".encode()))
+            producer.send(Message("LifeIdle", f"unread {i}".encode()), queue=queue)
+    with BlockingAdmin(traffic.namesrv) as admin:
+        idle_lag = admin.consumer_lag(new_group).per_group.get("LifeIdleReaders", 0)
+    assert idle_lag >= 40, f"the drain would not be blocked: the idle group's lag on {new_group} is {idle_lag}"
     kube.run(
         "patch",
         "-n",
