@@ -33,6 +33,7 @@ from broker.client.running_info import (
     RunningInfo,
     consumer_properties,
     process_queue_info,
+    topic_offsets,
 )
 from broker.client.subscription import MessageSelector, SubscriptionData, parse_subscription
 
@@ -162,9 +163,7 @@ class PullConsumer:
         """The offsets this consumer holds for `topic`'s queues."""
         if group != self.group or self.offset_store is None:
             return None
-        if topic not in self._subs:
-            raise LookupError(f"The Consumer Group <{group}> does not subscribe topic <{topic}> in this consumer")
-        return {mq: off for mq, off in self.offset_store.table.items() if mq.topic == topic}
+        return topic_offsets(self.offset_store.table, self._subs, group, topic)
 
     def _notified(self, group: str) -> None:
         if group == self.group and self._rebalance_wanted is not None:

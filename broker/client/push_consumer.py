@@ -45,6 +45,7 @@ from broker.client.running_info import (
     RunningInfo,
     consumer_properties,
     process_queue_info,
+    topic_offsets,
 )
 from broker.client.subscription import MessageSelector, SubscriptionData, parse_subscription
 from broker.protocol.properties import Prop
@@ -280,9 +281,7 @@ class PushConsumer:
         """The offsets this consumer holds for `topic`'s queues (Java's cloneOffsetTable(topic))."""
         if group != self.group or self.offset_store is None:
             return None
-        if topic not in self._subs:
-            raise LookupError(f"The Consumer Group <{group}> does not subscribe topic <{topic}> in this consumer")
-        return {mq: off for mq, off in self.offset_store.table.items() if mq.topic == topic}
+        return topic_offsets(self.offset_store.table, self._subs, group, topic)
 
     async def _route_changed(self, topic: str, route: TopicRouteData) -> None:
         # A subscribed topic created after start is consumed from the route poll that sees it: heartbeat

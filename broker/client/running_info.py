@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +39,7 @@ __all__ = [
     "process_queue_info",
     "running_info_body",
     "thread_stacks",
+    "topic_offsets",
 ]
 
 PROP_NAMESERVER_ADDR = "PROP_NAMESERVER_ADDR"
@@ -179,6 +180,16 @@ def running_info_body(
     if jstack is not None:
         body["jstack"] = jstack
     return fastjson_dumps(dict(sorted(body.items())))
+
+
+def topic_offsets(
+    offsets: Mapping[MessageQueue, int], subscribed: Collection[str], group: str, topic: str
+) -> dict[MessageQueue, int]:
+    """A consumer's offsets of `topic`'s queues (Java's cloneOffsetTable(topic)), for 221; LookupError, in
+    Java's words, when the consumer does not subscribe `topic`."""
+    if topic not in subscribed:
+        raise LookupError(f"The Consumer Group <{group}> does not subscribe topic <{topic}> in this consumer")
+    return {mq: off for mq, off in offsets.items() if mq.topic == topic}
 
 
 def consumer_status_body(offsets: Mapping[MessageQueue, int]) -> bytes:
