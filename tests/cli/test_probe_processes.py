@@ -19,7 +19,6 @@ from broker.namesrv.config import NamesrvConfig
 from broker.namesrv.controller import NamesrvController
 from broker.server.broker import BrokerController
 from broker.server.config import load_broker_config
-from broker.transport.loop import run
 
 PROBE = str(Path(sys.executable).with_name("rocketcluster-probe"))
 # the broker registers every second, so a NameServer that went away shows within a few seconds
@@ -54,54 +53,47 @@ async def probe_until(args: list[str], want: int, timeout: float = 30.0) -> str:
         await asyncio.sleep(0.3)
 
 
-def test_broker_probe_before_start_after_start_and_without_its_nameserver(tmp_path: Path) -> None:
-    async def scenario() -> None:
-        port = _free_port()
-        addr = f"127.0.0.1:{port}"
-        code, out = await probe("broker", "--addr", addr, "--timeout", "2")
-        assert code == 1 and out.startswith("not ready:") and "refused the connection" in out
-        assert out.count("\n") == 1
+async def test_broker_probe_before_start_after_start_and_without_its_nameserver(tmp_path: Path) -> None:
+    port = _free_port()
+    addr = f"127.0.0.1:{port}"
+    code, out = await probe("broker", "--addr", addr, "--timeout", "2")
+    assert code == 1 and out.startswith("not ready:") and "refused the connection" in out
+    assert out.count("\n") == 1
 
-        async with local_cluster(tmp_path, listenPort=port, **FAST_REGISTRATION) as cluster:
-            code, out = await probe("broker", "--addr", addr)
-            assert code == 0, out
-            assert out == f"ready: ASYNC_MASTER registered with {cluster.namesrv_addr}\n"
-            assert await probe("namesrv", "--addr", cluster.namesrv_addr) == (
-                0,
-                f"ready: NameServer {cluster.namesrv_addr} answers\n",
-            )
+    async with local_cluster(tmp_path, listenPort=port, **FAST_REGISTRATION) as cluster:
+        code, out = await probe("broker", "--addr", addr)
+        assert code == 0, out
+        assert out == f"ready: ASYNC_MASTER registered with {cluster.namesrv_addr}\n"
+        assert await probe("namesrv", "--addr", cluster.namesrv_addr) == (
+            0,
+            f"ready: NameServer {cluster.namesrv_addr} answers\n",
+        )
 
-            namesrv = cluster.namesrv
-            assert namesrv is not None
-            ns_port = namesrv.port
-            await namesrv.shutdown()
-            code, out = await probe("namesrv", "--addr", cluster.namesrv_addr)
-            assert code == 1 and "refused the connection" in out
-            out = await probe_until(["broker", "--addr", addr], 1)
-            assert out.startswith(f"not ready: not registered with any NameServer: {cluster.namesrv_addr} (")
+        namesrv = cluster.namesrv
+        assert namesrv is not None
+        ns_port = namesrv.port
+        await namesrv.shutdown()
+        code, out = await probe("namesrv", "--addr", cluster.namesrv_addr)
+        assert code == 1 and "refused the connection" in out
+        out = await probe_until(["broker", "--addr", addr], 1)
+        assert out.startswith(f"not ready: not registered with any NameServer: {cluster.namesrv_addr} (")
 
-            # the NameServer back on its address: the broker's next round registers it again
-            cluster.namesrv = NamesrvController(
-                NamesrvConfig.model_validate({"listenPort": ns_port, "kvConfigPath": str(tmp_path / "kv.json")})
-            )
-            await cluster.namesrv.start()
-            out = await probe_until(["broker", "--addr", addr], 0)
-            assert out.startswith("ready: ASYNC_MASTER registered with")
-
-    run(scenario())
+        # the NameServer back on its address: the broker's next round registers it again
+        cluster.namesrv = NamesrvController(
+            NamesrvConfig.model_validate({"listenPort": ns_port, "kvConfigPath": str(tmp_path / "kv.json")})
+        )
+        await cluster.namesrv.start()
+        out = await probe_until(["broker", "--addr", addr], 0)
+        assert out.startswith("ready: ASYNC_MASTER registered with")
 
 
-def test_a_registration_older_than_the_window_is_not_ready(tmp_path: Path) -> None:
-    async def scenario() -> None:
-        # registerNameServerPeriod 60 s: the broker registered once at start and not since
-        async with local_cluster(tmp_path, registerNameServerPeriod="60000") as cluster:
-            addr = cluster.running_broker.addr
-            assert (await probe("broker", "--addr", addr))[0] == 0
-            await asyncio.sleep(1.2)
-            code, out = await probe("broker", "--addr", addr, "--registration-window", "1")
-            assert code == 1 and "last successful registration" in out and "(window 1.0 s)" in out
-
-    run(scenario())
+async def test_a_registration_older_than_the_window_is_not_ready(tmp_path: Path) -> None:
+    async with local_cluster(tmp_path, registerNameServerPeriod="60000") as cluster:
+        addr = cluster.running_broker.addr
+        assert (await probe("broker", "--addr", addr))[0] == 0
+        await asyncio.sleep(1.2)
+        code, out = await probe("broker", "--addr", addr, "--registration-window", "1")
+        assert code == 1 and "last successful registration" in out and "(window 1.0 s)" in out
 
 
 class MasterSlave(LocalCluster):
@@ -122,34 +114,29 @@ class MasterSlave(LocalCluster):
         await super().stop()
 
 
-def test_slave_probe_follows_replication_and_the_master(tmp_path: Path) -> None:
-    async def scenario() -> None:
-        async with local_cluster(tmp_path, MasterSlave, **FAST_REGISTRATION, **HA_FAST) as cluster:
-            await cluster.create_topic("ProbeTopic", queues=2)
-            async with Producer("probe-pg", cluster.namesrv_addr) as producer:
-                for i in range(20):
-                    result = await producer.send(Message("ProbeTopic", b"x" * 512, keys=f"k{i}"))
-                    assert result.status is SendStatus.SEND_OK
-            slave = await cluster.start_slave()
-            master = cluster.running_broker
-            out = await probe_until(["broker", "--addr", slave.addr], 0)
-            assert out.startswith(
-                f"ready: SLAVE registered with {cluster.namesrv_addr}, replicating from {master.addr}"
-            )
-            assert slave.store.max_phy_offset == master.store.max_phy_offset > 0
+async def test_slave_probe_follows_replication_and_the_master(tmp_path: Path) -> None:
+    async with local_cluster(tmp_path, MasterSlave, **FAST_REGISTRATION, **HA_FAST) as cluster:
+        await cluster.create_topic("ProbeTopic", queues=2)
+        async with Producer("probe-pg", cluster.namesrv_addr) as producer:
+            for i in range(20):
+                result = await producer.send(Message("ProbeTopic", b"x" * 512, keys=f"k{i}"))
+                assert result.status is SendStatus.SEND_OK
+        slave = await cluster.start_slave()
+        master = cluster.running_broker
+        out = await probe_until(["broker", "--addr", slave.addr], 0)
+        assert out.startswith(f"ready: SLAVE registered with {cluster.namesrv_addr}, replicating from {master.addr}")
+        assert slave.store.max_phy_offset == master.store.max_phy_offset > 0
 
-            # more data on the master: with no lag allowed the slave is ready once it has all of it
-            async with Producer("probe-pg", cluster.namesrv_addr) as producer:
-                await producer.send(Message("ProbeTopic", b"y" * 512))
-            out = await probe_until(["broker", "--addr", slave.addr, "--max-lag-bytes", "0"], 0)
-            assert out.endswith(", lag 0 bytes\n")
-            assert slave.store.max_phy_offset == master.store.max_phy_offset
+        # more data on the master: with no lag allowed the slave is ready once it has all of it
+        async with Producer("probe-pg", cluster.namesrv_addr) as producer:
+            await producer.send(Message("ProbeTopic", b"y" * 512))
+        out = await probe_until(["broker", "--addr", slave.addr, "--max-lag-bytes", "0"], 0)
+        assert out.endswith(", lag 0 bytes\n")
+        assert slave.store.max_phy_offset == master.store.max_phy_offset
 
-            master_ha = f"127.0.0.1:{master.config.ha_listen_port}"
-            await master.shutdown()
-            cluster.broker = None  # stopped here, not by the cluster
-            # the master closes its HA connections as it stops: the slave's session ends with them
-            out = await probe_until(["broker", "--addr", slave.addr], 1)
-            assert out.startswith(f"not ready: HA connection to master {master_ha} is down (last contact"), out
-
-    run(scenario())
+        master_ha = f"127.0.0.1:{master.config.ha_listen_port}"
+        await master.shutdown()
+        cluster.broker = None  # stopped here, not by the cluster
+        # the master closes its HA connections as it stops: the slave's session ends with them
+        out = await probe_until(["broker", "--addr", slave.addr], 1)
+        assert out.startswith(f"not ready: HA connection to master {master_ha} is down (last contact"), out

@@ -19,7 +19,6 @@ from processes import Servers
 from user_harness import mqadmin, user_env
 
 from broker.client.send_failure import Backoff
-from broker.transport.loop import run
 
 
 @pytest.mark.parametrize(
@@ -84,66 +83,60 @@ def _attempts(message: str) -> int:
     return int(found.group(1))
 
 
-def test_a_killed_broker_is_reported_unreachable_not_as_a_missing_topic(tmp_path: Path) -> None:
-    async def scenario() -> None:
-        servers = Servers(tmp_path)
-        try:
-            namesrv = await servers.namesrv()
-            broker = await servers.broker("broker-a", namesrv.addr)
-            env = user_env(NAMESRV_ADDR=namesrv.addr)
-            created = await mqadmin("updateTopic", "-c", "UserCluster", "-t", "DeadTopic", env=env)
-            assert created.code == 0, created
+async def test_a_killed_broker_is_reported_unreachable_not_as_a_missing_topic(tmp_path: Path) -> None:
+    servers = Servers(tmp_path)
+    try:
+        namesrv = await servers.namesrv()
+        broker = await servers.broker("broker-a", namesrv.addr)
+        env = user_env(NAMESRV_ADDR=namesrv.addr)
+        created = await mqadmin("updateTopic", "-c", "UserCluster", "-t", "DeadTopic", env=env)
+        assert created.code == 0, created
 
-            program = await _start_program(SEND_KILL_SEND, env=env)
-            assert program.stdout is not None and program.stdin is not None
-            assert await asyncio.wait_for(program.stdout.readline(), 30) == b"SEND_OK broker-a\n"
-            await broker.kill9()
-            program.stdin.write(b"go\n")
-            await program.stdin.drain()
-            _, err = await asyncio.wait_for(program.communicate(), 60)
-            assert program.returncode == 1, err.decode()
-            last = err.decode().strip().splitlines()[-1]
-            assert last.startswith("broker.client.errors.BrokerUnreachable: cannot send to topic DeadTopic: "), last
-            assert f"broker broker-a ({broker.addr})" in last and "is unreachable" in last, last
-            assert "does not exist" not in last and "no route" not in last
-            # backoff, not a busy loop: a handful of attempts in the 3 s budget (the issue saw ~180 a second)
-            assert 2 <= _attempts(last) <= 20, last
+        program = await _start_program(SEND_KILL_SEND, env=env)
+        assert program.stdout is not None and program.stdin is not None
+        assert await asyncio.wait_for(program.stdout.readline(), 30) == b"SEND_OK broker-a\n"
+        await broker.kill9()
+        program.stdin.write(b"go\n")
+        await program.stdin.drain()
+        _, err = await asyncio.wait_for(program.communicate(), 60)
+        assert program.returncode == 1, err.decode()
+        last = err.decode().strip().splitlines()[-1]
+        assert last.startswith("broker.client.errors.BrokerUnreachable: cannot send to topic DeadTopic: "), last
+        assert f"broker broker-a ({broker.addr})" in last and "is unreachable" in last, last
+        assert "does not exist" not in last and "no route" not in last
+        # backoff, not a busy loop: a handful of attempts in the 3 s budget (the issue saw ~180 a second)
+        assert 2 <= _attempts(last) <= 20, last
 
-            # a program (or mqadmin) started after the kill never knew the broker: the NameServer has none
-            sent = await mqadmin("sendMessage", "-t", "DeadTopic", "-p", "x", env=env, timeout=120)
-            assert sent.code == 1, sent
-            assert "BrokerUnreachable: cannot send to topic DeadTopic: no broker is registered with the NameServer" in (
-                sent.err
-            ), sent
-        finally:
-            await servers.close()
-
-    run(scenario())
+        # a program (or mqadmin) started after the kill never knew the broker: the NameServer has none
+        sent = await mqadmin("sendMessage", "-t", "DeadTopic", "-p", "x", env=env, timeout=120)
+        assert sent.code == 1, sent
+        assert "BrokerUnreachable: cannot send to topic DeadTopic: no broker is registered with the NameServer" in (
+            sent.err
+        ), sent
+    finally:
+        await servers.close()
 
 
-def test_a_send_rides_out_a_broker_restart_within_its_timeout(tmp_path: Path) -> None:
-    async def scenario() -> None:
-        servers = Servers(tmp_path)
-        try:
-            namesrv = await servers.namesrv()
-            broker = await servers.broker("broker-a", namesrv.addr)
-            env = user_env(NAMESRV_ADDR=namesrv.addr)
-            created = await mqadmin("updateTopic", "-c", "UserCluster", "-t", "DeadTopic", env=env)
-            assert created.code == 0, created
-            await broker.kill9()
+async def test_a_send_rides_out_a_broker_restart_within_its_timeout(tmp_path: Path) -> None:
+    servers = Servers(tmp_path)
+    try:
+        namesrv = await servers.namesrv()
+        broker = await servers.broker("broker-a", namesrv.addr)
+        env = user_env(NAMESRV_ADDR=namesrv.addr)
+        created = await mqadmin("updateTopic", "-c", "UserCluster", "-t", "DeadTopic", env=env)
+        assert created.code == 0, created
+        await broker.kill9()
 
-            program = await _start_program(SEND_ONE, "60", env=env)
-            assert program.stdout is not None
-            assert await asyncio.wait_for(program.stdout.readline(), 30) == b"sending\n"
-            await asyncio.sleep(1.0)  # the send is retrying against a NameServer without brokers
-            await broker.start()
-            out, err = await asyncio.wait_for(program.communicate(), 60)
-            assert program.returncode == 0, err.decode()
-            assert out.decode().strip() == "SEND_OK broker-a"
-        finally:
-            await servers.close()
-
-    run(scenario())
+        program = await _start_program(SEND_ONE, "60", env=env)
+        assert program.stdout is not None
+        assert await asyncio.wait_for(program.stdout.readline(), 30) == b"sending\n"
+        await asyncio.sleep(1.0)  # the send is retrying against a NameServer without brokers
+        await broker.start()
+        out, err = await asyncio.wait_for(program.communicate(), 60)
+        assert program.returncode == 0, err.decode()
+        assert out.decode().strip() == "SEND_OK broker-a"
+    finally:
+        await servers.close()
 
 
 SEND_MANY = """
@@ -165,37 +158,34 @@ SEND_MANY = """
 """
 
 
-def test_with_two_brokers_the_survivor_takes_the_sends(tmp_path: Path) -> None:
-    async def scenario() -> None:
-        servers = Servers(tmp_path)
-        try:
-            namesrv = await servers.namesrv()
-            first = await servers.broker("broker-a", namesrv.addr)
-            await servers.broker("broker-b", namesrv.addr)
-            env = user_env(NAMESRV_ADDR=namesrv.addr)
-            created = await mqadmin("updateTopic", "-c", "UserCluster", "-t", "TwoBrokerTopic", env=env)
-            assert created.code == 0 and created.out.count("success") == 2, created
+async def test_with_two_brokers_the_survivor_takes_the_sends(tmp_path: Path) -> None:
+    servers = Servers(tmp_path)
+    try:
+        namesrv = await servers.namesrv()
+        first = await servers.broker("broker-a", namesrv.addr)
+        await servers.broker("broker-b", namesrv.addr)
+        env = user_env(NAMESRV_ADDR=namesrv.addr)
+        created = await mqadmin("updateTopic", "-c", "UserCluster", "-t", "TwoBrokerTopic", env=env)
+        assert created.code == 0 and created.out.count("success") == 2, created
 
-            program = await _start_program(SEND_MANY, env=env)
-            assert program.stdout is not None and program.stdin is not None
-            lines = []
-            while (line := (await asyncio.wait_for(program.stdout.readline(), 30)).decode().strip()) != "half":
-                lines.append(line)
-            assert {line.split()[1] for line in lines} == {"broker-a", "broker-b"}
-            await first.kill9()
-            program.stdin.write(b"go\n")
-            await program.stdin.drain()
-            out, err = await asyncio.wait_for(program.communicate(), 120)
-            assert program.returncode == 0, err.decode()
-            after = out.decode().split()
-            results = list(zip(after[::2], after[1::2], strict=True))
-            assert len(results) == 150
-            assert all(status == "SEND_OK" for status, _ in results)
-            assert {name for _, name in results} == {"broker-b"}
-            # the dead broker is avoided after its first failure, not tried again on every other send
-            failures = err.decode().count("failed (attempt")
-            assert failures <= 2, err.decode()
-        finally:
-            await servers.close()
-
-    run(scenario())
+        program = await _start_program(SEND_MANY, env=env)
+        assert program.stdout is not None and program.stdin is not None
+        lines = []
+        while (line := (await asyncio.wait_for(program.stdout.readline(), 30)).decode().strip()) != "half":
+            lines.append(line)
+        assert {line.split()[1] for line in lines} == {"broker-a", "broker-b"}
+        await first.kill9()
+        program.stdin.write(b"go\n")
+        await program.stdin.drain()
+        out, err = await asyncio.wait_for(program.communicate(), 120)
+        assert program.returncode == 0, err.decode()
+        after = out.decode().split()
+        results = list(zip(after[::2], after[1::2], strict=True))
+        assert len(results) == 150
+        assert all(status == "SEND_OK" for status, _ in results)
+        assert {name for _, name in results} == {"broker-b"}
+        # the dead broker is avoided after its first failure, not tried again on every other send
+        failures = err.decode().count("failed (attempt")
+        assert failures <= 2, err.decode()
+    finally:
+        await servers.close()

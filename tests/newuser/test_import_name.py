@@ -88,7 +88,7 @@ def test_spark_data_source_under_the_sdk_name() -> None:
     assert outcome.out.strip() == "rocketmq"
 
 
-def test_a_program_written_against_rocketcluster_sends_and_receives(tmp_path: Path) -> None:
+async def test_a_program_written_against_rocketcluster_sends_and_receives(tmp_path: Path) -> None:
     program = """
         import asyncio, os
         from rocketcluster import ConsumeStatus, Message, Producer, PullConsumer
@@ -110,11 +110,8 @@ def test_a_program_written_against_rocketcluster_sends_and_receives(tmp_path: Pa
         asyncio.run(main())
     """
 
-    async def scenario() -> None:
-        async with local_cluster(tmp_path) as cluster:
-            await cluster.create_topic("ImportNameTopic")
-            outcome = await python_program(program, env=user_env(NAMESRV_ADDR=cluster.namesrv_addr))
-            assert outcome.code == 0, outcome
-            assert outcome.out.strip() == "SEND_OK ['hello']"
-
-    run(scenario())
+    async with local_cluster(tmp_path) as cluster:
+        await cluster.create_topic("ImportNameTopic")
+        outcome = await python_program(program, env=user_env(NAMESRV_ADDR=cluster.namesrv_addr))
+        assert outcome.code == 0, outcome
+        assert outcome.out.strip() == "SEND_OK ['hello']"

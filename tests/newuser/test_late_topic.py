@@ -14,8 +14,6 @@ from pathlib import Path
 from local_cluster import local_cluster
 from user_harness import mqadmin, user_env
 
-from broker.transport.loop import run
-
 CONSUMER = """
     import asyncio, logging, sys
     from rocketcluster import ClientConfig, ConsumeStatus, PullConsumer, PushConsumer
@@ -54,39 +52,36 @@ CONSUMER = """
 """
 
 
-def test_a_consumer_started_before_its_topic_consumes_it(tmp_path: Path) -> None:
-    async def scenario() -> None:
-        async with local_cluster(tmp_path) as cluster:
-            proc = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-c",
-                textwrap.dedent(CONSUMER),
-                cluster.namesrv_addr,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                env=user_env(),
-            )
-            assert proc.stdout is not None
-            assert await asyncio.wait_for(proc.stdout.readline(), 60) == b"started\n"
-            await cluster.create_topic("LateTopic")
-            env = user_env(NAMESRV_ADDR=cluster.namesrv_addr)
-            sent = await mqadmin("sendMessage", "-t", "LateTopic", "-p", "late", env=env)
-            assert sent.code == 0, sent
-            # the consumers' result line first; their shutdown after it once outlived a 120 s wait in a loaded
-            # CI rehearsal (not understood yet: reported in issue 22), so it is bounded and reported apart
-            line = await asyncio.wait_for(proc.stdout.readline(), 90)
-            try:
-                await asyncio.wait_for(proc.wait(), 30)
-            except TimeoutError:
-                proc.kill()
-                await proc.wait()
-                print("the consumers' shutdown took over 30 s: killed", file=sys.stderr)
-            err = await proc.stderr.read() if proc.stderr is not None else b""
-            # each consumer got it (at least once: a rebalance under load may hand a queue over twice)
-            got = set(ast.literal_eval(line.decode()))
-            assert got == {"pull late", "push late"}, (line, err)
-            warnings = err.decode()
-            assert "topic %RETRY%LatePushGroup has no route yet" not in warnings, warnings
-            assert warnings.count("topic LateTopic has no route yet") == 1, warnings  # the push consumer's
-
-    run(scenario())
+async def test_a_consumer_started_before_its_topic_consumes_it(tmp_path: Path) -> None:
+    async with local_cluster(tmp_path) as cluster:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-c",
+            textwrap.dedent(CONSUMER),
+            cluster.namesrv_addr,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=user_env(),
+        )
+        assert proc.stdout is not None
+        assert await asyncio.wait_for(proc.stdout.readline(), 60) == b"started\n"
+        await cluster.create_topic("LateTopic")
+        env = user_env(NAMESRV_ADDR=cluster.namesrv_addr)
+        sent = await mqadmin("sendMessage", "-t", "LateTopic", "-p", "late", env=env)
+        assert sent.code == 0, sent
+        # the consumers' result line first; their shutdown after it once outlived a 120 s wait in a loaded
+        # CI rehearsal (not understood yet: reported in issue 22), so it is bounded and reported apart
+        line = await asyncio.wait_for(proc.stdout.readline(), 90)
+        try:
+            await asyncio.wait_for(proc.wait(), 30)
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()
+            print("the consumers' shutdown took over 30 s: killed", file=sys.stderr)
+        err = await proc.stderr.read() if proc.stderr is not None else b""
+        # each consumer got it (at least once: a rebalance under load may hand a queue over twice)
+        got = set(ast.literal_eval(line.decode()))
+        assert got == {"pull late", "push late"}, (line, err)
+        warnings = err.decode()
+        assert "topic %RETRY%LatePushGroup has no route yet" not in warnings, warnings
+        assert warnings.count("topic LateTopic has no route yet") == 1, warnings  # the push consumer's

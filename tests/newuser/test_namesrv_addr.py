@@ -56,27 +56,24 @@ SEND_AND_NAME_THE_BROKER = """
 """
 
 
-def test_a_producer_sends_to_the_cluster_named_by_the_environment_or_property(tmp_path: Path) -> None:
+async def test_a_producer_sends_to_the_cluster_named_by_the_environment_or_property(tmp_path: Path) -> None:
     """Two clusters, as in the issue: the one NAMESRV_ADDR (or the property) names gets the message."""
 
-    async def scenario() -> None:
-        async with (
-            local_cluster(tmp_path / "a", broker_name="broker-first", autoCreateTopicEnable="true") as first,
-            local_cluster(tmp_path / "b", broker_name="broker-second", autoCreateTopicEnable="true") as second,
-        ):
-            by_env = await python_program(SEND_AND_NAME_THE_BROKER, env=user_env(NAMESRV_ADDR=second.namesrv_addr))
-            assert by_env.code == 0, by_env
-            assert by_env.out.strip() == "broker-second"
+    async with (
+        local_cluster(tmp_path / "a", broker_name="broker-first", autoCreateTopicEnable="true") as first,
+        local_cluster(tmp_path / "b", broker_name="broker-second", autoCreateTopicEnable="true") as second,
+    ):
+        by_env = await python_program(SEND_AND_NAME_THE_BROKER, env=user_env(NAMESRV_ADDR=second.namesrv_addr))
+        assert by_env.code == 0, by_env
+        assert by_env.out.strip() == "broker-second"
 
-            by_property = await python_program(
-                SEND_AND_NAME_THE_BROKER,
-                env=user_env(NAMESRV_ADDR=second.namesrv_addr),
-                xoptions=(f"{PROPERTY}={first.namesrv_addr}",),
-            )
-            assert by_property.code == 0, by_property
-            assert by_property.out.strip() == "broker-first"
-
-    run(scenario())
+        by_property = await python_program(
+            SEND_AND_NAME_THE_BROKER,
+            env=user_env(NAMESRV_ADDR=second.namesrv_addr),
+            xoptions=(f"{PROPERTY}={first.namesrv_addr}",),
+        )
+        assert by_property.code == 0, by_property
+        assert by_property.out.strip() == "broker-first"
 
 
 EVERY_ENTRY_POINT = """
@@ -124,14 +121,11 @@ def test_mqadmin_without_an_address() -> None:
     assert "no NameServer address: pass -n host:9876 or set NAMESRV_ADDR" in outcome.err
 
 
-def test_mqadmin_takes_the_environment(tmp_path: Path) -> None:
-    async def scenario() -> None:
-        async with local_cluster(tmp_path, broker_name="broker-env") as cluster:
-            outcome = await mqadmin("clusterList", env=user_env(NAMESRV_ADDR=cluster.namesrv_addr))
-            assert outcome.code == 0, outcome
-            assert "broker-env" in outcome.out
-
-    run(scenario())
+async def test_mqadmin_takes_the_environment(tmp_path: Path) -> None:
+    async with local_cluster(tmp_path, broker_name="broker-env") as cluster:
+        outcome = await mqadmin("clusterList", env=user_env(NAMESRV_ADDR=cluster.namesrv_addr))
+        assert outcome.code == 0, outcome
+        assert "broker-env" in outcome.out
 
 
 def test_spark_source_default_is_the_environment() -> None:
