@@ -37,11 +37,13 @@ run: $(STAMP)
 test: $(SPARK_STAMP) peers system-deps
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache
 	$(BIN)/pytest
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache
 	$(BIN)/ruff format --check .
 
 fmt: $(STAMP)

@@ -2,9 +2,10 @@
 
 `controller.HAController` is what `BrokerController` creates; the rest are its parts: `master` (HA
 server, per-slave connections, SYNC_MASTER waiting through `transfer.GroupTransfer`), `slave` (the
-replication client over `stream.MasterStream`), `sync` (metadata copied from the master), `reads`
-(suggestWhichBrokerId and slave pull rules), `status` (lag bookkeeping), `protocol` (the wire format)
-and `settings`.
+replication client over `stream.MasterStream`), `reads` (suggestWhichBrokerId and slave pull rules),
+`status` (lag bookkeeping), `protocol` (the wire format) and `settings`. The package imports the store,
+the transport and the protocol, never the broker server (an import-linter contract, pyproject.toml): the
+slave's copy of the master's metadata is the server's (broker.server.slave_sync).
 """
 
 from __future__ import annotations

@@ -1,87 +1,69 @@
 """HAController: starts the HA parts a broker's role calls for, and answers questions about them.
 
-`BrokerController` (broker.server.broker) creates one after its store started and before it registers
-with the NameServers (the registration carries haServerAddr, so the HA port must be bound), and closes
-it before the store shuts down. Masters (ASYNC_MASTER, SYNC_MASTER) get the HA server and the store's
-replica waiter; slaves get the replication client and the metadata synchronizer. The pull processor
-asks `pull_suggestion` and `master_alive`; GET_BROKER_RUNTIME_INFO merges `runtime_info()`.
+Built from plain parts (the store, `HASettings`, and callbacks that name the master), so this package
+imports nothing of the broker server. `BrokerController` (broker.server.broker) creates one after its
+store started and before it registers with the NameServers (the registration carries haServerAddr, so
+the HA port must be bound), and closes it before the store shuts down. Masters (ASYNC_MASTER,
+SYNC_MASTER) get the HA server and the store's replica waiter; slaves get the replication client. The
+copy of the master's metadata (topics, groups, offsets) is the server's (broker.server.slave_sync). The
+pull processor asks `pull_suggestion` and `master_alive`; GET_BROKER_RUNTIME_INFO merges `runtime_info()`.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 from broker.ha.master import HAMaster
 from broker.ha.reads import PullSuggestion
 from broker.ha.settings import HASettings
 from broker.ha.slave import HAClient
-from broker.ha.sync import SlaveSynchronize
+from broker.store import MessageStore
 
-if TYPE_CHECKING:
-    from broker.server.broker import BrokerController
-
-__all__ = ["HAController", "settings_for"]
+__all__ = ["HAController"]
 
 log = logging.getLogger(__name__)
 
 
-def settings_for(broker: BrokerController) -> HASettings:
-    c = broker.config
-    sc = broker.store_config
-    return HASettings(
-        role=c.broker_role,
-        listen_host=c.bind_address,
-        listen_port=c.ha_listen_port or 0,
-        master_address=c.ha_master_address or None,
-        heartbeat_interval=c.ha_send_heartbeat_interval / 1000,
-        housekeeping_interval=c.ha_housekeeping_interval / 1000,
-        transfer_batch_size=c.ha_transfer_batch_size,
-        slave_fallbehind_max=c.ha_slave_fallbehind_max,
-        sync_timeout=sc.sync_flush_timeout / 1000,
-        file_size=sc.mapped_file_size_commit_log,
-        full_transfer_from_empty=c.ha_full_transfer_from_empty,
-        metadata_sync_interval=c.slave_sync_interval / 1000,
-    )
-
-
 class HAController:
-    def __init__(self, broker: BrokerController) -> None:
-        self.broker = broker
-        self.settings = settings_for(broker)
+    """`master_ha_addr` / `master_addr`: the master's HA and remoting addresses as the NameServer last said."""
+
+    def __init__(
+        self,
+        store: MessageStore,
+        settings: HASettings,
+        master_ha_addr: Callable[[], str | None],
+        master_addr: Callable[[], str | None],
+    ) -> None:
+        self.store = store
+        self.settings = settings
+        self._master_ha_addr = master_ha_addr
+        self._master_addr = master_addr
         self.master: HAMaster | None = None
         self.client: HAClient | None = None
-        self.metadata: SlaveSynchronize | None = None
-        c = broker.config
         self.pull_suggestion = PullSuggestion(
-            slave_read_enable=c.slave_read_enable,
-            is_slave=self.settings.is_slave,
-            memory_ratio_percent=c.access_message_in_memory_max_ratio,
+            slave_read_enable=settings.slave_read_enable,
+            is_slave=settings.is_slave,
+            memory_ratio_percent=settings.memory_ratio_percent,
         )
 
-    async def start(self) -> None:
-        broker = self.broker
+    async def start(self) -> int | None:
+        """Start the role's part; on a master, the bound HA port (the one asked for, or a free one for 0)."""
         if self.settings.is_slave:
-            registrar = broker.registrar
-            self.client = HAClient(broker.store, self.settings, lambda: registrar.master_ha_addr)
+            self.client = HAClient(self.store, self.settings, self._master_ha_addr)
             self.client.start()
-            interval = self.settings.metadata_sync_interval
-            self.metadata = SlaveSynchronize(broker, lambda: registrar.master_addr, interval)
-            self.metadata.start()
-            return
-        self.master = HAMaster(broker.store, self.settings)
+            return None
+        self.master = HAMaster(self.store, self.settings)
         port = await self.master.start()
-        broker.config.ha_listen_port = port  # when 0 was asked for: the registration must carry the real one
-        broker.store.set_replica(self.master)
+        self.store.set_replica(self.master)
+        return port
 
     async def close(self) -> None:
         if self.master is not None:
-            self.broker.store.set_replica(None)
+            self.store.set_replica(None)
             await self.master.close()
         if self.client is not None:
             await self.client.close()
-        if self.metadata is not None:
-            await self.metadata.close()
 
     @property
     def master_alive(self) -> bool:
@@ -93,7 +75,7 @@ class HAController:
             return self.master.runtime_info()
         if self.client is not None:
             info = self.client.runtime_info()
-            info["masterAddr"] = self.broker.registrar.master_addr or ""
+            info["masterAddr"] = self._master_addr() or ""
             # the lag bound under which a master counts this slave as in sync (the probe's default)
             info["haSlaveFallbehindMax"] = str(self.settings.slave_fallbehind_max)
             return info

@@ -1,8 +1,8 @@
 """HASettings: the replication knobs, gathered once from the broker's and the store's configuration.
 
-Built by the HA controller (broker.ha.controller) from `BrokerConfig` (broker.conf keys such as
+Built by the broker (`ha_settings` in broker.server.broker) from `BrokerConfig` (broker.conf keys such as
 haListenPort, haMasterAddress, haSendHeartbeatInterval...) and `StoreConfig` (syncFlushTimeout,
-mappedFileSizeCommitLog); the master and slave services read it and never the raw configs.
+mappedFileSizeCommitLog); the HA controller, master and slave services read it and never the raw configs.
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ class HASettings:
     sync_timeout: float = 5.0  # syncFlushTimeout (s): the SYNC_MASTER wait (4.x semantics)
     file_size: int = 1 << 30  # mappedFileSizeCommitLog: where an empty slave's transfer starts
     full_transfer_from_empty: bool = False  # haFullTransferFromEmpty (ours): empty slave gets everything
-    metadata_sync_interval: float = 3.0  # SlaveSynchronize period (s)
+    slave_read_enable: bool = False  # slaveReadEnable: a master may suggest reading from the slave
+    memory_ratio_percent: int = 40  # accessMessageInMemoryMaxRatio: when a pull counts as reading from disk
 
     @property
     def sync(self) -> bool:

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from broker.ha.controller import HAController
+from broker.ha.settings import HASettings
 from broker.metrics import MetricsExporter, MetricsSettings
 from broker.metrics.broker_collector import BrokerCollector
 from broker.metrics.broker_meters import BrokerMeters
@@ -26,7 +27,7 @@ from broker.metrics.rpc import instrument
 from broker.protocol.codes import RequestCode, ResponseCode
 from broker.protocol.command import RemotingCommand
 from broker.server.clients import ConsumerManager, ProducerManager
-from broker.server.config import LoadedConfig, store_config
+from broker.server.config import BrokerConfig, LoadedConfig, store_config
 from broker.server.get_stats import GroupGetStats
 from broker.server.groups import SubscriptionGroupManager
 from broker.server.hold import PullHoldService
@@ -42,12 +43,14 @@ from broker.server.processors.send import SendProcessor
 from broker.server.processors.send_back import SendBackProcessor
 from broker.server.registration import Registrar
 from broker.server.schedule import ScheduleService
+from broker.server.slave_sync import SlaveSynchronize
 from broker.server.stats import BrokerStats
 from broker.server.timer import TimerService
 from broker.server.topics import TopicConfig, TopicConfigManager
 from broker.server.transaction.processor import EndTransactionProcessor
 from broker.server.transaction.service import TransactionService
 from broker.store import MessageStore
+from broker.store.config import StoreConfig
 from broker.transport.client import RemotingClient
 from broker.transport.connection import ConnectionConfig, RemotingConnection
 from broker.transport.errors import CloseReason
@@ -60,6 +63,25 @@ log = logging.getLogger(__name__)
 
 CHANNEL_SCAN_INTERVAL = 10.0
 SHUTDOWN_GRACE = 5.0
+
+
+def ha_settings(c: BrokerConfig, sc: StoreConfig) -> HASettings:
+    """The replication knobs (broker.ha) from the broker's and the store's configuration."""
+    return HASettings(
+        role=c.broker_role,
+        listen_host=c.bind_address,
+        listen_port=c.ha_listen_port or 0,
+        master_address=c.ha_master_address or None,
+        heartbeat_interval=c.ha_send_heartbeat_interval / 1000,
+        housekeeping_interval=c.ha_housekeeping_interval / 1000,
+        transfer_batch_size=c.ha_transfer_batch_size,
+        slave_fallbehind_max=c.ha_slave_fallbehind_max,
+        sync_timeout=sc.sync_flush_timeout / 1000,
+        file_size=sc.mapped_file_size_commit_log,
+        full_transfer_from_empty=c.ha_full_transfer_from_empty,
+        slave_read_enable=c.slave_read_enable,
+        memory_ratio_percent=c.access_message_in_memory_max_ratio,
+    )
 
 
 class BrokerController:
@@ -96,6 +118,7 @@ class BrokerController:
         self._hold: PullHoldService | None = None
         self._transactions: TransactionService | None = None
         self.ha: HAController | None = None
+        self.slave_sync: SlaveSynchronize | None = None
         self.send: SendProcessor
         self.pull: PullProcessor
         self._tasks: list[asyncio.Task[None]] = []
@@ -196,8 +219,28 @@ class BrokerController:
         server.register_default(None)  # from now on unknown codes get REQUEST_CODE_NOT_SUPPORTED
         self.topics.on_change = self._topic_changed
         # HA before registering: the registration carries haServerAddr (the bound HA port)
-        self.ha = HAController(self)
-        await self.ha.start()
+        registrar = self.registrar
+        self.ha = HAController(
+            self._store,
+            ha_settings(c, self.store_config),
+            lambda: registrar.master_ha_addr,
+            lambda: registrar.master_addr,
+        )
+        ha_port = await self.ha.start()
+        if ha_port is not None:
+            c.ha_listen_port = ha_port  # when 0 was asked for: the registration must carry the real one
+        if not c.is_master:
+            self.slave_sync = SlaveSynchronize(
+                self.client,
+                self.topics,
+                self.groups,
+                self.offsets,
+                self._schedule,
+                lambda: self.addr,
+                lambda: registrar.master_addr,
+                c.slave_sync_interval / 1000,
+            )
+            self.slave_sync.start()
 
         loop = asyncio.get_running_loop()
         self._tasks = [
@@ -294,6 +337,8 @@ class BrokerController:
         if server is not None:
             await server.shutdown(SHUTDOWN_GRACE)
         await cancel_and_wait(*self._tasks)
+        if self.slave_sync is not None:
+            await self.slave_sync.close()
         if self._schedule is not None:
             await self._schedule.close()
         if self._timer is not None:

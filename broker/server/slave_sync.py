@@ -1,11 +1,13 @@
 """SlaveSynchronize: copies the master's metadata to a slave every few seconds.
 
-Started by the HA controller (broker.ha.controller) on SLAVE brokers. Over the remoting protocol it
-asks the master (its address from the REGISTER_BROKER response) for GET_ALL_TOPIC_CONFIG (21),
-GET_ALL_CONSUMER_OFFSET (43), GET_ALL_DELAY_OFFSET (45) and GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201), and
-installs them as RocketMQ's SlaveSynchronize does: topics and groups replaced when the master's
-dataVersion differs, consumer and delay offsets merged key by key, each persisted when it changed. A
-consumer that moves from the master to this slave therefore resumes at the master's committed offsets.
+`BrokerController` (broker.server.broker) starts one on SLAVE brokers, beside the HA replication client
+(broker.ha), and closes it at shutdown. Over the remoting protocol it asks the master (its address from the
+REGISTER_BROKER response) for GET_ALL_TOPIC_CONFIG (21), GET_ALL_CONSUMER_OFFSET (43), GET_ALL_DELAY_OFFSET
+(45) and GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201), and installs them as RocketMQ's SlaveSynchronize does:
+topics and groups replaced when the master's dataVersion differs, consumer and delay offsets merged key by
+key, each persisted when it changed. A consumer that moves from the master to this slave therefore resumes
+at the master's committed offsets. It lives in the server package because it writes the server's managers;
+the HA package replicates the CommitLog only and knows nothing of them.
 """
 
 from __future__ import annotations
@@ -13,18 +15,18 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from broker.protocol.bodies import DataVersion, fastjson_loads
 from broker.protocol.codes import RequestCode, ResponseCode
 from broker.protocol.command import RemotingCommand
-from broker.server.groups import SubscriptionGroupConfig
-from broker.server.topics import TopicConfig
+from broker.server.groups import SubscriptionGroupConfig, SubscriptionGroupManager
+from broker.server.offsets import ConsumerOffsetManager
+from broker.server.schedule import ScheduleService
+from broker.server.topics import TopicConfig, TopicConfigManager
+from broker.transport.client import RemotingClient
 from broker.transport.errors import RemotingError
 from broker.transport.loop import cancel_and_wait
-
-if TYPE_CHECKING:
-    from broker.server.broker import BrokerController
 
 __all__ = ["SlaveSynchronize"]
 
@@ -34,8 +36,25 @@ REQUEST_TIMEOUT = 3.0
 
 
 class SlaveSynchronize:
-    def __init__(self, broker: BrokerController, master_addr: Callable[[], str | None], interval: float) -> None:
-        self.broker = broker
+    """`own_addr` / `master_addr`: this broker's address, and the master's as the NameServer last said."""
+
+    def __init__(
+        self,
+        client: RemotingClient,
+        topics: TopicConfigManager,
+        groups: SubscriptionGroupManager,
+        offsets: ConsumerOffsetManager,
+        schedule: ScheduleService,
+        own_addr: Callable[[], str],
+        master_addr: Callable[[], str | None],
+        interval: float,
+    ) -> None:
+        self.client = client
+        self.topics = topics
+        self.groups = groups
+        self.offsets = offsets
+        self.schedule = schedule
+        self.own_addr = own_addr
         self.master_addr = master_addr
         self.interval = interval
         self.last_sync_ok = 0.0
@@ -43,7 +62,7 @@ class SlaveSynchronize:
         self._failing = False
 
     def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="ha-metadata-sync")
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="slave-metadata-sync")
 
     async def close(self) -> None:
         await cancel_and_wait(self._task)
@@ -53,7 +72,7 @@ class SlaveSynchronize:
         while True:
             await asyncio.sleep(self.interval)
             addr = self.master_addr()
-            if not addr or addr == self.broker.addr:
+            if not addr or addr == self.own_addr():
                 continue
             try:
                 await self.sync_all(addr)
@@ -67,7 +86,7 @@ class SlaveSynchronize:
             self._failing = False
 
     async def _fetch(self, addr: str, code: int) -> Any:
-        resp = await self.broker.client.invoke(addr, RemotingCommand(code=code), REQUEST_TIMEOUT)
+        resp = await self.client.invoke(addr, RemotingCommand(code=code), REQUEST_TIMEOUT)
         if resp.code != ResponseCode.SUCCESS:
             raise ValueError(f"request {code} answered {resp.code} {resp.remark}")
         return fastjson_loads(resp.body) if resp.body else {}
@@ -80,7 +99,7 @@ class SlaveSynchronize:
         self.last_sync_ok = asyncio.get_running_loop().time()
 
     def apply_topics(self, data: dict[str, Any]) -> bool:
-        topics = self.broker.topics
+        topics = self.topics
         version = DataVersion.from_json(data.get("dataVersion"))
         if version == topics.data_version:
             return False
@@ -93,7 +112,7 @@ class SlaveSynchronize:
         return True
 
     def apply_consumer_offsets(self, data: dict[str, Any]) -> bool:
-        offsets = self.broker.offsets
+        offsets = self.offsets
         changed = False
         for key, queues in (data.get("offsetTable") or {}).items():
             new = {int(q): int(o) for q, o in queues.items()}
@@ -105,7 +124,7 @@ class SlaveSynchronize:
         return changed
 
     def apply_delay_offsets(self, data: dict[str, Any]) -> bool:
-        schedule = self.broker.schedule
+        schedule = self.schedule
         new = {int(level): int(off) for level, off in (data.get("offsetTable") or {}).items()}
         if all(schedule.offsets.get(level) == off for level, off in new.items()):
             return False
@@ -114,7 +133,7 @@ class SlaveSynchronize:
         return True
 
     def apply_subscription_groups(self, data: dict[str, Any]) -> bool:
-        groups = self.broker.groups
+        groups = self.groups
         version = DataVersion.from_json(data.get("dataVersion"))
         if version == groups.data_version:
             return False
