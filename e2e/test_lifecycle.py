@@ -33,6 +33,7 @@ from operator_harness import CRD_FILE, REPO, OperatorProcess, running_operator
 
 from broker.client import ConsumeStatus, Message, MessageQueue
 from broker.client.blocking import BlockingAdmin, BlockingProducer, BlockingPullConsumer, BlockingPushConsumer
+from broker.client.errors import TopicNotExist
 
 if TYPE_CHECKING:
     from conftest import Kube
@@ -516,13 +517,23 @@ def test_a_drain_that_cannot_finish_blocks_the_scale_in(k8s_node: Kube, ns: str,
     # a consumer group that read a little of the new group's queue and stopped: its lag there never reaches 0
     new_group = f"{NAME}-{GROUPS}"
     with BlockingAdmin(traffic.namesrv) as admin:
-        admin.create_topic("LifeIdle", cluster=NAME, read_queue_nums=1, write_queue_nums=1)
+
+        def created_on_the_new_group() -> bool:
+            # Ready needs the new master registered with one NameServer, and the admin may ask another: create
+            # the topic (idempotent) on every master the asked NameServer knows until the new group is one of them
+            admin.create_topic("LifeIdle", cluster=NAME, read_queue_nums=1, write_queue_nums=1)
+            try:
+                return admin.topic_route("LifeIdle").broker(new_group) is not None
+            except TopicNotExist:  # the brokers' registrations naming it have not reached this NameServer yet
+                return False
+
+        kube.wait_for("LifeIdle created on the new group", created_on_the_new_group, timeout=90, interval=3)
     with BlockingProducer("IdleProducers", traffic.namesrv) as producer:
 
         def new_group_queue() -> MessageQueue | None:
             return next((q for q in producer.fetch_publish_queues("LifeIdle") if q.broker_name == new_group), None)
 
-        queue = kube.wait_for("LifeIdle routed to the new group", new_group_queue, timeout=60)
+        queue = kube.wait_for("LifeIdle routed to the new group", new_group_queue, timeout=90)
         for i in range(20):
             producer.send(Message("LifeIdle", f"idle {i}".encode()), queue=queue)
     idle = BlockingPullConsumer("LifeIdleReaders", traffic.namesrv)
