@@ -16,10 +16,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeAlias
 
-from broker.client.message import ConsumeStatus, MessageExt
+from broker.client.message import ConsumeStatus, Message, MessageExt
 from broker.protocol.properties import Prop
 
-__all__ = ["Listener", "ListenerRunner", "normalise_status", "restore_retry_topic"]
+__all__ = ["Listener", "ListenerRunner", "normalise_status", "restore_retry_topic", "retry_message"]
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +40,25 @@ def restore_retry_topic(msgs: Sequence[MessageExt], retry_topic: str) -> None:
             original = msg.properties.get(Prop.RETRY_TOPIC)
             if original:
                 msg.topic = original
+
+
+def retry_message(
+    msg: MessageExt, retry_topic: str, max_reconsume_times: int, reconsume_times: int, delay_level: int | None
+) -> Message:
+    """The copy of a failed message a consumer sends to its group's %RETRY% topic itself (Java's
+    sendMessageBack fallback and the orderly checkReconsumeTimes): it remembers the topic and id it was
+    first stored under, carries the retry counters, and comes back after `delay_level` (None: no delay,
+    for an orderly batch that has used up its retries, which the broker stores in the DLQ)."""
+    props = dict(msg.properties)
+    props.setdefault(Prop.RETRY_TOPIC, msg.topic)
+    props.setdefault(Prop.ORIGIN_MESSAGE_ID, msg.msg_id)
+    props[Prop.RECONSUME_TIME] = str(reconsume_times)
+    props[Prop.MAX_RECONSUME_TIMES] = str(max_reconsume_times)
+    if delay_level is None:
+        props.pop(Prop.DELAY, None)
+    else:
+        props[Prop.DELAY] = str(delay_level)
+    return Message(retry_topic, msg.body, properties=props, flag=msg.flag)
 
 
 class ListenerRunner:

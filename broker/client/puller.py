@@ -21,6 +21,7 @@ from broker.client.instance import ClientInstance
 from broker.client.message import MessageExt, MessageQueue, PullResult, PullStatus
 from broker.client.subscription import SubscriptionData
 from broker.protocol.headers import PullMessageRequestHeader
+from broker.transport.loop import cancel_and_wait
 
 __all__ = ["PULL_DELAY_ON_ERROR", "PullSettings", "QueuePuller", "pull_header", "pull_sys_flag"]
 
@@ -103,9 +104,20 @@ class QueuePuller:
         self._on_pull = on_pull  # (seconds the pull took, messages it delivered): the consumer's statistics
         self._broker_id = 0
         self._route_checked = 0.0
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self, name: str) -> None:
+        """Run the pull loop as a task (the owner's `close()` ends it)."""
+        self._task = asyncio.create_task(self.run(), name=name)
 
     def stop(self) -> None:
         self.stopped = True
+
+    async def close(self) -> None:
+        """Stop pulling and wait for the task to end; a delivery it was in the middle of is cancelled."""
+        self.stopped = True
+        if self._task is not None:
+            await cancel_and_wait(self._task)
 
     async def pull_once(self, suspend: bool = True) -> PullResult:
         sub = self._subscription()
