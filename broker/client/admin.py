@@ -109,6 +109,23 @@ class Admin:
         data = await self.instance.namesrv_call(self.instance.api.get_cluster_info)
         return parse_cluster_info(data)
 
+    async def cluster_info_per_nameserver(self) -> dict[str, ClusterInfo]:
+        """Each NameServer's own table, by address; those that do not answer are left out.
+
+        Brokers register with every NameServer separately, so for a while after a broker or a NameServer starts
+        the tables differ, and a client asks just one of them.
+        """
+
+        async def ask(addr: str) -> tuple[str, ClusterInfo | None]:
+            try:
+                return addr, parse_cluster_info(await self.instance.api.get_cluster_info(addr))
+            except (RemotingError, RocketError) as exc:
+                log.info("NameServer %s did not give its cluster table: %s", addr, exc)
+                return addr, None
+
+        answers = await asyncio.gather(*(ask(addr) for addr in self.instance.namesrvs))
+        return {addr: info for addr, info in answers if info is not None}
+
     async def topic_list(self) -> list[str]:
         topics: list[str] = await self.instance.namesrv_call(self.instance.api.get_topic_list)
         return topics

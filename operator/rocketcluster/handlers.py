@@ -41,6 +41,7 @@ from rocketcluster.observe import (
     merge_conditions,
     pod_ready,
     ready_nameserver_addrs,
+    registered_everywhere,
 )
 from rocketcluster.plan import (
     Action,
@@ -364,8 +365,8 @@ class _AdminSession:
     async def facts(self, cluster_name: str, spec: RocketClusterSpec, pods: list[dict[str, Any]]) -> BrokerFacts:
         if self.admin is None:
             return BrokerFacts()
-        info = await self._ask("cluster info", self.admin.cluster_info())
-        if info is None:
+        infos = await self._ask("cluster info", self.admin.cluster_info_per_nameserver())
+        if not infos:
             return BrokerFacts()
         indexes = sorted(
             {
@@ -377,8 +378,9 @@ class _AdminSession:
         groups: dict[int, GroupFacts] = {}
         for g in indexes:
             broker_name = names.broker_name(cluster_name, g)
-            data = info.brokers.get(broker_name)
-            registered = dict(data.broker_addrs) if data else {}
+            registered = registered_everywhere(
+                [data.broker_addrs if (data := info.brokers.get(broker_name)) else {} for info in infos.values()]
+            )
             lag: dict[int, int | None] = {}
             writable = consumer_lag = None
             if 0 in registered:

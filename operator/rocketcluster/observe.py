@@ -56,6 +56,18 @@ class BrokerFacts:
     groups: Mapping[int, GroupFacts] = field(default_factory=dict)
 
 
+def registered_everywhere(tables: Sequence[Mapping[int, str]]) -> dict[int, str]:
+    """brokerId -> address for the ids every NameServer lists with the same address ({} when none answered).
+
+    A client asks one NameServer, any of them: a broker counts as registered only once each one knows it, so
+    that `kubectl wait --for=condition=Ready` followed by `mqadmin updateTopic -c` reaches every group.
+    """
+    if not tables:
+        return {}
+    first, *rest = tables
+    return {bid: addr for bid, addr in first.items() if all(t.get(bid) == addr for t in rest)}
+
+
 def pod_ip(pod: Mapping[str, Any]) -> str | None:
     ip = (pod.get("status") or {}).get("podIP")
     return str(ip) if ip else None

@@ -19,6 +19,7 @@ from rocketcluster.observe import (
     merge_conditions,
     pod_observation,
     ready_nameserver_addrs,
+    registered_everywhere,
 )
 from rocketcluster.plan import plan
 
@@ -114,6 +115,24 @@ def sts(name: str, component: str, group: int | None, revision: str = "rev-1") -
     if group is not None:
         labels["rocketcluster.io/group"] = str(group)
     return {"metadata": {"name": name, "labels": labels}, "status": {"updateRevision": revision}}
+
+
+@pytest.mark.parametrize(
+    ("tables", "expected"),
+    [
+        ([], {}),  # no NameServer answered
+        ([{0: "10.0.0.1:10911", 1: "10.0.0.2:10911"}], {0: "10.0.0.1:10911", 1: "10.0.0.2:10911"}),
+        ([{0: "10.0.0.1:10911"}, {0: "10.0.0.1:10911"}], {0: "10.0.0.1:10911"}),
+        ([{0: "10.0.0.1:10911"}, {}], {}),  # the second NameServer has not heard of the new master yet
+        ([{}, {0: "10.0.0.1:10911"}], {}),
+        ([{0: "10.0.0.1:10911", 1: "10.0.0.2:10911"}, {0: "10.0.0.1:10911"}], {0: "10.0.0.1:10911"}),
+        ([{0: "10.0.0.9:10911"}, {0: "10.0.0.1:10911"}], {}),  # one still lists the master's old pod IP
+    ],
+)
+def test_a_broker_is_registered_once_every_nameserver_lists_it(
+    tables: list[dict[int, str]], expected: dict[int, str]
+) -> None:
+    assert registered_everywhere(tables) == expected
 
 
 def test_build_observed_groups_pods_and_settings() -> None:
