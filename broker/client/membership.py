@@ -143,12 +143,14 @@ class GroupMembership:
         await self.offset_store.load()
         await self.instance.start()
 
-    async def join(self, *, persist_offsets: bool = True) -> None:
-        """Look up routes, check SQL92 subscriptions with the brokers, heartbeat, take the first queues, then
-        keep rebalancing (and, with `persist_offsets`, commit every persistConsumerOffsetInterval)."""
+    async def join(self, *, persist_offsets: bool = True, warn_missing_route: bool = True) -> None:
+        """Look up routes (`warn_missing_route`: log the topics that have none yet), check SQL92 subscriptions
+        with the brokers, heartbeat, take the first queues, then keep rebalancing (and, with `persist_offsets`,
+        commit every persistConsumerOffsetInterval)."""
         self.start_timestamp = int(time.time() * 1000)
         for topic in list(self.subs):
-            if await self.instance.update_route(topic) is None and topic != retry_topic(self.group):
+            route = await self.instance.update_route(topic)
+            if route is None and warn_missing_route and topic != retry_topic(self.group):
                 # (a group's retry topic is made by the broker at the first message sent back: normal)
                 log.warning(
                     "%s: topic %s has no route yet; consuming starts when it has one (looked up every %.0f s)",

@@ -182,10 +182,9 @@ class PushConsumer:
         for q in self._queues.values():
             q.pq.dropped = True
         self._queues.clear()
-        await self.instance.unregister(consumer_group=self.group)
         if self._inner_producer is not None:
             await self._inner_producer.shutdown()
-        await self.instance.close()
+        await self.membership.leave()
         if self._runner is not None:
             self._runner.close()
 
