@@ -160,3 +160,8 @@ class ConsumerConfig:
             value = getattr(self, name)
             if not isinstance(value, enum):
                 object.__setattr__(self, name, enum[value] if isinstance(value, str) else enum(value))
+
+    @property
+    def clustering(self) -> bool:
+        """Clustering (the group shares the queues, offsets on the broker), not broadcasting."""
+        return self.message_model is MessageModel.CLUSTERING

@@ -33,7 +33,7 @@ from broker.client.config import ConsumerConfig
 from broker.client.consume import ListenerRunner, restore_retry_topic, retry_message
 from broker.client.consumer_stats import ConsumerStats
 from broker.client.instance import ClientInstance
-from broker.client.message import ConsumeStatus, MessageExt, MessageModel, MessageQueue
+from broker.client.message import ConsumeStatus, MessageExt, MessageQueue
 from broker.client.offset_store import OffsetStore
 from broker.client.process_queue import REBALANCE_LOCK_INTERVAL, FlowControlLimits, ProcessQueue, flow_control_reason
 from broker.client.producer import Producer
@@ -70,21 +70,15 @@ class ConsumeContext:
     stats: ConsumerStats
     producer: Producer  # CLIENT_INNER_PRODUCER, on the consumer's instance
 
-    @property
-    def group(self) -> str:
-        return self.config.group
-
-    @property
-    def clustering(self) -> bool:
-        return self.config.message_model is MessageModel.CLUSTERING
-
 
 class ConsumeService:
     orderly: ClassVar[bool]
 
     def __init__(self, ctx: ConsumeContext) -> None:
         self.ctx = ctx
-        self._retry_topic = retry_topic(ctx.group)
+        self._group = ctx.config.group
+        self._clustering = ctx.config.clustering
+        self._retry_topic = retry_topic(ctx.config.group)
         self._batch = max(1, ctx.config.consume_message_batch_max_size)
         self._limits = FlowControlLimits(
             ctx.config.pull_threshold_for_queue,
@@ -105,7 +99,7 @@ class ConsumeService:
         """Gate before each pull of `mq`: False (after a short wait) while flow control holds it back."""
         reason = flow_control_reason(pq, self._limits, self.orderly)
         if reason is not None:
-            log.debug("%s: flow control on %s: %s", self.ctx.group, mq, reason)
+            log.debug("%s: flow control on %s: %s", self._group, mq, reason)
             await asyncio.sleep(FLOW_CONTROL_DELAY)
             return False
         return True
@@ -175,14 +169,14 @@ class ConcurrentConsumeService(ConsumeService):
     ) -> None:
         done = msgs
         if status is not ConsumeStatus.CONSUME_SUCCESS:
-            if self.ctx.clustering:
+            if self._clustering:
                 failed = [m for m in msgs if not await self._send_back(m, mq)]
                 if failed:
                     done = [m for m in msgs if m not in failed]
                     self._track(self._reconsume_later(mq, pq, failed))
             else:
                 log.warning(
-                    "%s: broadcasting listener failed on %d message(s); they are dropped", self.ctx.group, len(msgs)
+                    "%s: broadcasting listener failed on %d message(s); they are dropped", self._group, len(msgs)
                 )
         offset = pq.remove_messages(done)
         if offset >= 0 and not pq.dropped:
@@ -199,17 +193,17 @@ class ConcurrentConsumeService(ConsumeService):
         try:
             addr = await self.ctx.instance.find_master(mq.broker_name, mq.topic)
             await self.ctx.instance.api.consumer_send_msg_back(
-                addr, msg, self.ctx.group, config.delay_level_when_next_consume, config.max_reconsume_times
+                addr, msg, self._group, config.delay_level_when_next_consume, config.max_reconsume_times
             )
             return True
         except Exception as exc:
-            log.info("%s: send-back of %s failed (%s); re-sending to the retry topic", self.ctx.group, msg.msg_id, exc)
+            log.info("%s: send-back of %s failed (%s); re-sending to the retry topic", self._group, msg.msg_id, exc)
         try:
             delay = config.delay_level_when_next_consume or 3 + msg.reconsume_times
             await self._send_to_retry_topic(msg, msg.reconsume_times + 1, delay)
             return True
         except Exception as exc:
-            log.warning("%s: re-sending %s to the retry topic failed: %s", self.ctx.group, msg.msg_id, exc)
+            log.warning("%s: re-sending %s to the retry topic failed: %s", self._group, msg.msg_id, exc)
             return False
 
 
@@ -229,21 +223,21 @@ class OrderlyConsumeService(ConsumeService):
         self._tasks: dict[MessageQueue, asyncio.Task[Any]] = {}
 
     def start(self) -> None:
-        if self.ctx.clustering:
-            self._loops.append(asyncio.create_task(self._lock_loop(), name=f"lock-{self.ctx.group}"))
+        if self._clustering:
+            self._loops.append(asyncio.create_task(self._lock_loop(), name=f"lock-{self._group}"))
 
     async def admit(self, mq: MessageQueue, pq: ProcessQueue) -> bool:
-        if not self.ctx.clustering:
+        if not self._clustering:
             return True
         if mq in await self._lock({mq: pq}):
             return True
-        log.info("%s: %s is still locked by another consumer; retrying at the next rebalance", self.ctx.group, mq)
+        log.info("%s: %s is still locked by another consumer; retrying at the next rebalance", self._group, mq)
         return False
 
     async def ready(self, mq: MessageQueue, pq: ProcessQueue) -> bool:
         if not await super().ready(mq, pq):
             return False
-        if self.ctx.clustering and not pq.locked:
+        if self._clustering and not pq.locked:
             await asyncio.sleep(LOCK_RETRY_DELAY)
             return False
         return True
@@ -256,7 +250,7 @@ class OrderlyConsumeService(ConsumeService):
 
     async def _consume(self, mq: MessageQueue, pq: ProcessQueue) -> None:
         while not pq.dropped:
-            need_lock = self.ctx.clustering and (not pq.locked or pq.is_lock_expired())
+            need_lock = self._clustering and (not pq.locked or pq.is_lock_expired())
             if need_lock and mq not in await self._lock({mq: pq}):
                 await asyncio.sleep(LOCK_RETRY_DELAY)
                 continue
@@ -272,7 +266,7 @@ class OrderlyConsumeService(ConsumeService):
         self, mq: MessageQueue, pq: ProcessQueue, msgs: list[MessageExt], status: ConsumeStatus
     ) -> None:
         # Retried maxReconsumeTimes in place: the batch went to the DLQ; move past it as if consumed.
-        if status is ConsumeStatus.CONSUME_SUCCESS or (self.ctx.clustering and await self._give_up(mq, msgs)):
+        if status is ConsumeStatus.CONSUME_SUCCESS or (self._clustering and await self._give_up(mq, msgs)):
             offset = pq.commit()
             if offset >= 0:
                 self.ctx.offsets.update(mq, offset)
@@ -294,16 +288,16 @@ class OrderlyConsumeService(ConsumeService):
             try:
                 await self._send_to_retry_topic(m, m.reconsume_times, None)
             except Exception as exc:
-                log.warning("%s: moving %s to the DLQ failed (%s); retrying it in place", self.ctx.group, m.msg_id, exc)
+                log.warning("%s: moving %s to the DLQ failed (%s); retrying it in place", self._group, m.msg_id, exc)
                 return False
-            group, times = self.ctx.group, m.reconsume_times
+            group, times = self._group, m.reconsume_times
             log.warning("%s: %s failed %d times in %s; sent to the DLQ", group, m.msg_id, times, mq)
         return True
 
     async def release(self, mqs: list[MessageQueue]) -> None:
         for mq in mqs:
             self._tasks.pop(mq, None)
-        if self.ctx.clustering:
+        if self._clustering:
             await self._unlock(mqs)
 
     # ------------------------------------------------------------------ broker locks
@@ -315,10 +309,10 @@ class OrderlyConsumeService(ConsumeService):
             try:
                 addr = await self.ctx.instance.find_master(broker, mqs[0].topic)
                 granted |= await self.ctx.instance.api.lock_batch_mq(
-                    addr, self.ctx.group, self.ctx.instance.client_id, mqs
+                    addr, self._group, self.ctx.instance.client_id, mqs
                 )
             except Exception as exc:
-                log.info("%s: locking queues on %s failed: %s", self.ctx.group, broker, exc)
+                log.info("%s: locking queues on %s failed: %s", self._group, broker, exc)
         now = time.monotonic()
         for mq, pq in queues.items():
             pq.locked = mq in granted
@@ -333,10 +327,10 @@ class OrderlyConsumeService(ConsumeService):
                 continue
             try:
                 await self.ctx.instance.api.unlock_batch_mq(
-                    addr, self.ctx.group, self.ctx.instance.client_id, mqs_of_broker
+                    addr, self._group, self.ctx.instance.client_id, mqs_of_broker
                 )
             except Exception as exc:
-                log.info("%s: unlocking queues on %s failed: %s", self.ctx.group, broker, exc)
+                log.info("%s: unlocking queues on %s failed: %s", self._group, broker, exc)
 
     async def _lock_loop(self) -> None:
         while True:

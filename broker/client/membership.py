@@ -23,7 +23,7 @@ from broker.client.allocate import AllocateStrategy
 from broker.client.config import ClientConfig, ConsumerConfig
 from broker.client.consumer_stats import ConsumerStats
 from broker.client.instance import ClientInstance
-from broker.client.message import MessageModel, MessageQueue
+from broker.client.message import MessageQueue
 from broker.client.offset_store import LocalFileOffsetStore, OffsetStore, RemoteBrokerOffsetStore
 from broker.client.rebalance import assign, diff, retry_topic, start_offset
 from broker.client.route import TopicRouteData, subscribe_queues
@@ -108,10 +108,6 @@ class GroupMembership:
     def group(self) -> str:
         return self.config.group
 
-    @property
-    def clustering(self) -> bool:
-        return self.config.message_model is MessageModel.CLUSTERING
-
     # ------------------------------------------------------------------ subscriptions
 
     def subscribe(self, topic: str, expression: str | MessageSelector | None, expression_type: str = "TAG") -> None:
@@ -134,7 +130,7 @@ class GroupMembership:
         %RETRY% topic (a clustering push consumer consumes what it sent back)."""
         self._wanted = asyncio.Event()
         self._lock = asyncio.Lock()
-        if self.clustering:
+        if self.config.clustering:
             if subscribe_retry:
                 self.subs.setdefault(retry_topic(self.group), parse_subscription(retry_topic(self.group), "*"))
             self.offset_store = RemoteBrokerOffsetStore(self._fetch_offset, self.commit_offset)
@@ -262,7 +258,7 @@ class GroupMembership:
                 wanted |= kept
                 continue
             cids = [self.instance.client_id]
-            if self.clustering:
+            if self.config.clustering:
                 try:
                     addr = await self.instance.any_broker_of(topic)
                     cids = await self.instance.api.get_consumer_list(addr, self.group)

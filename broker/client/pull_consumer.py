@@ -76,14 +76,8 @@ class PullConsumer:
         self.stats: ConsumerStats = self.membership.stats
         self._slots: dict[MessageQueue, _Slot] = {}
         self._buffer: asyncio.Queue[tuple[MessageQueue, int, list[MessageExt]]] | None = None
-        self._settings = PullSettings(
-            group=group,
-            batch_size=self.config.pull_batch_size,
-            suspend=self.config.broker_suspend_max_time,
-            timeout=self.config.consumer_timeout_when_suspend,
-            interval=self.config.pull_interval,
-            post_subscription=True,  # assigned queues have no heartbeat subscription to fall back on
-        )
+        # assigned queues have no heartbeat subscription to fall back on: always post it
+        self._settings = PullSettings.of(self.config, post_subscription=True)
         self._started = False
 
     @property

@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from broker.client.api import PullSysFlag
+from broker.client.config import ConsumerConfig
 from broker.client.instance import ClientInstance
 from broker.client.message import MessageExt, MessageQueue, PullResult, PullStatus
 from broker.client.subscription import SubscriptionData
@@ -41,6 +42,18 @@ class PullSettings:
     timeout: float = 30.0
     interval: float = 0.0
     post_subscription: bool = True
+
+    @classmethod
+    def of(cls, config: ConsumerConfig, post_subscription: bool) -> PullSettings:
+        """A consumer's settings (pullBatchSize, brokerSuspendMaxTime, consumerTimeoutWhenSuspend, pullInterval)."""
+        return cls(
+            group=config.group,
+            batch_size=config.pull_batch_size,
+            suspend=config.broker_suspend_max_time,
+            timeout=config.consumer_timeout_when_suspend,
+            interval=config.pull_interval,
+            post_subscription=post_subscription,
+        )
 
 
 def pull_sys_flag(commit_offset: int, suspend: bool, subscription: bool) -> int:

@@ -31,7 +31,7 @@ from broker.client.consumer_stats import ConsumerStats
 from broker.client.errors import IllegalStateError
 from broker.client.instance import ClientInstance
 from broker.client.membership import CONSUME_PASSIVELY, GroupMembership
-from broker.client.message import MessageExt, MessageModel, MessageQueue
+from broker.client.message import MessageExt, MessageQueue
 from broker.client.offset_store import OffsetStore
 from broker.client.process_queue import REBALANCE_LOCK_INTERVAL, ProcessQueue
 from broker.client.producer import Producer
@@ -91,14 +91,7 @@ class PushConsumer:
         self._runner: ListenerRunner | None = None
         self._service: ConsumeService | None = None
         self._inner_producer: Producer | None = None
-        self._settings = PullSettings(
-            group=group,
-            batch_size=self.config.pull_batch_size,
-            suspend=self.config.broker_suspend_max_time,
-            timeout=self.config.consumer_timeout_when_suspend,
-            interval=self.config.pull_interval,
-            post_subscription=self.config.post_subscription_when_pull,
-        )
+        self._settings = PullSettings.of(self.config, self.config.post_subscription_when_pull)
         self._started = False
 
     # ------------------------------------------------------------------ public API
@@ -109,7 +102,7 @@ class PushConsumer:
 
     @property
     def clustering(self) -> bool:
-        return self.config.message_model is MessageModel.CLUSTERING
+        return self.config.clustering
 
     @property
     def offset_store(self) -> OffsetStore | None:
