@@ -73,6 +73,7 @@ class BrokerCollector(Collector):
 
     def _traffic(self, node: NodeLabels) -> Iterator[Metric]:
         m = self.meters
+        m.fold()  # the puts since the last read (a scrape runs on the loop: nothing is appended meanwhile)
         messages_in = node.counter("rocketmq_messages_in_total", "Messages stored by sends", ["topic", "message_type"])
         bytes_in = node.counter(
             "rocketmq_throughput_in_total", "Bytes stored by sends (whole records)", ["topic", "message_type"]

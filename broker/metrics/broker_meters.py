@@ -1,22 +1,34 @@
 """What the broker's hot path counts for its metrics: plain lists in dicts, added to on the event loop.
 
-The send processor counts each stored put into the message size histogram cell of its (topic, message
-type): the cell's count is rocketmq_messages_in_total and its sum rocketmq_throughput_in_total, so a send
-costs two list increments (broker/server/processors/send.py writes them out). The pull processor calls
-`pulled` for every pull that returns messages, the send-back and retry paths `dead_lettered`.
-`BrokerCollector` reads the dicts when Prometheus scrapes. With metrics off the broker holds no
-BrokerMeters at all and the processors skip all of it (one `is None` test).
+Every stored message is one observation of its record size in the message size histogram cell of its
+(topic, message type): the cell's count is rocketmq_messages_in_total and its sum
+rocketmq_throughput_in_total. A send that stores one message only appends (key, record bytes) to `puts`
+(broker/server/processors/send.py): the key is the topic for a normal message, else (topic, message
+type). `fold` moves `puts` into the cells once a read (the rpc meter calls it after each read,
+`RpcMeter.after_read`) and before every scrape, so the cells are exact whenever they are read; a read's
+puts of one normal topic, all in one size bucket (the common case), are folded by a few C calls
+(`fold`), anything else one put at a time (`count_put`, the reference tests/metrics/test_broker_meters.py
+holds the fold equal to). A batch send and a put answered with another code than SUCCESS count at once
+(`count_batch`). The pull processor calls `pulled` for every pull that returns messages, the send-back
+and retry paths `dead_lettered`. `BrokerCollector` reads the dicts when Prometheus scrapes. With metrics
+off the broker holds no BrokerMeters at all and the processors skip all of it (one `is None` test).
 """
 
 from __future__ import annotations
+
+from bisect import bisect_left
+from typing import TypeAlias
 
 from broker.metrics.histogram import MESSAGE_SIZE_BUCKETS, Buckets, Cell
 from broker.metrics.rpc import RpcMeter
 from broker.protocol.properties import Prop
 
-__all__ = ["SIZE_BUCKETS", "TYPED_PROPERTIES", "BrokerMeters", "message_type"]
+__all__ = ["SIZE_BUCKETS", "TYPED_PROPERTIES", "BrokerMeters", "InKey", "message_type"]
 
 SIZE_BUCKETS = Buckets(MESSAGE_SIZE_BUCKETS)
+_BOUNDS = SIZE_BUCKETS.bounds
+# What a stored message counts into: its topic (a normal message), or (topic, message type)
+InKey: TypeAlias = str | tuple[str, str]
 
 _DELAY_KEYS = (Prop.DELAY, "__STARTDELIVERTIME", "TIMER_DELIVER_MS", "TIMER_DELAY_SEC", "TIMER_DELAY_MS")
 # A send with none of these properties is "normal"
@@ -37,12 +49,14 @@ def message_type(props: dict[str, str]) -> str:
 
 
 class BrokerMeters:
-    __slots__ = ("dlq", "in_cells", "normal_cells", "out_cells", "pulled_to", "rpc")
+    __slots__ = ("dlq", "in_cells", "normal_cells", "out_cells", "pulled_to", "puts", "rpc")
 
     def __init__(self) -> None:
-        self.rpc = RpcMeter()
+        self.rpc = RpcMeter(after_read=self.fold)
         self.in_cells: dict[tuple[str, str], Cell] = {}  # (topic, message_type) -> SIZE_BUCKETS cell
         self.normal_cells: dict[str, Cell] = {}  # topic -> its "normal" cell (the same list): a str key
+        # Stored single puts not in the cells yet: (InKey, record bytes), appended by the send processor
+        self.puts: list[tuple[InKey, int]] = []
         self.out_cells: dict[tuple[str, str], list[int]] = {}  # (topic, group) -> [messages, bytes]
         self.dlq: dict[tuple[str, str], int] = {}  # (original topic, group) -> messages
         # (group, topic, queue) -> the next offset after the group's last pull that found messages: how far
@@ -59,9 +73,37 @@ class BrokerMeters:
                 self.normal_cells[topic] = cell
         return cell
 
-    def stored(self, cell: Cell, messages: int, wrote_bytes: int) -> None:
+    def cell_of(self, key: InKey) -> Cell:
+        if type(key) is str:
+            return self.normal_cells.get(key) or self.in_cell(key, "normal")
+        return self.in_cell(*key)
+
+    def fold(self) -> None:
+        """Count the stored puts in `puts` into their cells (see the module docstring)."""
+        puts = self.puts
+        if not puts:
+            return
+        keys, sizes = zip(*puts, strict=True)
+        puts.clear()
+        first = keys[0]
+        if type(first) is str and keys.count(first) == len(keys):
+            bucket = bisect_left(_BOUNDS, min(sizes))
+            if bucket == bisect_left(_BOUNDS, max(sizes)):  # one normal topic, one size bucket
+                cell = self.normal_cells.get(first) or self.in_cell(first, "normal")
+                cell[bucket] += len(keys)
+                cell[-1] += sum(sizes)
+                return
+        for key, size in zip(keys, sizes, strict=True):
+            self.count_put(key, size)
+
+    def count_put(self, key: InKey, wrote_bytes: int) -> None:
+        """One stored message of `wrote_bytes` (the record): what `fold` does for each of `puts`."""
+        SIZE_BUCKETS.observe(self.cell_of(key), wrote_bytes)
+
+    def count_batch(self, key: InKey, messages: int, wrote_bytes: int) -> None:
         """A stored batch: `messages` records of `wrote_bytes` in all. It adds `messages` observations of its
         average size (RocketMQ adds one), so that the histogram's count stays rocketmq_messages_in_total."""
+        cell = self.cell_of(key)
         SIZE_BUCKETS.observe(cell, wrote_bytes // messages, messages)
         cell[-1] += wrote_bytes - wrote_bytes // messages * messages  # the sum stays the bytes stored
 

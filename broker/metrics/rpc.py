@@ -75,11 +75,13 @@ def _response_code(response: RemotingCommand | bytes) -> int:
 class RpcMeter:
     """Cells keyed by (request code, response code); read by the collectors at scrape time."""
 
-    __slots__ = ("cells", "ok_cells")
+    __slots__ = ("after_read", "cells", "ok_cells")
 
-    def __init__(self) -> None:
+    def __init__(self, after_read: Callable[[], object] | None = None) -> None:
         self.cells: dict[tuple[int, int], Cell] = {}
         self.ok_cells: dict[int, Cell] = {}  # request code -> its (code, SUCCESS) cell, the same list
+        # Called at the end of every `answered`, i.e. once a read: the broker folds its counted puts there
+        self.after_read = after_read
 
     def cell(self, code: int, response_code: int) -> Cell:
         key = (code, response_code)
@@ -95,7 +97,8 @@ class RpcMeter:
 
     def answered(self, batches: list[tuple[list[RemotingCommand], list[bytes], int]], read_ns: int) -> None:
         """A read's requests answered inline, in batches of (requests, their reply frames, when written):
-        RemotingConnection._process calls this once a read (the AnswerMeter of broker/transport/dispatcher.py).
+        RemotingConnection._process calls this once a read, with no batches when it answered nothing inline
+        (the AnswerMeter of broker/transport/dispatcher.py); `after_read` runs last.
 
         A batch of sends is the common case: one request code, every reply a SUCCESS frame. That is
         checked at C speed (map, no Python code per request) and counted into one cell at once; anything
@@ -118,6 +121,8 @@ class RpcMeter:
                 cell[-1] += elapsed * times
             else:
                 self.answered_plainly(requests, replies, read_ns, written_ns)
+        if self.after_read is not None:
+            self.after_read()
 
     def answered_plainly(self, requests: list[RemotingCommand], replies: list[bytes], read_ns: int, now: int) -> None:
         """One observation per request, answered at `now`: from its read, or from when flow control held it."""

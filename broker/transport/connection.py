@@ -378,10 +378,9 @@ class RemotingConnection(asyncio.Protocol):
                     first, first_out = index + 1, 0
         finally:
             self._in_receive = False
-        if meter is not None:
+        if meter is not None:  # told of every read, even one answered later or not at all
             self._batch(batches, commands, first, handled, first_out)
-            if batches:
-                meter.answered(batches, self.read_ns)
+            meter.answered(batches, self.read_ns)
         self._flush()
 
     def _batch(

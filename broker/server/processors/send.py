@@ -19,13 +19,11 @@ import logging
 import random
 import time
 import weakref
-from bisect import bisect_left
 from typing import TYPE_CHECKING, NamedTuple
 
 import orjson
 
-from broker.metrics.broker_meters import TYPED_PROPERTIES, message_type
-from broker.metrics.histogram import MESSAGE_SIZE_BUCKETS, Cell
+from broker.metrics.broker_meters import TYPED_PROPERTIES, InKey, message_type
 from broker.protocol.batch import MAX_PROPERTIES_LENGTH, BatchFormatError, decode_batch, merge_batch_properties
 from broker.protocol.codes import CURRENT_VERSION, FLAG_RESPONSE, RequestCode, ResponseCode
 from broker.protocol.command import RemotingCommand, frame
@@ -204,9 +202,10 @@ class _PendingPut(NamedTuple):
     future: asyncio.Future[PutResult]
     queue_id: int
     uniq: str
-    cell: Cell | None  # the message size cell metrics count it in once stored (None: metrics off)
+    meter_key: InKey | None  # what metrics count it into once stored (None: metrics off)
 
 
+_SHARDING_KEY = Prop.SHARDING_KEY  # a module constant: one lookup less per send
 # Any bit outside what senders set, and the COMMIT bit (COMMIT and ROLLBACK both have it): the slow path
 _NOT_PLAIN_SYS_FLAGS = ~SENDER_SYS_FLAGS | SysFlag.TRANSACTION_COMMIT_TYPE
 
@@ -292,7 +291,7 @@ class SendProcessor:
         if future.cancelled():  # shutdown gave up on it: the connection is going away
             return
         try:
-            response = self._response(cmd, future.result(), pending.queue_id, pending.uniq, pending.cell)
+            response = self._response(cmd, future.result(), pending.queue_id, pending.uniq, pending.meter_key)
         except Exception as exc:
             response = self._error_response(conn, cmd, exc)
         if self.meters is not None and started:
@@ -395,13 +394,11 @@ class SendProcessor:
         # WAIT=false: answer once stored, before the flush and the slave (Java's isWaitStoreMsgOK).
         wait = props.get(Prop.WAIT) != "false"
         # Like Java, the reply names the queue the producer chose, even when a delay rewrote the target.
-        cell = None
-        if meters is not None:
-            if half or delayed or timed or Prop.SHARDING_KEY in props:
-                cell = meters.in_cell(header.topic, message_type(props))
-            else:  # the common case: a dict lookup by the topic string (its hash is cached)
-                cell = meters.normal_cells.get(header.topic) or meters.in_cell(header.topic, "normal")
-        return self._reply_to_put(cmd, self.store.append_message(msg, wait=wait), queue_id, uniq, cell)
+        key: InKey | None = None
+        if meters is not None:  # the common case, a normal message, counts by its topic alone
+            typed = half or delayed or timed or _SHARDING_KEY in props
+            key = (header.topic, message_type(props)) if typed else header.topic
+        return self._reply_to_put(cmd, self.store.append_message(msg, wait=wait), queue_id, uniq, key)
 
     def _timer_delivery(self, props: dict[str, str]) -> int | None:
         c = self.config
@@ -486,12 +483,11 @@ class SendProcessor:
             )
         wait = batch_level_props.get(Prop.WAIT) != "false"
         put = self.store.append_messages(messages, wait=wait)
-        meters = self.meters
-        cell = None
-        if meters is not None:
+        key: InKey | None = None
+        if self.meters is not None:
             mtype = "normal" if batch_level_props.keys().isdisjoint(TYPED_PROPERTIES) else None
-            cell = meters.in_cell(header.topic, mtype or message_type(batch_level_props))
-        return self._reply_to_put(cmd, put, queue_id, ",".join(uniq_ids), cell)
+            key = (header.topic, mtype or message_type(batch_level_props))
+        return self._reply_to_put(cmd, put, queue_id, ",".join(uniq_ids), key)
 
     def _reply_to_put(
         self,
@@ -499,22 +495,20 @@ class SendProcessor:
         put: PutResult | asyncio.Future[PutResult],
         queue_id: int,
         uniq: str,
-        cell: Cell | None,
+        meter_key: InKey | None,
     ) -> RemotingCommand | bytes | _PendingPut:
         if isinstance(put, PutResult):
-            return self._response(cmd, put, queue_id, uniq, cell)
-        return _PendingPut(put, queue_id, uniq, cell)
+            return self._response(cmd, put, queue_id, uniq, meter_key)
+        return _PendingPut(put, queue_id, uniq, meter_key)
 
     def _response(
-        self, cmd: RemotingCommand, result: PutResult, queue_id: int, uniq: str, cell: Cell | None = None
+        self, cmd: RemotingCommand, result: PutResult, queue_id: int, uniq: str, meter_key: InKey | None = None
     ) -> RemotingCommand | bytes:
         """A refusal as a command; a stored message's send result as its encoded frame (_STORED_REPLY)."""
         if result.status is PUT_OK and not result.offsets:
             self.broker.stats.put(1)
-            if cell is not None:  # the message size histogram (messages and bytes in), written out
-                wrote = result.wrote_bytes
-                cell[0 if wrote <= 1024 else 1 if wrote <= 4096 else bisect_left(MESSAGE_SIZE_BUCKETS, wrote)] += 1
-                cell[-1] += wrote
+            if meter_key is not None:  # one append: BrokerMeters.fold counts it once a read
+                self.meters.puts.append((meter_key, result.wrote_bytes))  # type: ignore[union-attr]
             header = _OK_REPLY % (
                 result.store_host.encode(), result.commit_log_offset, queue_id, result.queue_offset,
                 orjson.dumps(uniq), cmd.opaque,
@@ -524,8 +518,8 @@ class SendProcessor:
         if code not in _STORED_CODES:
             return cmd.response(code, f"store rejected the message: {result.status.name}")
         self.broker.stats.put(result.message_count or 1)
-        if cell is not None:
-            self.meters.stored(cell, result.message_count or 1, result.wrote_bytes)  # type: ignore[union-attr]
+        if meter_key is not None:
+            self.meters.count_batch(meter_key, result.message_count or 1, result.wrote_bytes)  # type: ignore[union-attr]
         remark = b"" if code == ResponseCode.SUCCESS else b'"remark":%s,' % orjson.dumps(result.status.name)
         header = _STORED_REPLY % (
             code, ",".join(result.msg_ids).encode(), queue_id, result.queue_offset, orjson.dumps(uniq), cmd.opaque,
