@@ -4,8 +4,9 @@ bench/metrics_ab.py compares two brokers by the process's CPU (store threads inc
 rounds still scatter by +-15%. Here one broker with metricsExporterType=PROM switches its parts off and on
 between reads (64 SEND_MESSAGE_V2 frames each, bench/sendpath.py's), in the order none, none again (the
 A/A check), the per-send counting (`SendProcessor.meters`: messages and bytes in, the size histogram, with
-`BrokerMeters.fold` once a read), the rpc latency (`Dispatcher.meter`), both; each read is timed by the event loop thread's CPU alone. The
-medians of thousands of reads separate differences of about 0.05 µs a send.
+`BrokerMeters.fold` once a read), the rpc latency (`Dispatcher.meter`), both; each read is timed by the
+event loop thread's CPU alone. The medians of thousands of reads separate differences of about 0.05 µs a
+send.
 """
 
 from __future__ import annotations
