@@ -63,6 +63,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"mqnamesrv: {exc}", file=sys.stderr)
         sys.exit(1)
     if args.print_config:
+        console_logging(args.log_level)  # the held warnings (an unknown key) reach stderr, as with mqbroker -p
         sys.stdout.write(dump_properties(config))
         sys.exit(0)
     configure_logging(

@@ -3,6 +3,11 @@
 Built by broker.cli.mqnamesrv from `-c FILE` (and tests directly); read by the NameServer controller.
 Keys are RocketMQ's NamesrvConfig/NettyServerConfig names; `brokerChannelExpiredTime` is ours (Java
 hard-codes 120000 ms as the default broker heartbeat timeout) so tests can expire brokers quickly.
+
+Unknown keys in a file are handled as the broker handles them (docs/configuration.md, "Unknown keys"):
+a warning names the key and the file, and the key is ignored, so a namesrv.properties shared with Apache
+RocketMQ (which ignores them silently) still starts. A bad value of a known key is an error naming it.
+UPDATE_NAMESRV_CONFIG refuses an unknown key instead (broker.namesrv.config_update).
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from broker.config.typed import load_model
+from broker.config.typed import load_model, model_aliases
 from broker.logs.settings import (
     DEFAULT_MAX_INDEX,
     DEFAULT_MAX_SIZE,
@@ -88,8 +93,12 @@ class NamesrvConfig(BaseModel):
 
     @classmethod
     def from_properties(cls, values: Mapping[str, Any], source: str = "namesrv config") -> NamesrvConfig:
-        """Validate RocketMQ-named keys; unknown keys raise ConfigError naming them."""
-        return load_model(cls, values, source)
+        """Validate RocketMQ-named keys: an unknown key is warned about (by name, with `source`) and ignored;
+        a bad value raises ConfigError naming the key."""
+        known = model_aliases(cls)
+        for key in sorted(k for k in values if k not in known):
+            log.warning("unknown NameServer config key %r in %s is ignored", key, source)
+        return load_model(cls, {k: v for k, v in values.items() if k in known}, source)
 
     def with_overrides(self, **changes: Any) -> NamesrvConfig:
         """A copy with some fields (by Python name) changed, validated again."""

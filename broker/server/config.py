@@ -2,25 +2,26 @@
 
 `mqbroker` (broker/cli/mqbroker.py) calls `load_broker_config()` with the parsed properties file and
 the command-line overrides; `BrokerController` reads the resulting `BrokerConfig` and builds the
-store's `StoreConfig` from it with `store_config()`.
+store's `StoreConfig` from it with `store_config()`. The keys both read (storePathRootDir, brokerRole,
+messageDelayLevel...) are declared once, in the store's `BrokerStoreKeys`, which `BrokerConfig` extends.
 
-Policy (documented in docs/configuration.md): a key neither the broker nor the store knows is
-*warned about by name* and otherwise ignored (RocketMQ ignores it silently, so existing files keep
-working); a known key with a value of the wrong type or range is an error naming the key.
+Policy (documented in docs/configuration.md, the NameServer's the same): a key neither the broker nor
+the store knows is *warned about by name, with the file*, and otherwise ignored (RocketMQ ignores it
+silently, so files shared with Apache RocketMQ keep working); a known key with a value of the wrong
+type or range is an error naming the key.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import re
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from broker.config.errors import ConfigError
 from broker.config.typed import model_aliases
@@ -33,9 +34,9 @@ from broker.logs.settings import (
     LogRoot,
 )
 from broker.metrics.settings import DEFAULT_PROM_PORT, ExporterType, PromHost, PromPort
+from broker.store.config import BrokerStoreKeys, StoreConfig
 
 __all__ = [
-    "DEFAULT_DELAY_LEVELS",
     "BrokerConfig",
     "ConfigError",
     "LoadedConfig",
@@ -43,28 +44,10 @@ __all__ = [
     "effective_properties",
     "env_overrides",
     "load_broker_config",
-    "parse_delay_levels",
     "store_config",
 ]
 
 log = logging.getLogger(__name__)
-
-DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
-_UNIT_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
-_DELAY_TOKEN = re.compile(r"^(\d+)([smhd])$")
-
-
-def parse_delay_levels(text: str) -> list[int]:
-    """`messageDelayLevel` ("1s 5s ... 2h") -> delay in ms per level (index 0 is level 1)."""
-    levels = []
-    for token in text.split():
-        match = _DELAY_TOKEN.match(token)
-        if match is None:
-            raise ValueError(f"delay level {token!r} is not <number><s|m|h|d>")
-        levels.append(int(match.group(1)) * _UNIT_MS[match.group(2)])
-    if not levels:
-        raise ValueError("messageDelayLevel is empty")
-    return levels
 
 
 def default_broker_ip() -> str:
@@ -80,12 +63,11 @@ def default_broker_ip() -> str:
     return "127.0.0.1"
 
 
-def _default_store_root() -> str:
-    return str(Path.home() / "store")
+class BrokerConfig(BrokerStoreKeys):
+    """Broker settings under their broker.conf names (aliases); Python code uses the snake_case names.
 
-
-class BrokerConfig(BaseModel):
-    """Broker settings under their broker.conf names (aliases); Python code uses the snake_case names."""
+    The keys the store reads too (storePathRootDir, flushDiskType, brokerRole...) come from `BrokerStoreKeys`.
+    """
 
     model_config = ConfigDict(populate_by_name=True, extra="forbid", validate_assignment=True)
 
@@ -99,17 +81,9 @@ class BrokerConfig(BaseModel):
     broker_ip1: str = Field(default_factory=default_broker_ip, alias="brokerIP1")
     broker_ip2: str | None = Field(None, alias="brokerIP2")
     ha_listen_port: int | None = Field(None, alias="haListenPort", ge=0, le=65535)
-    store_path_root_dir: str = Field(default_factory=_default_store_root, alias="storePathRootDir")
-    store_path_commit_log: str | None = Field(None, alias="storePathCommitLog")
-    mapped_file_size_commit_log: int = Field(1 << 30, alias="mappedFileSizeCommitLog", gt=0)
-    flush_disk_type: Literal["ASYNC_FLUSH", "SYNC_FLUSH"] = Field("ASYNC_FLUSH", alias="flushDiskType")
-    broker_role: Literal["ASYNC_MASTER", "SYNC_MASTER", "SLAVE"] = Field("ASYNC_MASTER", alias="brokerRole")
-    delete_when: str = Field("04", alias="deleteWhen")
-    file_reserved_time: int = Field(72, alias="fileReservedTime", ge=0)
     auto_create_topic_enable: bool = Field(True, alias="autoCreateTopicEnable")
     auto_create_subscription_group: bool = Field(True, alias="autoCreateSubscriptionGroup")
     default_topic_queue_nums: int = Field(8, alias="defaultTopicQueueNums", ge=1, le=1024)
-    max_message_size: int = Field(4 * 1024 * 1024, alias="maxMessageSize", gt=0)
     register_name_server_period: int = Field(30_000, alias="registerNameServerPeriod", gt=0)
     register_broker_timeout_mills: int = Field(6_000, alias="registerBrokerTimeoutMills", gt=0)
     wait_time_mills_in_send_queue: int = Field(200, alias="waitTimeMillsInSendQueue", gt=0)
@@ -127,7 +101,6 @@ class BrokerConfig(BaseModel):
     ha_full_transfer_from_empty: bool = Field(False, alias="haFullTransferFromEmpty")  # ours, not RocketMQ's
     slave_sync_interval: int = Field(3_000, alias="slaveSyncInterval", gt=0)  # ours: SlaveSynchronize period
     access_message_in_memory_max_ratio: int = Field(40, alias="accessMessageInMemoryMaxRatio", ge=0, le=100)
-    message_delay_level: str = Field(DEFAULT_DELAY_LEVELS, alias="messageDelayLevel")
     cluster_topic_enable: bool = Field(True, alias="clusterTopicEnable")
     broker_topic_enable: bool = Field(True, alias="brokerTopicEnable")
     trace_topic_enable: bool = Field(False, alias="traceTopicEnable")
@@ -141,8 +114,6 @@ class BrokerConfig(BaseModel):
     enable_property_filter: bool = Field(False, alias="enablePropertyFilter")
     broker_permission: int = Field(6, alias="brokerPermission", ge=0, le=15)
     max_msg_nums_batch: int = Field(64, alias="maxMsgNumsBatch", gt=0)
-    max_transfer_bytes_on_message_in_memory: int = Field(256 * 1024, alias="maxTransferBytesOnMessageInMemory", gt=0)
-    max_transfer_count_on_message_in_memory: int = Field(32, alias="maxTransferCountOnMessageInMemory", gt=0)
     send_message_thread_pool_nums: int = Field(1, alias="sendMessageThreadPoolNums", gt=0)
     pull_message_thread_pool_nums: int = Field(16, alias="pullMessageThreadPoolNums", gt=0)
     server_channel_max_idle_time_seconds: int = Field(120, alias="serverChannelMaxIdleTimeSeconds", gt=0)
@@ -180,20 +151,6 @@ class BrokerConfig(BaseModel):
                 raise ValueError(f"name server address {addr!r} is not host:port")
         return value.strip()
 
-    @field_validator("message_delay_level")
-    @classmethod
-    def _check_delay(cls, value: str) -> str:
-        parse_delay_levels(value)
-        return value
-
-    @field_validator("delete_when")
-    @classmethod
-    def _check_delete_when(cls, value: str) -> str:
-        for hour in value.split(";"):
-            if not hour.strip().isdigit() or not 0 <= int(hour) <= 23:
-                raise ValueError(f"deleteWhen hour {hour!r} is not 0-23")
-        return value
-
     @model_validator(mode="after")
     def _fill_derived(self) -> BrokerConfig:
         # Derived defaults, as BrokerStartup computes them; set via __dict__ to skip re-validation loops.
@@ -219,7 +176,8 @@ class BrokerConfig(BaseModel):
 
     @property
     def delay_levels_ms(self) -> list[int]:
-        return parse_delay_levels(self.message_delay_level)
+        """The delay of each level in ms, level 1 first (`delay_levels()` as a list, for counting levels)."""
+        return list(self.delay_levels().values())
 
     @property
     def is_master(self) -> bool:
@@ -243,8 +201,6 @@ def _broker_aliases() -> set[str]:
 
 def _store_aliases() -> dict[str, str]:
     """StoreConfig key (every accepted alias) -> field name (the store owns its keys; we pass them through)."""
-    from broker.store.config import StoreConfig
-
     return model_aliases(StoreConfig)
 
 
@@ -270,14 +226,12 @@ def load_broker_config(
     store_values: dict[str, str] = {}
     unknown: list[str] = []
     for key, value in merged.items():
-        known = False
+        value = value.strip() if isinstance(value, str) else value
         if key in broker_keys:
-            broker_values[key] = value.strip() if isinstance(value, str) else value
-            known = True
-        if key in store_keys:
-            store_values[key] = value.strip() if isinstance(value, str) else value
-            known = True
-        if not known:
+            broker_values[key] = value  # a key both read (BrokerStoreKeys) is the broker model's
+        elif key in store_keys:
+            store_values[key] = value
+        else:
             unknown.append(key)
     for key in unknown:
         log.warning("unknown broker config key %r in %s is ignored", key, origin)
@@ -290,27 +244,12 @@ def load_broker_config(
     return loaded
 
 
-def store_config(loaded: LoadedConfig) -> Any:
-    """The StoreConfig for this broker: store-only keys as given, shared keys from the broker model."""
-    from broker.store.config import StoreConfig
-
+def store_config(loaded: LoadedConfig) -> StoreConfig:
+    """The StoreConfig for this broker: store-only keys as given, the `BrokerStoreKeys` from the broker model."""
     aliases = _store_aliases()
-    b = loaded.broker
-    values: dict[str, Any] = dict(loaded.store_properties)
-    shared = {
-        "storePathRootDir": b.store_path_root_dir,
-        "storePathCommitLog": b.store_path_commit_log,
-        "mappedFileSizeCommitLog": b.mapped_file_size_commit_log,
-        "flushDiskType": b.flush_disk_type,
-        "brokerRole": b.broker_role,
-        "deleteWhen": b.delete_when,
-        "fileReservedTime": b.file_reserved_time,
-        "maxMessageSize": b.max_message_size,
-        "messageDelayLevel": b.message_delay_level,
-    }
-    for key, value in shared.items():
-        if key in aliases and value is not None:
-            values[key] = value
+    shared = BrokerStoreKeys.model_fields
+    values: dict[str, Any] = {k: v for k, v in loaded.store_properties.items() if aliases.get(k) not in shared}
+    values.update({name: getattr(loaded.broker, name) for name in shared})
     try:
         return StoreConfig.model_validate(values)
     except ValidationError as exc:

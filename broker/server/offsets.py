@@ -2,7 +2,9 @@
 
 The offset processor (QUERY/UPDATE_CONSUMER_OFFSET), the pull processor (COMMIT_OFFSET flag) and
 admin requests call this; `BrokerController` runs `flush_periodically()` every
-`flushConsumerOffsetInterval` and calls `persist()` at shutdown.
+`flushConsumerOffsetInterval` and calls `persist()` at shutdown. The file is read and written by the
+store's `load_consumer_offsets` / `save_consumer_offsets` (broker.store.config_files), in RocketMQ 4.9's
+shape, which 4.9 and 5.x brokers both read.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from broker.server.persist import JsonFile
+from broker.store.config_files import load_consumer_offsets, save_consumer_offsets
 
 __all__ = ["ConsumerOffsetManager"]
 
@@ -26,15 +28,13 @@ class ConsumerOffsetManager:
 
     def __init__(self, config_dir: Path) -> None:
         self.table: dict[str, dict[int, int]] = {}
-        self._file = JsonFile(config_dir / "consumerOffset.json")
+        self.path = config_dir / "consumerOffset.json"
         self._dirty = False
 
     def load(self) -> None:
-        data = self._file.load() or {}
-        for key, queues in (data.get("offsetTable") or {}).items():
-            if TOPIC_GROUP_SEPARATOR not in key or not isinstance(queues, dict):
-                continue
-            self.table[key] = {int(q): int(o) for q, o in queues.items()}
+        for key, queues in (load_consumer_offsets(self.path) or {}).items():
+            if TOPIC_GROUP_SEPARATOR in key:
+                self.table[key] = queues
         log.info("loaded consumer offsets of %d topic@group pairs", len(self.table))
 
     def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
@@ -86,11 +86,14 @@ class ConsumerOffsetManager:
         return True
 
     def snapshot(self) -> dict[str, Any]:
-        """consumerOffset.json's shape (4.9.x keeps only offsetTable; 5.x readers accept it too)."""
-        return {"offsetTable": {key: dict(queues) for key, queues in self.table.items()}}
+        """The body of GET_ALL_CONSUMER_OFFSET: the file's shape, {"offsetTable": {...}}."""
+        return {"offsetTable": self._copy()}
+
+    def _copy(self) -> dict[str, dict[int, int]]:
+        return {key: dict(queues) for key, queues in self.table.items()}
 
     def persist(self) -> None:
-        self._file.save(self.snapshot())
+        save_consumer_offsets(self.path, self._copy())
         self._dirty = False
 
     async def flush_periodically(self, interval_ms: int) -> None:
@@ -100,9 +103,9 @@ class ConsumerOffsetManager:
             if not self._dirty:
                 continue
             self._dirty = False
-            data = self.snapshot()
+            table = self._copy()
             try:
-                await asyncio.to_thread(self._file.save, data)
+                await asyncio.to_thread(save_consumer_offsets, self.path, table)
             except OSError:
                 self._dirty = True
                 log.exception("persisting consumer offsets failed; will retry")

@@ -1,8 +1,14 @@
 """StoreConfig: the store's settings, named as in RocketMQ's broker.conf (MessageStoreConfig keys).
 
-Built by the broker's config loader (broker.conf property values arrive as strings; pydantic converts
-them) and by tests; read by every store module. Unknown keys are rejected with a message naming them,
-so a typo in broker.conf fails loudly instead of silently keeping a default.
+Built by the broker's config loader (`store_config()` in broker.server.config: broker.conf property values
+arrive as strings; pydantic converts them) and by tests; read by every store module. The keys both the
+broker and the store read (storePathRootDir, brokerRole, maxMessageSize...) are declared once, in
+`BrokerStoreKeys`, which both `StoreConfig` and the broker's `BrokerConfig` extend: one type and one
+check per key. `parse_delay_levels` is the one parser of messageDelayLevel.
+
+Unknown keys given to the constructor (Python code: tests, tools) are rejected by name. A broker.conf
+is read by the broker's loader instead, which warns about an unknown key and ignores it
+(docs/configuration.md, "Unknown keys").
 """
 
 from __future__ import annotations
@@ -11,9 +17,9 @@ import logging
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 
-__all__ = ["DEFAULT_DELAY_LEVELS", "StoreConfig", "parse_delay_levels"]
+__all__ = ["DEFAULT_DELAY_LEVELS", "BrokerStoreKeys", "StoreConfig", "parse_delay_levels"]
 
 log = logging.getLogger(__name__)
 
@@ -23,41 +29,90 @@ _UNIT_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
 
 def parse_delay_levels(text: str) -> dict[int, int]:
-    """messageDelayLevel ("1s 5s ... 2h") -> {level (1-based): delay in ms}."""
+    """messageDelayLevel ("1s 5s ... 2h") -> {level (1-based): delay in ms}; ValueError naming a bad token."""
     levels: dict[int, int] = {}
     for i, token in enumerate(text.split(), start=1):
         unit = token[-1]
         if unit not in _UNIT_MS or not token[:-1].isdigit():
             raise ValueError(f"messageDelayLevel: bad level {token!r} (expected a number and one of s/m/h/d)")
         levels[i] = int(token[:-1]) * _UNIT_MS[unit]
+    if not levels:
+        raise ValueError("messageDelayLevel is empty")
     return levels
+
+
+def _delete_hours(text: str) -> set[int]:
+    hours: set[int] = set()
+    for part in text.split(";"):
+        part = part.strip()
+        if not part.isdigit() or not 0 <= int(part) <= 23:
+            raise ValueError(f"deleteWhen: {part!r} is not an hour 00-23")
+        hours.add(int(part))
+    return hours
+
+
+def _default_store_root() -> Path:
+    return Path.home() / "store"
 
 
 def _f(default: Any, alias: str, *more: str) -> Any:
     return Field(default, validation_alias=AliasChoices(alias, *more), serialization_alias=alias)
 
 
-class StoreConfig(BaseModel):
+class BrokerStoreKeys(BaseModel):
+    """The broker.conf keys both the broker and the store read, declared once (types, defaults, checks).
+
+    `BrokerConfig` (broker.server.config) and `StoreConfig` extend it; `store_config()` copies these
+    fields from the broker's model into the store's, by name.
+    """
+
+    store_path_root_dir: Path = Field(default_factory=_default_store_root, alias="storePathRootDir")
+    store_path_commit_log: Path | None = Field(None, alias="storePathCommitLog")
+    mapped_file_size_commit_log: int = Field(1 << 30, alias="mappedFileSizeCommitLog", ge=4096)
+    flush_disk_type: Literal["ASYNC_FLUSH", "SYNC_FLUSH"] = Field("ASYNC_FLUSH", alias="flushDiskType")
+    broker_role: Literal["ASYNC_MASTER", "SYNC_MASTER", "SLAVE"] = Field("ASYNC_MASTER", alias="brokerRole")
+    delete_when: str = Field("04", alias="deleteWhen")
+    file_reserved_time: int = Field(72, alias="fileReservedTime", ge=0)  # hours
+    max_message_size: int = Field(4 * 1024 * 1024, alias="maxMessageSize", gt=0)
+    message_delay_level: str = Field(DEFAULT_DELAY_LEVELS, alias="messageDelayLevel")
+    max_transfer_bytes_on_message_in_memory: int = Field(256 * 1024, alias="maxTransferBytesOnMessageInMemory", gt=0)
+    max_transfer_count_on_message_in_memory: int = Field(32, alias="maxTransferCountOnMessageInMemory", gt=0)
+
+    @field_validator("message_delay_level")
+    @classmethod
+    def _check_delay(cls, value: str) -> str:
+        parse_delay_levels(value)
+        return value
+
+    @field_validator("delete_when")
+    @classmethod
+    def _check_delete_when(cls, value: str) -> str:
+        _delete_hours(value)
+        return value
+
+    def delay_levels(self) -> dict[int, int]:
+        """{delay level (1-based): delay in ms} of messageDelayLevel."""
+        return parse_delay_levels(self.message_delay_level)
+
+    def delete_hours(self) -> set[int]:
+        """deleteWhen ("04" or "04;16") as a set of hours."""
+        return _delete_hours(self.delete_when)
+
+
+class StoreConfig(BrokerStoreKeys):
     """MessageStoreConfig. Field names are snake_case; the RocketMQ key is the alias (both accepted)."""
 
     model_config = ConfigDict(populate_by_name=True, extra="forbid", frozen=False)
 
-    store_path_root_dir: Path = _f(Path.home() / "store", "storePathRootDir")
-    store_path_commit_log: Path | None = _f(None, "storePathCommitLog")
     store_path_consume_queue: Path | None = _f(None, "storePathConsumeQueue")
     store_path_index: Path | None = _f(None, "storePathIndex")
-    mapped_file_size_commit_log: int = _f(1 << 30, "mappedFileSizeCommitLog")
     mapped_file_size_consume_queue: int = _f(300_000 * 20, "mappedFileSizeConsumeQueue")
-    flush_disk_type: Literal["ASYNC_FLUSH", "SYNC_FLUSH"] = _f("ASYNC_FLUSH", "flushDiskType")
     sync_flush_timeout: int = _f(5000, "syncFlushTimeout")
     flush_interval_commit_log: int = _f(500, "flushIntervalCommitLog")
     flush_commit_log_least_pages: int = _f(4, "flushCommitLogLeastPages")
     flush_commit_log_thorough_interval: int = _f(10_000, "flushCommitLogThoroughInterval")
     flush_interval_consume_queue: int = _f(1000, "flushIntervalConsumeQueue")
     flush_consume_queue_least_pages: int = _f(2, "flushConsumeQueueLeastPages")
-    max_message_size: int = _f(4 * 1024 * 1024, "maxMessageSize")
-    delete_when: str = _f("04", "deleteWhen")
-    file_reserved_time: float = _f(72, "fileReservedTime")
     disk_max_used_space_ratio: int = _f(75, "diskMaxUsedSpaceRatio")
     disk_space_clean_forcibly_ratio: float = _f(0.85, "diskSpaceCleanForciblyRatio")
     clean_resource_interval: int = _f(10_000, "cleanResourceInterval")
@@ -77,10 +132,6 @@ class StoreConfig(BaseModel):
     # mappedFileSizeCommitLog reserves like RocketMQ (the file being written and the next, whole).
     commit_log_preallocate_ahead: int = _f(128 << 20, "commitLogPreallocateAhead")
     check_crc_on_recover: bool = _f(True, "checkCRCOnRecover")
-    broker_role: Literal["ASYNC_MASTER", "SYNC_MASTER", "SLAVE"] = _f("ASYNC_MASTER", "brokerRole")
-    message_delay_level: str = _f(DEFAULT_DELAY_LEVELS, "messageDelayLevel")
-    max_transfer_bytes_on_message_in_memory: int = _f(256 * 1024, "maxTransferBytesOnMessageInMemory")
-    max_transfer_count_on_message_in_memory: int = _f(32, "maxTransferCountOnMessageInMemory")
 
     @model_validator(mode="before")
     @classmethod
@@ -89,6 +140,8 @@ class StoreConfig(BaseModel):
             known: set[str] = set()
             for name, info in cls.model_fields.items():
                 known.add(name)
+                if info.alias:
+                    known.add(info.alias)
                 alias = info.validation_alias
                 if isinstance(alias, AliasChoices):
                     known.update(c for c in alias.choices if isinstance(c, str))
@@ -101,14 +154,8 @@ class StoreConfig(BaseModel):
     def _check(self) -> StoreConfig:
         if self.mapped_file_size_consume_queue % 20:
             raise ValueError("mappedFileSizeConsumeQueue must be a multiple of 20 (the unit size)")
-        if self.mapped_file_size_commit_log < 4096:
-            raise ValueError("mappedFileSizeCommitLog must be at least 4096 bytes")
         if self.commit_log_preallocate_ahead < 1 << 20:
             raise ValueError("commitLogPreallocateAhead must be at least 1048576 bytes (1 MiB)")
-        if self.max_message_size <= 0:
-            raise ValueError("maxMessageSize must be positive")
-        parse_delay_levels(self.message_delay_level)
-        self.delete_hours()
         return self
 
     # -- derived paths -------------------------------------------------------------------------------
@@ -158,16 +205,3 @@ class StoreConfig(BaseModel):
         if self.index_helper_enable is not None:
             return self.index_helper_enable
         return self.mapped_file_size_commit_log >= INDEX_HELPER_MIN_FILE_SIZE
-
-    def delay_levels(self) -> dict[int, int]:
-        return parse_delay_levels(self.message_delay_level)
-
-    def delete_hours(self) -> set[int]:
-        """deleteWhen ("04" or "04;16") as a set of hours."""
-        hours: set[int] = set()
-        for part in self.delete_when.split(";"):
-            part = part.strip()
-            if not part.isdigit() or not 0 <= int(part) <= 23:
-                raise ValueError(f"deleteWhen: {part!r} is not an hour 00-23")
-            hours.add(int(part))
-        return hours

@@ -213,22 +213,14 @@ def load_consumer_offsets(path: Path) -> dict[str, dict[int, int]] | None:
     return {str(k): _int_map(v, f"{path.name} {k}") for k, v in raw.items()}
 
 
-def save_consumer_offsets(
-    path: Path, table: dict[str, dict[int, int]], data_version: DataVersion | None = None
-) -> None:
-    """Write 5.x's shape: offsetTable with unquoted queue ids, plus dataVersion and the derived groupTopicMap."""
-    group_topics: dict[str, list[str]] = {}
-    for key in table:
-        topic, sep, group = key.rpartition("@")
-        if sep:
-            group_topics.setdefault(group, []).append(topic)
-    data: dict[str, Any] = {
-        "groupTopicMap": {g: sorted(ts) for g, ts in group_topics.items()},
-        "offsetTable": {k: {int(q): int(o) for q, o in v.items()} for k, v in table.items()},
-    }
-    if data_version is not None:
-        data["dataVersion"] = data_version.to_json()
-    ConfigFile(path).save(data)
+def save_consumer_offsets(path: Path, table: dict[str, dict[int, int]]) -> None:
+    """Write RocketMQ 4.9's shape, `{"offsetTable": {"topic@group": {queueId: offset}}}` with unquoted queue ids.
+
+    The one shape of this file (docs/configuration.md, "consumerOffset.json"): the broker's live offset
+    manager (broker.server.offsets) writes through here too. A 4.9 broker reads only offsetTable, and a 5.x
+    broker reads this file as well (its dataVersion is optional), so the file moves to and from either.
+    """
+    ConfigFile(path).save({"offsetTable": {k: {int(q): int(o) for q, o in v.items()} for k, v in table.items()}})
 
 
 def load_subscription_groups(

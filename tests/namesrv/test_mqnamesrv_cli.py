@@ -37,10 +37,19 @@ def test_print_config_and_bad_key(tmp_path) -> None:
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert {"listenPort=19999", "orderMessageEnable=true", "scanNotActiveBrokerInterval=5000"} <= set(lines)
+    # an unknown key: warned about by name and file, and ignored (as the broker does)
     conf.write_text("listenPort=19999\nlistenPrt=1\n")
+    typo = subprocess.run(
+        [MQNAMESRV, "-c", str(conf), "-p"], capture_output=True, text=True, env=_env(tmp_path), timeout=30
+    )
+    assert typo.returncode == 0, typo.stderr
+    assert f"unknown NameServer config key 'listenPrt' in {conf} is ignored" in typo.stderr
+    assert "listenPort=19999" in typo.stdout.splitlines() and "listenPrt" not in typo.stdout
+    # a bad value of a known key still stops it, naming the key
+    conf.write_text("listenPort=nine\n")
     bad = subprocess.run([MQNAMESRV, "-c", str(conf)], capture_output=True, text=True, env=_env(tmp_path), timeout=30)
     assert bad.returncode != 0
-    assert "unknown key listenPrt" in bad.stderr and str(conf) in bad.stderr
+    assert "listenPort" in bad.stderr and str(conf) in bad.stderr
 
 
 def test_serves_and_stops_on_sigterm(tmp_path) -> None:

@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 
 from broker.config.errors import ConfigError
-from broker.server.config import effective_properties, load_broker_config, store_config
+from broker.config.typed import model_aliases
+from broker.server.config import BrokerConfig, effective_properties, load_broker_config, store_config
+from broker.store.config import BrokerStoreKeys, StoreConfig, parse_delay_levels
 
 MQBROKER = [sys.executable, "-m", "broker.cli.mqbroker"]
 
@@ -42,8 +44,10 @@ def test_keys_defaults_and_derived_values(tmp_path: Path) -> None:
 
 def test_unknown_key_warns_by_name_and_bad_value_is_an_error(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING):
-        loaded = load_broker_config({"brokerName": "b", "noSuchKey": "1"})
-    assert loaded.unknown_keys == ["noSuchKey"] and "noSuchKey" in caplog.text
+        loaded = load_broker_config({"brokerName": "b", "noSuchKey": "1"}, origin="/etc/rocketmq/broker.conf")
+    assert loaded.unknown_keys == ["noSuchKey"]
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warnings == ["unknown broker config key 'noSuchKey' in /etc/rocketmq/broker.conf is ignored"]
     for key, value in [
         ("listenPort", "abc"),
         ("flushDiskType", "SOMETIMES"),
@@ -56,6 +60,40 @@ def test_unknown_key_warns_by_name_and_bad_value_is_an_error(caplog: pytest.LogC
         with pytest.raises(ConfigError) as err:
             load_broker_config({key: value})
         assert key in str(err.value) or "flush_interval_commit_log" in str(err.value), (key, str(err.value))
+
+
+def test_keys_both_models_read_are_declared_once_and_copied_typed(tmp_path: Path) -> None:
+    shared = set(BrokerStoreKeys.model_fields)
+    broker_keys, store_keys = model_aliases(BrokerConfig), model_aliases(StoreConfig)
+    # every broker.conf key both models accept is one of the shared declarations (no second copy of a key)
+    assert {broker_keys[k] for k in set(broker_keys) & set(store_keys)} == shared
+    assert len(shared) == 11
+    loaded = load_broker_config(
+        {
+            "storePathRootDir": str(tmp_path),
+            "fileReservedTime": "48",
+            "brokerRole": "SLAVE",
+            "messageDelayLevel": "1s 2m",
+            "maxTransferCountOnMessageInMemory": "8",
+            "flushIntervalCommitLog": "300",
+        }
+    )
+    assert loaded.store_properties == {"flushIntervalCommitLog": "300"}  # shared keys live in the broker model
+    sc = store_config(loaded)
+    assert isinstance(sc, StoreConfig) and sc.flush_interval_commit_log == 300
+    assert {name: getattr(sc, name) for name in shared} == {name: getattr(loaded.broker, name) for name in shared}
+    assert sc.store_path_root_dir == tmp_path and sc.file_reserved_time == 48
+    assert sc.delay_levels() == loaded.broker.delay_levels() == {1: 1000, 2: 120_000}
+    # the broker's value is the one the store gets, also after a live change
+    loaded.broker.file_reserved_time = 12
+    assert store_config(loaded).file_reserved_time == 12
+
+
+def test_delay_levels_have_one_parser() -> None:
+    assert parse_delay_levels("1s 5s 1m 2h 1d") == {1: 1000, 2: 5000, 3: 60_000, 4: 7_200_000, 5: 86_400_000}
+    for bad in ["", "1x", "s", "1.5s"]:
+        with pytest.raises(ValueError, match="messageDelayLevel"):
+            parse_delay_levels(bad)
 
 
 def test_effective_properties_cover_broker_and_store_keys() -> None:

@@ -286,11 +286,31 @@ def test_kill_during_saves_never_leaves_an_unreadable_file(tmp_path: Path) -> No
 def test_consumer_offsets_round_trip(tmp_path: Path) -> None:
     path = tmp_path / "consumerOffset.json"
     table = {"TopicTest@g1": {0: 250, 1: 251}, "%RETRY%g1@g1": {0: 0}, "Other@g2": {}}
-    save_consumer_offsets(path, table, DataVersion(counter=1, timestamp=5))
+    save_consumer_offsets(path, table)
     text = path.read_text()
     assert '"TopicTest@g1":{0:250,1:251\n\t\t}' in text
     assert load_consumer_offsets(path) == table
-    assert loads(text)["groupTopicMap"] == {"g1": ["%RETRY%g1", "TopicTest"], "g2": ["Other"]}
+    assert list(loads(text)) == ["offsetTable"]  # RocketMQ 4.9's shape: nothing else
+
+
+def test_consumer_offsets_are_written_as_a_rocketmq_49_broker_writes_them(tmp_path: Path) -> None:
+    path = tmp_path / "consumerOffset.json"
+    save_consumer_offsets(path, load_consumer_offsets_text(tmp_path, JAVA_CONSUMER_OFFSET))
+    assert path.read_text() == JAVA_CONSUMER_OFFSET
+
+
+def load_consumer_offsets_text(tmp_path: Path, text: str) -> dict[str, dict[int, int]]:
+    source = tmp_path / "source.json"
+    source.write_text(text)
+    loaded = load_consumer_offsets(source)
+    assert loaded is not None
+    return loaded
+
+
+def test_a_rocketmq_5_consumer_offsets_file_loads(tmp_path: Path) -> None:
+    # a 5.x broker adds dataVersion beside offsetTable; the offsets are what counts
+    text = '{"dataVersion":{"counter":3,"stateVersion":0,"timestamp":1700000000000},"offsetTable":{"T@g":{0:9}}}'
+    assert load_consumer_offsets_text(tmp_path, text) == {"T@g": {0: 9}}
 
 
 def test_topics_round_trip(tmp_path: Path) -> None:
