@@ -24,7 +24,7 @@ PYPROJECT = REPO / "pyproject.toml"
 LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
 
 CONTRACTS = [c["name"] for c in tomllib.loads(PYPROJECT.read_text())["tool"]["importlinter"]["contracts"]]
-BROKER_LAYERS, SDK_LAYERS, SDK_FORBIDDEN, OPERATOR_FORBIDDEN = CONTRACTS
+BROKER_LAYERS, SDK_LAYERS, SDK_FORBIDDEN, OPERATOR_FORBIDDEN, BROKER_NOT_OPERATOR = CONTRACTS
 
 
 def _copy_sources(dest: Path) -> Path:
@@ -76,6 +76,7 @@ BREAKS = [
     ("broker/transport/budget.py", "import broker.client.producer", {SDK_LAYERS}),
     ("broker/client/route.py", "import broker.server.topics", {SDK_FORBIDDEN, OPERATOR_FORBIDDEN}),
     ("operator/rocketcluster/plan.py", "import broker.store.config", {OPERATOR_FORBIDDEN}),
+    ("broker/cli/probe.py", "import rocketcluster.names", {BROKER_NOT_OPERATOR}),
 ]
 
 

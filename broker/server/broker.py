@@ -268,8 +268,11 @@ class BrokerController:
     def _register_processors(self, server: RemotingServer) -> None:
         self.send = SendProcessor(self)
         self.pull = PullProcessor(self)
-        offsets = OffsetProcessor(self)
-        clients = ClientManageProcessor(self)
+        # Processors get the parts they read; those that still take the whole broker: issue 25 item 4
+        offsets = OffsetProcessor(self.offsets, self.store)
+        clients = ClientManageProcessor(
+            self.config, self.topics, self.groups, self.consumers, self.producers, self.locks
+        )
         admin = AdminProcessor(self)
         send_back = SendBackProcessor(self)
         end_transaction = EndTransactionProcessor(self)

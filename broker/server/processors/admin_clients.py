@@ -34,8 +34,7 @@ from broker.protocol.headers import (
 from broker.server.errors import RequestError
 
 if TYPE_CHECKING:
-    from broker.server.broker import BrokerController
-    from broker.server.clients import ClientChannelInfo, ConsumerGroupInfo
+    from broker.server.clients import ClientChannelInfo, ConsumerGroupInfo, ConsumerManager, ProducerManager
     from broker.transport.connection import RemotingConnection
 
 __all__ = ["AdminClientsProcessor"]
@@ -47,11 +46,12 @@ V3_1_8_SNAPSHOT = 62  # clients older than this cannot answer GET_CONSUMER_RUNNI
 
 
 class AdminClientsProcessor:
-    def __init__(self, broker: BrokerController) -> None:
-        self.broker = broker
+    def __init__(self, consumers: ConsumerManager, producers: ProducerManager) -> None:
+        self.consumers = consumers
+        self.producers = producers
 
     def _online(self, group: str) -> ConsumerGroupInfo:
-        g = self.broker.consumers.get(group)
+        g = self.consumers.get(group)
         if g is None or not g.channels:
             raise RequestError(ResponseCode.CONSUMER_NOT_ONLINE, f"the consumer group[{group}] not online")
         return g
@@ -70,7 +70,7 @@ class AdminClientsProcessor:
 
     def producer_connection(self, conn: RemotingConnection, cmd: RemotingCommand) -> RemotingCommand:
         h = GetProducerConnectionListRequestHeader.from_ext_fields(cmd.ext_fields)
-        channels = self.broker.producers.groups.get(h.producer_group)
+        channels = self.producers.groups.get(h.producer_group)
         if not channels:
             raise RequestError(ResponseCode.SYSTEM_ERROR, f"the producer group[{h.producer_group}] not exist")
         body = ProducerConnection([_connection(info) for info in channels.values()])
@@ -101,7 +101,7 @@ class AdminClientsProcessor:
     async def consumer_status(self, conn: RemotingConnection, cmd: RemotingCommand) -> RemotingCommand:
         """223: every client of the group (or the one named by clientAddr) reports its offsets on a topic."""
         h = GetConsumerStatusRequestHeader.from_ext_fields(cmd.ext_fields)
-        g = self.broker.consumers.get(h.group)
+        g = self.consumers.get(h.group)
         if g is None or not g.channels:
             raise RequestError(ResponseCode.SYSTEM_ERROR, f"No Any Consumer online in the consumer group: [{h.group}]")
         wanted = [i for i in g.channels.values() if not h.client_addr or i.client_id == h.client_addr]

@@ -1,7 +1,8 @@
 """The request codes of the admin inspection and maintenance processors, for `BrokerController`.
 
 One table keeps broker.py's route list short: the processors behind these codes (admin_stats,
-admin_clients, admin_config, admin_store) are built here, each with the broker it reads.
+admin_clients, admin_config, admin_store) are built here, each with the parts of the broker it reads
+(the config processor still takes the whole broker: UPDATE_BROKER_CONFIG changes parts of it).
 """
 
 from __future__ import annotations
@@ -22,10 +23,12 @@ __all__ = ["admin_routes"]
 
 
 def admin_routes(broker: BrokerController) -> dict[int, Handler]:
-    stats = AdminStatsProcessor(broker)
-    clients = AdminClientsProcessor(broker)
+    stats = AdminStatsProcessor(
+        broker.config, broker.store, broker.topics, broker.groups, broker.offsets, broker.consumers, broker.get_stats
+    )
+    clients = AdminClientsProcessor(broker.consumers, broker.producers)
     config = AdminConfigProcessor(broker)
-    store = AdminStoreProcessor(broker)
+    store = AdminStoreProcessor(broker.topics, broker.store)
     rc = RequestCode
     return {
         rc.GET_TOPIC_STATS_INFO: stats.topic_stats,

@@ -44,8 +44,13 @@ from broker.server.errors import RequestError
 from broker.server.get_stats import DAY, HOUR, MINUTE
 
 if TYPE_CHECKING:
-    from broker.server.broker import BrokerController
-    from broker.server.topics import TopicConfig
+    from broker.server.clients import ConsumerManager
+    from broker.server.config import BrokerConfig
+    from broker.server.get_stats import GroupGetStats
+    from broker.server.groups import SubscriptionGroupManager
+    from broker.server.offsets import ConsumerOffsetManager
+    from broker.server.topics import TopicConfig, TopicConfigManager
+    from broker.store import MessageStore
     from broker.transport.connection import RemotingConnection
 
 __all__ = ["AdminStatsProcessor"]
@@ -60,8 +65,26 @@ _MINUTE, _HOUR, _DAY = 60_000, 3_600_000, 86_400_000
 
 
 class AdminStatsProcessor:
-    def __init__(self, broker: BrokerController) -> None:
-        self.broker = broker
+    """Its parts, not the whole broker: the live config (brokerName, the address), the store, the topic,
+    group and offset tables, the online consumers and the pull statistics."""
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        store: MessageStore,
+        topics: TopicConfigManager,
+        groups: SubscriptionGroupManager,
+        offsets: ConsumerOffsetManager,
+        consumers: ConsumerManager,
+        get_stats: GroupGetStats,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.topics = topics
+        self.groups = groups
+        self.offsets = offsets
+        self.consumers = consumers
+        self.get_stats = get_stats
 
     # ------------------------------------------------------------------ store views
 
@@ -69,7 +92,7 @@ class AdminStatsProcessor:
         """Store timestamp of the message at `offset` of a queue; 0 when there is none."""
         if offset < 0:
             return 0
-        store = self.broker.store
+        store = self.store
         phy = store.get_commit_log_offset_in_queue(topic, queue_id, offset)
         if phy < 0:
             return 0
@@ -77,25 +100,26 @@ class AdminStatsProcessor:
         return msg.store_timestamp if msg is not None else 0
 
     def _topic(self, topic: str) -> TopicConfig:
-        tc = self.broker.topics.get(topic)
+        tc = self.topics.get(topic)
         if tc is None:
             raise RequestError(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
         return tc
 
     def _mq(self, topic: str, queue_id: int) -> MessageQueue:
-        return MessageQueue(topic, self.broker.config.broker_name, queue_id)
+        return MessageQueue(topic, self.config.broker_name, queue_id)
 
     def _group_known(self, group: str) -> bool:
-        b = self.broker
-        return group in b.groups.table or b.consumers.get(group) is not None or bool(b.offsets.topics_of_group(group))
+        if group in self.groups.table or self.consumers.get(group) is not None:
+            return True
+        return bool(self.offsets.topics_of_group(group))
 
     def _subscribed(self, group: str, topic: str) -> bool:
         """RocketMQ's filter: an online group that subscribes to anything only counts its own topics."""
-        g = self.broker.consumers.get(group)
+        g = self.consumers.get(group)
         return g is None or not g.subscriptions or topic in g.subscriptions
 
     def _offsets(self, group: str, topic: str, queue_nums: int) -> ConsumeStats:
-        store, offsets, pulls = self.broker.store, self.broker.offsets, self.broker.get_stats
+        store, offsets, pulls = self.store, self.offsets, self.get_stats
         table: dict[MessageQueue, OffsetWrapper] = {}
         for queue_id in range(queue_nums):
             broker_offset = max(store.get_max_offset_in_queue(topic, queue_id), 0)
@@ -112,7 +136,7 @@ class AdminStatsProcessor:
 
     def _count_since(self, topic: str, queue_nums: int, since_ms: int) -> int:
         """Messages stored in `topic` at or after `since_ms` (ConsumeQueue positions, no counters)."""
-        store = self.broker.store
+        store = self.store
         total = 0
         for queue_id in range(queue_nums):
             max_offset = store.get_max_offset_in_queue(topic, queue_id)
@@ -129,7 +153,7 @@ class AdminStatsProcessor:
     def topic_stats(self, conn: RemotingConnection, cmd: RemotingCommand) -> RemotingCommand:
         h = GetTopicStatsInfoRequestHeader.from_ext_fields(cmd.ext_fields)
         tc = self._topic(h.topic)
-        store = self.broker.store
+        store = self.store
         table: dict[MessageQueue, TopicOffset] = {}
         for queue_id in range(max(tc.read_queue_nums, tc.write_queue_nums)):
             low = max(store.get_min_offset_in_queue(h.topic, queue_id), 0)
@@ -155,12 +179,12 @@ class AdminStatsProcessor:
                 self._topic(h.topic)
                 candidates = {h.topic}
             else:
-                candidates = self.broker.offsets.topics_of_group(group)
+                candidates = self.offsets.topics_of_group(group)
             topics = sorted(t for t in candidates if self._subscribed(group, t))
         table: dict[MessageQueue, OffsetWrapper] = {}
         tps = 0.0
         for topic in topics:
-            tc = self.broker.topics.get(topic)
+            tc = self.topics.get(topic)
             if tc is not None:
                 stats = self._offsets(group, topic, tc.read_queue_nums)
                 table.update(stats.offset_table)
@@ -171,13 +195,12 @@ class AdminStatsProcessor:
 
     def broker_consume_stats(self, conn: RemotingConnection, cmd: RemotingCommand) -> RemotingCommand:
         h = GetConsumeStatsInBrokerHeader.from_ext_fields(cmd.ext_fields)
-        b = self.broker
         groups: list[tuple[str, list[ConsumeStats]]] = []
         total_diff = total_inflight = 0
-        for group in sorted(b.groups.table):
+        for group in sorted(self.groups.table):
             per_topic: list[ConsumeStats] = []
-            for topic in sorted(b.offsets.topics_of_group(group)):
-                tc = b.topics.get(topic)
+            for topic in sorted(self.offsets.topics_of_group(group)):
+                tc = self.topics.get(topic)
                 if tc is None or (h.is_order and not tc.order) or not self._subscribed(group, topic):
                     continue
                 stats = self._offsets(group, topic, tc.write_queue_nums)
@@ -185,28 +208,27 @@ class AdminStatsProcessor:
                 total_inflight += sum(w.pull_offset - w.consumer_offset for w in stats.offset_table.values())
                 per_topic.append(stats)
             groups.append((group, per_topic))
-        body = ConsumeStatsList(b.addr, groups, total_diff, total_inflight)
+        body = ConsumeStatsList(self.config.broker_addr, groups, total_diff, total_inflight)
         return cmd.response(ResponseCode.SUCCESS, None, body=body.to_json())
 
     # ------------------------------------------------------------------ 300, 303
 
     def consume_by_who(self, conn: RemotingConnection, cmd: RemotingCommand) -> RemotingCommand:
         h = QueryTopicConsumeByWhoRequestHeader.from_ext_fields(cmd.ext_fields)
-        b = self.broker
-        online = {name for name, g in b.consumers.groups.items() if h.topic in g.subscriptions}
-        groups = frozenset(online | b.offsets.groups_of_topic(h.topic))
+        online = {name for name, g in self.consumers.groups.items() if h.topic in g.subscriptions}
+        groups = frozenset(online | self.offsets.groups_of_topic(h.topic))
         return cmd.response(ResponseCode.SUCCESS, None, body=GroupList(groups).to_json())
 
     def consume_time_span(self, conn: RemotingConnection, cmd: RemotingCommand) -> RemotingCommand:
         h = QueryConsumeTimeSpanRequestHeader.from_ext_fields(cmd.ext_fields)
         tc = self._topic(h.topic)
-        store = self.broker.store
+        store = self.store
         now = int(time.time() * 1000)
         spans = []
         for queue_id in range(tc.write_queue_nums):
             min_time = store.get_earliest_message_time(h.topic, queue_id)
             max_offset = store.get_max_offset_in_queue(h.topic, queue_id)
-            consumed = self.broker.offsets.query(h.group, h.topic, queue_id)
+            consumed = self.offsets.query(h.group, h.topic, queue_id)
             consume_time = self._store_time(h.topic, queue_id, consumed - 1) if consumed > 0 else min_time
             delay = now - self._store_time(h.topic, queue_id, consumed) if 0 <= consumed < max_offset else 0
             spans.append(
@@ -225,16 +247,15 @@ class AdminStatsProcessor:
 
     def clone_group_offset(self, conn: RemotingConnection, cmd: RemotingCommand) -> RemotingCommand:
         h = CloneGroupOffsetRequestHeader.from_ext_fields(cmd.ext_fields)
-        b = self.broker
-        topics = {h.topic} if h.topic else b.offsets.topics_of_group(h.src_group)
+        topics = {h.topic} if h.topic else self.offsets.topics_of_group(h.src_group)
         cloned = []
         for topic in sorted(topics):
-            if b.topics.get(topic) is None:
+            if self.topics.get(topic) is None:
                 log.warning("clone offsets of %s: topic %s does not exist here", h.src_group, topic)
                 continue
             if not h.offline and not self._subscribed(h.src_group, topic):
                 continue
-            if b.offsets.clone(h.src_group, h.dest_group, topic):
+            if self.offsets.clone(h.src_group, h.dest_group, topic):
                 cloned.append(topic)
         log.info("cloned offsets of %s to %s on %s", h.src_group, h.dest_group, cloned)
         return cmd.response(ResponseCode.SUCCESS)
@@ -249,7 +270,7 @@ class AdminStatsProcessor:
         h = ViewBrokerStatsDataRequestHeader.from_ext_fields(cmd.ext_fields)
         if h.stats_name in (GROUP_GET_NUMS, GROUP_GET_SIZE):
             return cmd.response(ResponseCode.SUCCESS, None, body=self._group_get(h.stats_name, h.stats_key).to_json())
-        tc = self.broker.topics.get(h.stats_key) if h.stats_name == TOPIC_PUT_NUMS else None
+        tc = self.topics.get(h.stats_key) if h.stats_name == TOPIC_PUT_NUMS else None
         if tc is None:
             raise RequestError(ResponseCode.SYSTEM_ERROR, f"The stats <{h.stats_name}> <{h.stats_key}> not exist")
         now = int(time.time() * 1000)
@@ -262,11 +283,11 @@ class AdminStatsProcessor:
     def _group_get(self, name: str, key: str) -> BrokerStatsData:
         """A known topic and group that pulled nothing (yet) read as zeros; anything else does not exist."""
         topic, sep, group = key.rpartition("@")
-        if not sep or self.broker.topics.get(topic) is None or not self._group_known(group):
+        if not sep or self.topics.get(topic) is None or not self._group_known(group):
             raise RequestError(ResponseCode.SYSTEM_ERROR, f"The stats <{name}> <{key}> not exist")
         items = []
         for span in (MINUTE, HOUR, DAY):
-            messages, nbytes, pulls, seconds = self.broker.get_stats.window(key, span)
+            messages, nbytes, pulls, seconds = self.get_stats.window(key, span)
             value = messages if name == GROUP_GET_NUMS else nbytes
             items.append(
                 BrokerStatsItem(value, value / seconds if seconds > 0 else 0.0, value / pulls if pulls else 0.0)
@@ -277,7 +298,7 @@ class AdminStatsProcessor:
 
     def topic_config(self, conn: RemotingConnection, cmd: RemotingCommand) -> RemotingCommand:
         h = GetTopicConfigRequestHeader.from_ext_fields(cmd.ext_fields)
-        tc = self.broker.topics.get(h.topic)
+        tc = self.topics.get(h.topic)
         if tc is None:
             raise RequestError(ResponseCode.TOPIC_NOT_EXIST, f"No topic in this broker. topic: {h.topic}")
         # TopicConfigAndQueueMapping: the topic's config; no mappingDetail (we have no static topics).

@@ -20,7 +20,8 @@ from broker.protocol.codes import ResponseCode
 from broker.protocol.command import RemotingCommand
 
 if TYPE_CHECKING:
-    from broker.server.broker import BrokerController
+    from broker.server.topics import TopicConfigManager
+    from broker.store import MessageStore
     from broker.transport.connection import RemotingConnection
 
 __all__ = ["AdminStoreProcessor"]
@@ -32,20 +33,21 @@ _KEPT_PREFIXES = ("rmq_sys_", "RMQ_SYS_", "%LMQ%")
 
 
 class AdminStoreProcessor:
-    def __init__(self, broker: BrokerController) -> None:
-        self.broker = broker
+    def __init__(self, topics: TopicConfigManager, store: MessageStore) -> None:
+        self.topics = topics
+        self.store = store
 
     def _system(self, topic: str) -> bool:
-        return topic in self.broker.topics.system_topics or topic.startswith(_KEPT_PREFIXES)
+        return topic in self.topics.system_topics or topic.startswith(_KEPT_PREFIXES)
 
     def clean_expired_consume_queue(self, conn: RemotingConnection, cmd: RemotingCommand) -> RemotingCommand:
-        removed = self.broker.store.remove_expired_queues(self._system)
+        removed = self.store.remove_expired_queues(self._system)
         log.info("cleanExpiredConsumeQueue from %s: removed %s", conn.peer, removed or "nothing")
         remark = ", ".join(f"{t}:{q}" for t, q in removed)
         return cmd.response(ResponseCode.SUCCESS, f"removed consume queues: {remark}" if removed else None)
 
     def clean_unused_topic(self, conn: RemotingConnection, cmd: RemotingCommand) -> RemotingCommand:
-        topics = self.broker.topics
-        removed = self.broker.store.remove_unused_topics(lambda t: t in topics.table or self._system(t))
+        topics = self.topics
+        removed = self.store.remove_unused_topics(lambda t: t in topics.table or self._system(t))
         log.warning("cleanUnusedTopic from %s: removed %s", conn.peer, removed or "nothing")
         return cmd.response(ResponseCode.SUCCESS, f"removed topics: {', '.join(removed)}" if removed else None)

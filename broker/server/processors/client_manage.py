@@ -31,7 +31,11 @@ from broker.server.property_filter import compile_subscription
 from broker.server.topics import PERM_READ, PERM_WRITE, RETRY_GROUP_TOPIC_PREFIX
 
 if TYPE_CHECKING:
-    from broker.server.broker import BrokerController
+    from broker.server.clients import ConsumerManager, ProducerManager
+    from broker.server.config import BrokerConfig
+    from broker.server.groups import SubscriptionGroupManager
+    from broker.server.locks import RebalanceLockManager
+    from broker.server.topics import TopicConfigManager
     from broker.transport.connection import RemotingConnection
 
 __all__ = ["ClientManageProcessor"]
@@ -40,11 +44,26 @@ log = logging.getLogger(__name__)
 
 
 class ClientManageProcessor:
-    def __init__(self, broker: BrokerController) -> None:
-        self.broker = broker
+    """Its parts, not the whole broker: the live config (enablePropertyFilter is read per request), the
+    topic and group tables, the client tables and the rebalance locks."""
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        topics: TopicConfigManager,
+        groups: SubscriptionGroupManager,
+        consumers: ConsumerManager,
+        producers: ProducerManager,
+        locks: RebalanceLockManager,
+    ) -> None:
+        self.config = config
+        self.topics = topics
+        self.groups = groups
+        self.consumers = consumers
+        self.producers = producers
+        self.locks = locks
 
     def heart_beat(self, conn: RemotingConnection, cmd: RemotingCommand) -> RemotingCommand:
-        b = self.broker
         try:
             data = HeartbeatData.from_json(cmd.body)
         except Exception as exc:
@@ -52,16 +71,16 @@ class ClientManageProcessor:
         # Refuse a bad SQL92 subscription before recording anything (the consumer subscribed with it).
         for consumer in data.consumers:
             for s in consumer.subscriptions:
-                compile_subscription(s.expression_type, s.sub_string, b.config.enable_property_filter)
+                compile_subscription(s.expression_type, s.sub_string, self.config.enable_property_filter)
         for consumer in data.consumers:
-            group_cfg = b.groups.find(consumer.group_name)
+            group_cfg = self.groups.find(consumer.group_name)
             if group_cfg is None:
                 raise RequestError(
                     ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
                     f"subscription group [{consumer.group_name}] does not exist",
                 )
             perm = PERM_READ | PERM_WRITE
-            b.topics.create_in_send_back(
+            self.topics.create_in_send_back(
                 RETRY_GROUP_TOPIC_PREFIX + consumer.group_name, group_cfg.retry_queue_nums, perm
             )
             subs = []
@@ -77,7 +96,7 @@ class ClientManageProcessor:
                         expression_type=s.expression_type or "TAG",
                     )
                 )
-            b.consumers.register(
+            self.consumers.register(
                 consumer.group_name,
                 ClientChannelInfo(conn, data.client_id, cmd.language, cmd.version),
                 consume_type=consumer.consume_type.name,
@@ -86,7 +105,7 @@ class ClientManageProcessor:
                 subscriptions=subs,
             )
         for producer in data.producers:
-            b.producers.register(
+            self.producers.register(
                 producer.group_name, ClientChannelInfo(conn, data.client_id, cmd.language, cmd.version)
             )
         return cmd.response(ResponseCode.SUCCESS, None, {"IS_SUPPORT_HEART_BEAT_V2": "false", "IS_SUB_CHANGE": "false"})
@@ -99,20 +118,20 @@ class ClientManageProcessor:
             expression_type, expression = sub.get("expressionType"), sub.get("subString")
         except (orjson.JSONDecodeError, AttributeError) as exc:
             raise RequestError(ResponseCode.SYSTEM_ERROR, f"malformed CheckClientRequestBody: {exc}") from None
-        compile_subscription(expression_type, expression, self.broker.config.enable_property_filter)
+        compile_subscription(expression_type, expression, self.config.enable_property_filter)
         return cmd.response(ResponseCode.SUCCESS)
 
     def unregister_client(self, conn: RemotingConnection, cmd: RemotingCommand) -> RemotingCommand:
         h = UnregisterClientRequestHeader.from_ext_fields(cmd.ext_fields)
         if h.producer_group:
-            self.broker.producers.unregister(h.producer_group, conn)
+            self.producers.unregister(h.producer_group, conn)
         if h.consumer_group:
-            self.broker.consumers.unregister(h.consumer_group, conn)
+            self.consumers.unregister(h.consumer_group, conn)
         return cmd.response(ResponseCode.SUCCESS)
 
     def consumer_list(self, conn: RemotingConnection, cmd: RemotingCommand) -> RemotingCommand:
         h = GetConsumerListByGroupRequestHeader.from_ext_fields(cmd.ext_fields)
-        group = self.broker.consumers.get(h.consumer_group)
+        group = self.consumers.get(h.consumer_group)
         ids = group.client_ids() if group is not None else []
         if not ids:
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {h.consumer_group}")
@@ -120,10 +139,10 @@ class ClientManageProcessor:
 
     def lock_batch(self, conn: RemotingConnection, cmd: RemotingCommand) -> RemotingCommand:
         body = LockBatchRequestBody.from_json(cmd.body)
-        granted = self.broker.locks.try_lock_batch(body.consumer_group, list(body.mq_set), body.client_id)
+        granted = self.locks.try_lock_batch(body.consumer_group, list(body.mq_set), body.client_id)
         return cmd.response(ResponseCode.SUCCESS, None, body=LockBatchResponseBody(frozenset(granted)).to_json())
 
     def unlock_batch(self, conn: RemotingConnection, cmd: RemotingCommand) -> RemotingCommand:
         body = UnlockBatchRequestBody.from_json(cmd.body)
-        self.broker.locks.unlock_batch(body.consumer_group, list(body.mq_set), body.client_id)
+        self.locks.unlock_batch(body.consumer_group, list(body.mq_set), body.client_id)
         return cmd.response(ResponseCode.SUCCESS)

@@ -1,7 +1,8 @@
 """Offset requests: QUERY/UPDATE_CONSUMER_OFFSET (14/15), GET_MAX/MIN_OFFSET (30/31),
 SEARCH_OFFSET_BY_TIMESTAMP (29) and GET_EARLIEST_MSG_STORETIME (32).
 
-Registered by `BrokerController`; all synchronous (in-memory tables and ConsumeQueue lookups).
+Registered by `BrokerController`, which hands it the two parts it reads (the offset table and the store);
+all synchronous (in-memory tables and ConsumeQueue lookups).
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from broker.protocol.headers import (
 )
 
 if TYPE_CHECKING:
-    from broker.server.broker import BrokerController
+    from broker.server.offsets import ConsumerOffsetManager
+    from broker.store import MessageStore
     from broker.transport.connection import RemotingConnection
 
 __all__ = ["OffsetProcessor", "query_offset_decision"]
@@ -46,13 +48,13 @@ def query_offset_decision(stored: int, min_offset: int, set_zero_if_not_found: b
 
 
 class OffsetProcessor:
-    def __init__(self, broker: BrokerController) -> None:
-        self.broker = broker
-        self.store = broker.store
+    def __init__(self, offsets: ConsumerOffsetManager, store: MessageStore) -> None:
+        self.offsets = offsets
+        self.store = store
 
     def query_consumer_offset(self, conn: RemotingConnection, cmd: RemotingCommand) -> RemotingCommand:
         h = QueryConsumerOffsetRequestHeader.from_ext_fields(cmd.ext_fields)
-        stored = self.broker.offsets.query(h.consumer_group, h.topic, h.queue_id)
+        stored = self.offsets.query(h.consumer_group, h.topic, h.queue_id)
         min_offset = self.store.get_min_offset_in_queue(h.topic, h.queue_id) if stored < 0 else 0
         offset = query_offset_decision(stored, min_offset, h.set_zero_if_not_found)
         if offset is None:
@@ -63,7 +65,7 @@ class OffsetProcessor:
 
     def update_consumer_offset(self, conn: RemotingConnection, cmd: RemotingCommand) -> RemotingCommand:
         h = UpdateConsumerOffsetRequestHeader.from_ext_fields(cmd.ext_fields)
-        self.broker.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
+        self.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
         return cmd.response(ResponseCode.SUCCESS)
 
     def get_max_offset(self, conn: RemotingConnection, cmd: RemotingCommand) -> RemotingCommand:

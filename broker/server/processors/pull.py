@@ -34,7 +34,7 @@ from broker.server.topics import PERM_READ
 from broker.store.results import GetResult, GetStatus
 
 if TYPE_CHECKING:
-    from broker.server.broker import BrokerController
+    from broker.server.processors.context import PullContext
     from broker.transport.connection import RemotingConnection
 
 __all__ = ["PullProcessor", "ReadMemo", "StoredRead", "pull_response_code"]
@@ -121,8 +121,8 @@ def pull_response_code(status: GetStatus, request_offset: int) -> int:
 
 
 class PullProcessor:
-    def __init__(self, broker: BrokerController) -> None:
-        self.broker = broker
+    def __init__(self, broker: PullContext) -> None:
+        self.broker = broker  # the parts PullContext names, not the whole controller
         self.config = broker.config
         self.store = broker.store
         self._loop = asyncio.get_running_loop()
