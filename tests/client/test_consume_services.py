@@ -4,7 +4,8 @@ The copy of a failed message that a consumer sends to %RETRY%<group> itself is b
 (consume.retry_message) for both services: a table of its fields for a concurrent failure (CONSUMER_SEND_MSG_BACK
 refused: the copy carries the next delay level and one more reconsume) and an orderly one (maxReconsumeTimes
 used up in place: no delay, the broker stores it in %DLQ%<group>); then the same two failures run through the
-real services, and the records the broker stored are read back, with the offset each service commits.
+real services, and the records the broker stored are read back, with the offset each service commits. Last, the
+orderly service's broker locks: a queue another client holds is not admitted nor pulled until it is released.
 """
 
 from __future__ import annotations
@@ -116,9 +117,9 @@ class Services:
     """A consume service of GROUP on its own started instance and inner producer, as PushConsumer.start()
     builds it, with a listener that always fails."""
 
-    def __init__(self, cluster: LiveCluster, tmp_path: Path) -> None:
+    def __init__(self, cluster: LiveCluster, tmp_path: Path, name: str = "svc") -> None:
         self.config = ConsumerConfig(group=GROUP, max_reconsume_times=MAX_TIMES)
-        self.instance = ClientInstance(cluster.client_config())
+        self.instance = ClientInstance(cluster.client_config(instance_name=name))
         self.producer = Producer("CLIENT_INNER_PRODUCER", instance=self.instance)
         self.offsets = LocalFileOffsetStore(str(tmp_path / "offsets"), self.instance.client_id, GROUP)
         self.runner = ListenerRunner(lambda msgs: ConsumeStatus.RECONSUME_LATER, 1)
@@ -186,5 +187,33 @@ def test_a_concurrent_and_an_orderly_failure_reach_the_broker_as_the_table_says(
                 assert record.properties.get(Prop.DELAY) == delay, kind
                 assert record.properties["app"] == original.properties["app"], kind
             assert parked.properties[Prop.REAL_TOPIC] == RETRY
+
+    run(main())
+
+
+def test_an_orderly_service_admits_a_queue_only_while_no_other_client_holds_its_broker_lock(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with live_cluster(tmp_path) as cluster:
+            await cluster.create_topic("LockT", queues=2)
+            mq = MessageQueue("LockT", cluster.broker_name, 0)
+            async with Services(cluster, tmp_path, "A") as a, Services(cluster, tmp_path, "B") as b:
+                first, second = a.build(orderly=True), b.build(orderly=True)
+                pq_a, pq_b = ProcessQueue(), ProcessQueue()
+                assert await first.admit(mq, pq_a) and pq_a.locked  # LOCK_BATCH_MQ granted to A
+                assert await first.ready(mq, pq_a)
+                assert not await second.admit(mq, pq_b) and not pq_b.locked  # the broker keeps it A's
+                assert not await second.ready(mq, pq_b)  # no pulls for a queue we do not hold
+                assert await b.build(orderly=False).admit(mq, ProcessQueue())  # concurrent needs no lock
+                # B may lock the other queue: locks are per queue
+                assert await second.admit(MessageQueue("LockT", cluster.broker_name, 1), ProcessQueue())
+
+                await first.release([mq])  # UNLOCK_BATCH_MQ (one-way): B gets the queue at a later attempt
+
+                async def b_admitted() -> bool:
+                    return await second.admit(mq, pq_b)
+
+                await wait_for(b_admitted, 10, "B to lock the queue A released")
+                assert pq_b.locked and await second.ready(mq, pq_b)
+                assert not await first.admit(mq, ProcessQueue())
 
     run(main())
