@@ -17,7 +17,7 @@ from pathlib import Path
 
 from broker.protocol.javahash import index_key_hash, java_string_hash
 from broker.store.consume_queue import UNIT, ConsumeQueueStore
-from broker.store.dispatch import DispatchRequest
+from broker.store.dispatch_request import DispatchRequest
 from broker.store.index_file import key_hash
 from broker.store.index_service import IndexService
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from broker.store import MessageStore
-from broker.store.dispatch import DispatchRequest, parse_record
+from broker.store.dispatch_request import DispatchRequest, parse_record
 
 
 def assert_requests_match_records(store: MessageStore, requests: list[DispatchRequest]) -> None:

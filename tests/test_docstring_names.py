@@ -7,7 +7,7 @@ operator's kopf is not needed) and checks two precise forms in docstrings:
   a module or class attribute, or a parameter: a docstring may name the callable it is given). A dotted
   call is only checked when `owner` is one of our classes or self/cls: `loop.call_soon()` is not (a
   module is named by its full path, below). Java names (`checkFields()`) are not snake_case: left alone.
-- a backticked module path, `broker.store.dispatch.parse_record`: the module must exist and define the
+- a backticked module path, `broker.store.dispatch_request.parse_record`: the module must exist and define the
   name that follows it.
 """
 
@@ -129,6 +129,6 @@ def test_the_check_catches_a_stale_name() -> None:
         "`ReputService.gone()`",
         "`broker.store.dispatch.dispatch_range`",
     ]
-    fine = "`parse_record()`, `loop.call_soon()`, Java's `checkFields()`, `broker.store.dispatch.parse_record`"
+    fine = "`parse_record()`, `loop.call_soon()`, Java's `checkFields()`, `broker.store.dispatch_request.parse_record`"
     fine += ", `broker.conf` (a file)"
     assert unknown_names(fine, pkg) == []

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from broker.store.config import StoreConfig
-    from broker.store.dispatch import DispatchRequest
+    from broker.store.dispatch_request import DispatchRequest
     from broker.store.message_store import MessageStore
     from broker.store.results import (
         GetResult,
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 # index helper: broker.store.index_helper) does not load the whole store and its configuration model.
 _HOMES = {
     "StoreConfig": "broker.store.config",
-    "DispatchRequest": "broker.store.dispatch",
+    "DispatchRequest": "broker.store.dispatch_request",
     "MessageStore": "broker.store.message_store",
     **dict.fromkeys(
         ("GetResult", "GetStatus", "MessageToStore", "PutResult", "PutStatus", "QueryResult", "StoreError"),

@@ -5,14 +5,17 @@ Used by MessageStore (broker.store.message_store), which calls the synchronous `
 through `queue`. The event loop is the single writer: an append runs without an await between reading
 the write position and advancing it, so no lock is needed; only a roll to a new file awaits (the
 allocator's thread, which prepares the next file ahead of need), and `_roll_lock` keeps concurrent
-rollers from racing. Queue
-offsets are assigned here, in the same step as the write, from `topic_queue_table`.
+rollers from racing. Queue offsets are assigned here, in the same step as the write, from
+`topic_queue_table`.
+
+Built with a dispatch sink (broker.store.dispatch_request.DispatchSink; the store's ReputService): each
+record written here is handed to `sink.appended` once, in CommitLog order, right after it is written,
+with the fields dispatch needs; bytes appended by HA replication are announced with `sink.written`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
 import logging
 import struct
 import time
@@ -36,7 +39,7 @@ from broker.protocol.record_layout import (
 )
 from broker.store.allocate import AllocateService, is_disk_full
 from broker.store.config import StoreConfig
-from broker.store.dispatch import DirectDispatch, DispatchRequest, make_request
+from broker.store.dispatch_request import DispatchSink, dispatch_fields
 from broker.store.mapped_file import MappedFile
 from broker.store.mapped_file_queue import MappedFileQueue
 from broker.store.results import PUT_OK, MessageToStore, PutResult, PutStatus
@@ -48,7 +51,6 @@ log = logging.getLogger(__name__)
 END_FILE_MIN_BLANK_LENGTH = 8  # int32 remaining + int32 BLANK_MAGIC_CODE
 MAX_TOPIC_LENGTH = 127  # v1 records have a 1-byte topic length
 MAX_PROPERTIES_LENGTH = 0x7FFF  # int16 length field
-MAX_DISPATCH_HINTS = 65_536  # a few MB at most, even when dispatch lags
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _NO_LAYOUT_BITS = ~LAYOUT_SYS_FLAGS
@@ -58,12 +60,24 @@ _SIZE_BESIDES = total_size(0, 0, 0) - 1
 assert _SIZE_BESIDES == FIXED_SIZE_V4 + PROPS_LEN_SIZE
 
 
+def commit_log_files(config: StoreConfig) -> MappedFileQueue:
+    """The CommitLog's mapped files (not loaded yet): the CommitLog writes them, the reput service reads
+    them, so the store builds them first and hands them to both."""
+    return MappedFileQueue(config.commit_log_dir, config.mapped_file_size_commit_log, preallocate=config.zero_fill())
+
+
 class CommitLog:
-    def __init__(self, config: StoreConfig, store_host: tuple[str, int]) -> None:
+    def __init__(
+        self,
+        config: StoreConfig,
+        store_host: tuple[str, int],
+        sink: DispatchSink,
+        files: MappedFileQueue | None = None,
+    ) -> None:
         self.config = config
-        self.queue = MappedFileQueue(
-            config.commit_log_dir, config.mapped_file_size_commit_log, preallocate=config.zero_fill()
-        )
+        self.queue = files if files is not None else commit_log_files(config)
+        self.sink = sink
+        self._appended = sink.appended  # once per record: the bound method, looked up once
         self.allocator = AllocateService(self.queue, config.commit_log_preallocate_ahead)
         self.topic_queue_table: dict[tuple[str, int], int] = {}
         self.store_host = store_host
@@ -78,12 +92,6 @@ class CommitLog:
         self._topics: dict[str, bytes] = {}
         self._born_fields: dict[tuple[str, int], bytes] = {}
         self._roll_lock = asyncio.Lock()
-        # The DispatchRequest of each record appended here, built while its fields are at hand, so the
-        # reput service need not parse it back out of the file; bounded (reput parses past a gap).
-        self.dispatch_hints: collections.deque[DispatchRequest] = collections.deque()
-        # Set by the reput service while it takes records from the put path directly (ReputService
-        # .dispatch_appended): a record it took needs no hint.
-        self.dispatch_now: DirectDispatch | None = None
         self._delay_levels = config.delay_levels()
         self.begin_time_in_lock = 0  # monotonic ns when an append started, 0 when idle (page-cache busy check)
 
@@ -215,6 +223,7 @@ class CommitLog:
         else:
             # IPv6 born host: the general encoder (20-byte host field), rare enough to allocate
             record = self._encode_slow(msg, queue_offset, phy, store_ts)
+            sys_flag |= BORNHOST_V6  # as the record says (the store host is IPv4)
             total = len(record)
             if total + END_FILE_MIN_BLANK_LENGTH > file_size - pos:
                 return self._write_blank(mf)
@@ -226,22 +235,17 @@ class CommitLog:
         mf.store_timestamp = store_ts
         if queued:
             table[key] = queue_offset + 1
-        known = msg.dispatch_keys
+        known = msg.dispatch_keys  # (TAGS, KEYS, UNIQ_KEY) when the send path looked them up
+        found: tuple[object, str | None, str | None]
         if known is not None:
             tags = known[0]
             code = java_string_hash(tags) if tags else 0  # tags_code, without its call
-            direct = self.dispatch_now
-            taken = direct is not None and direct(key, phy, total, code, store_ts, queue_offset, sys_flag)
-            if not taken and len(self.dispatch_hints) < MAX_DISPATCH_HINTS:
-                self.dispatch_hints.append(DispatchRequest(
-                    topic, queue_id, phy, total, code, store_ts, queue_offset, known[1], known[2], sys_flag,
-                    msg.prepared_transaction_offset,
-                ))  # fmt: skip
-        elif len(self.dispatch_hints) < MAX_DISPATCH_HINTS:
-            self.dispatch_hints.append(make_request(
-                topic, queue_id, phy, total, store_ts, queue_offset, sys_flag, msg.prepared_transaction_offset,
-                props.decode(), self._delay_levels,
-            ))  # fmt: skip
+            found = known
+        else:
+            fields = dispatch_fields(topic, props.decode(), store_ts, self._delay_levels)
+            code = fields[0]
+            found = fields
+        self._appended(key, phy, total, code, store_ts, queue_offset, sys_flag, found, msg.prepared_transaction_offset)
         return PutResult(PUT_OK, phy, total, queue_offset, store_ts, 1, (), self.store_host_prefix)
 
     def _encode_slow(self, msg: MessageToStore, queue_offset: int, phy: int, store_ts: int) -> bytes:
@@ -309,8 +313,6 @@ class CommitLog:
         start_phy = mf.file_from_offset + pos
         offsets: list[int] = []
         pack_into = FIXED_V4_HOSTS.pack_into
-        hints = self.dispatch_hints
-        hint = len(hints) + len(encoded) <= MAX_DISPATCH_HINTS
         for i, (msg, props, total, born_field) in enumerate(encoded):
             phy = mf.file_from_offset + pos
             offsets.append(phy)
@@ -323,16 +325,17 @@ class CommitLog:
             p = pos + FIXED_SIZE_V4 + len(body)
             mm[pos + FIXED_SIZE_V4 : p] = body
             mm[p : pos + total] = topic_field + len(props).to_bytes(2, "big") + props
-            if hint:
-                request = make_request(
-                    first.topic, msg.queue_id, phy, total, store_ts, queue_offset + i, msg.sys_flag & _NO_LAYOUT_BITS,
-                    msg.prepared_transaction_offset, props.decode(), self._delay_levels,
-                )  # fmt: skip
-                hints.append(request)
             pos += total
         mf.wrote_position = pos
         mf.store_timestamp = store_ts
         self.topic_queue_table[key] = queue_offset + len(encoded)
+        appended = self._appended
+        for i, (msg, props, total, _) in enumerate(encoded):
+            found = dispatch_fields(first.topic, props.decode(), store_ts, self._delay_levels)
+            appended(
+                key, offsets[i], total, found[0], store_ts, queue_offset + i, msg.sys_flag & _NO_LAYOUT_BITS, found,
+                msg.prepared_transaction_offset,
+            )  # fmt: skip
         return PutResult(
             PUT_OK, start_phy, needed, queue_offset, store_ts, len(encoded), offsets, self.store_host_prefix
         )
@@ -394,8 +397,14 @@ class CommitLog:
         if offset != self.max_offset and not empty_start:
             log.warning("HA append at %d refused: the CommitLog ends at %d", offset, self.max_offset)
             return False
-        self.dispatch_hints.clear()  # replicated bytes are parsed by the reput service
         view = memoryview(data)
+        try:
+            return await self._append_replicated(offset, view)
+        finally:
+            if self.max_offset > offset:
+                self.sink.written(self.max_offset)  # the sink reads these records from the files
+
+    async def _append_replicated(self, offset: int, view: memoryview) -> bool:
         while len(view):
             mf = self._current_file()
             if mf is None:

@@ -26,7 +26,7 @@ from broker.store.mapped_file_queue import MappedFileQueue
 from broker.store.results import StoreError
 
 if TYPE_CHECKING:
-    from broker.store.dispatch import DispatchRequest
+    from broker.store.dispatch_request import DispatchRequest
 
 __all__ = [
     "BLANK_UNIT_SIZE",
@@ -420,7 +420,7 @@ class ConsumeQueueStore:
         self.file_size = file_size
         self._table: dict[str, dict[int, ConsumeQueue]] = {}
         # The same queues by (topic, queue id), the CommitLog's key: read by the put path's direct
-        # dispatch (broker.store.dispatch.ReputService.dispatch_appended), one lookup a put.
+        # dispatch (broker.store.dispatch.ReputService.appended), one lookup a put.
         self.by_key: dict[tuple[str, int], ConsumeQueue] = {}
         self._failed: set[tuple[str, int]] = set()  # queues whose last write failed (logged once)
         # Called when a unit cannot be written (a full disk): frees space if it can (the CommitLog's

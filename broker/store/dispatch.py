@@ -1,344 +1,195 @@
-"""Reput: reads CommitLog records from `reput_from_offset` and feeds the ConsumeQueues, the IndexFile
-and the arrival listeners (long polling).
+"""Reput: the store's dispatch sink. Every record of the CommitLog reaches the ConsumeQueues, the
+IndexFile and the arrival listeners (long polling) through it, once, in CommitLog order.
 
-Started by MessageStore (broker.store.message_store). The put path calls `notify()` after each append;
-once per loop iteration the service parses every new whole record straight from the mapped file (one
-struct unpack of the fixed part, TAGS/KEYS/UNIQ_KEY picked out of the properties text without a dict),
-and hands a `DispatchRequest` to `consume_queue_store.dispatch(request)` and
-`index_service.dispatch(request)`. Arrival listeners get properties=None (the record has them). Recovery re-dispatches
-through `dispatch_available` to rebuild ConsumeQueue/Index tails.
+Built by MessageStore (broker.store.message_store) and given to the CommitLog at construction as its
+`DispatchSink` (broker.store.dispatch_request): the CommitLog calls `appended` for each record it
+writes and `written` after a slave's replicated bytes. One cursor, `reput_from_offset`, says how far
+dispatch got; whatever is beyond it is dispatched by a pass that reads from the cursor:
+
+- a record the put path handed over next in line, with only the ConsumeQueues to feed (the index is in
+  its helper process, or off), is dispatched at once, inside `appended` (no request object, no pass);
+- any other handed-over record is kept as a `DispatchRequest` (bounded) and dispatched by the pass,
+  which runs once per loop iteration however many records came meanwhile;
+- a record nobody handed over (recovery's re-dispatch from the confirmed offset, a slave's replicated
+  bytes, a request dropped at the bound) is parsed from the mapped file by the same pass.
+
+The pass hands each request to the per-record dispatchers (the ConsumeQueueStore), then the pass's
+requests to the batch dispatcher (the in-process IndexService), and tells the end listener (the index
+helper process) the offset reached.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
-import struct
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from broker.protocol.javahash import tags_code as java_tags_code
-from broker.protocol.message import NO_QUEUE_OFFSET, SysFlag, body_crc
-from broker.protocol.properties import Prop, find_property
-from broker.protocol.record_layout import (
-    BLANK_MAGIC_CODE,
-    FIXED_SIZE_V4,
-    FIXED_V4_HOSTS,
-    MESSAGE_MAGIC_CODE,
-    MESSAGE_MAGICS,
-    MIN_RECORD_SIZE,
-    PREFIX,
-    PROPS_LEN_SIZE,
-    body_at,
-    store_timestamp_at,
+from broker.protocol.message import NO_QUEUE_OFFSET
+from broker.store.dispatch_request import (
+    BLANK,
+    CORRUPT,
+    ArrivalListener,
+    BatchDispatcher,
+    Dispatcher,
+    DispatchRequest,
+    EndListener,
+    incomplete_tail,
+    parse_record,
 )
 from broker.store.results import StoreError
 
 if TYPE_CHECKING:
-    from broker.store.commit_log import CommitLog
     from broker.store.consume_queue import ConsumeQueue
+    from broker.store.mapped_file_queue import MappedFileQueue
 
-__all__ = [
-    "BLANK",
-    "CORRUPT",
-    "SCHEDULE_TOPIC",
-    "ArrivalListener",
-    "BatchDispatcher",
-    "DirectDispatch",
-    "DispatchRequest",
-    "Dispatcher",
-    "EndListener",
-    "ReputService",
-    "UnitWriter",
-    "call_later_or_now",
-    "make_request",
-    "parse_record",
-]
+__all__ = ["MAX_PENDING", "ReputService", "UnitWriter"]
 
 RETRY_S = 1.0  # a record that could not be dispatched (a full disk) is tried again this often
+MAX_PENDING = 65_536  # handed-over requests kept for the pass: a few MB at most, even when dispatch lags
 
 log = logging.getLogger(__name__)
 
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
-BLANK = -1  # parse_record: end-of-file blank record (skip to the next file)
-CORRUPT = -2  # parse_record: not a whole valid record (end of data, torn write or bad CRC)
-
-_HOSTS_V6 = SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6
-_I64 = struct.Struct(">q")
-_U16 = struct.Struct(">H")
-_PREPARED_BODY_LEN = struct.Struct(">qi")  # PREPAREDTRANSACTIONOFFSET BODYLEN, just before the body
-_PREPARED_OR_ROLLBACK = (SysFlag.TRANSACTION_PREPARED_TYPE, SysFlag.TRANSACTION_ROLLBACK_TYPE)
-
-
-@dataclass(slots=True)
-class DispatchRequest:
-    """One stored record as the dispatchers see it (RocketMQ's DispatchRequest).
-
-    `keys` is the raw KEYS property (space-separated), `uniq_key` the UNIQ_KEY property; `tags_code` is
-    already computed (Java String.hashCode of TAGS, or the delivery time in SCHEDULE_TOPIC_XXXX).
-    PREPARED/ROLLBACK transaction records carry their sys_flag: ConsumeQueueStore skips them.
-    """
-
-    topic: str
-    queue_id: int
-    commit_log_offset: int
-    msg_size: int
-    tags_code: int
-    store_timestamp: int
-    consume_queue_offset: int
-    keys: str | None = None
-    uniq_key: str | None = None
-    sys_flag: int = 0
-    prepared_transaction_offset: int = 0
-
-    @property
-    def is_transaction_prepared_or_rollback(self) -> bool:
-        return (self.sys_flag & SysFlag.TRANSACTION_MASK) in _PREPARED_OR_ROLLBACK
-
-
-class Dispatcher(Protocol):
-    def dispatch(self, request: DispatchRequest) -> None: ...
-
 
 class UnitWriter(Dispatcher, Protocol):
-    """The ConsumeQueueStore: its queues by (topic, queue id), for the direct dispatch."""
+    """The ConsumeQueueStore: its queues by (topic, queue id), for the dispatch inside `appended`."""
 
     by_key: dict[tuple[str, int], ConsumeQueue]
 
 
-class BatchDispatcher(Protocol):
-    """A dispatcher that takes a whole reput pass at once (the IndexService), after the per-record ones."""
-
-    def dispatch_batch(self, requests: list[DispatchRequest]) -> None: ...
-
-
-# Told, after each pass, the CommitLog offset the pass dispatched up to (the index helper reads the
-# records itself: it needs no list of them).
-EndListener = Callable[[int], Any]
-
-
-# ReputService.dispatch_appended, as the put path calls it: ((topic, queue_id), phy, size, tags_code,
-# store_ts, cq_offset, sys_flag) -> taken
-DirectDispatch = Callable[[tuple[str, int], int, int, int, int, int, int], bool]
-
-ArrivalListener = Callable[[str, int, int, int, "dict[str, str] | None"], Any]
-
-
-def call_later_or_now(delay: float, callback: Callable[[], Any]) -> asyncio.TimerHandle | None:
-    """`callback` in `delay` seconds on the running event loop; off any loop (recovery's thread), now.
-
-    For dispatchers that gather reput passes into fewer, larger writes: what is left waits for a timer."""
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:
-        callback()
-        return None
-    return loop.call_later(delay, callback)
-
-
-def parse_record(
-    buf: Any, pos: int, limit: int, *, check_crc: bool, delay_levels: dict[int, int] | None = None
-) -> tuple[int, DispatchRequest | None]:
-    """Parse the record at `pos` of a file's buffer, reading no further than `limit` (the written end).
-
-    Returns (size, request): (size>0, request) for a whole valid record, (BLANK, None) for the
-    end-of-file filler, (0, None) when nothing was written here yet (zeros / end of data), and
-    (CORRUPT, None) for a torn or corrupted record. The physical offset comes from the record itself.
-
-    A fast copy of broker.protocol.record_layout.parse_record, held equal to it by
-    tests/protocol/test_record_readers.py: dispatch runs this once per record it was not handed by the put path
-    (recovery, a slave's replicated bytes), and reading only what the dispatchers need (one unpack of the
-    fixed part, no body or host copies) takes 1.8 us a record against 2.6 through the reference parser.
-    """
-    if pos + PREFIX.size > limit:
-        return (0, None)
-    total, magic = PREFIX.unpack_from(buf, pos)
-    if magic == BLANK_MAGIC_CODE:
-        return (BLANK, None)
-    if total == 0 and magic == 0:
-        return (0, None)
-    if magic not in MESSAGE_MAGICS or total < MIN_RECORD_SIZE or pos + total > limit:
-        return (CORRUPT, None)
-    end = pos + total
-    try:
-        # the common case in one unpack: IPv4 hosts (v1 or v2 magic); IPv6 hosts re-read below
-        (_, _, crc, queue_id, _f, queue_offset, phy, sys_flag, _b, _bh, store_ts, _sh, _r, prepared_offset,
-         body_len) = FIXED_V4_HOSTS.unpack_from(buf, pos)  # fmt: skip
-        p = pos + FIXED_SIZE_V4
-        if sys_flag & _HOSTS_V6:
-            (store_ts,) = _I64.unpack_from(buf, pos + store_timestamp_at(sys_flag))
-            p = pos + body_at(sys_flag)
-            if p > end:
-                return (CORRUPT, None)
-            (prepared_offset, body_len) = _PREPARED_BODY_LEN.unpack_from(buf, p - _PREPARED_BODY_LEN.size)
-        if body_len < 0 or p + body_len > end:
-            return (CORRUPT, None)
-        if check_crc and body_crc(buf[p : p + body_len]) != crc:
-            return (CORRUPT, None)
-        p += body_len
-        if magic == MESSAGE_MAGIC_CODE:
-            topic_len = buf[p]
-            p += 1
-        else:
-            (topic_len,) = _U16.unpack_from(buf, p)
-            p += 2
-        topic = buf[p : p + topic_len].decode()
-        p += topic_len
-        (props_len,) = _U16.unpack_from(buf, p)
-        p += PROPS_LEN_SIZE
-        if p + props_len != end:
-            return (CORRUPT, None)
-        text = buf[p:end].decode() if props_len else ""
-    except (struct.error, IndexError, UnicodeDecodeError, ValueError):
-        return (CORRUPT, None)
-    return (
-        total,
-        make_request(
-            topic, queue_id, phy, total, store_ts, queue_offset, sys_flag, prepared_offset, text, delay_levels
-        ),
-    )
-
-
-def make_request(
-    topic: str,
-    queue_id: int,
-    phy: int,
-    size: int,
-    store_ts: int,
-    queue_offset: int,
-    sys_flag: int,
-    prepared_offset: int,
-    props: str,
-    delay_levels: dict[int, int] | None,
-) -> DispatchRequest:
-    """The DispatchRequest of one record, from its fields and its properties text (the one place that
-    turns properties into tags code and index keys, for parsed records and for the put path's hints).
-
-    TAGS / KEYS / UNIQ_KEY (/ DELAY) are picked out of the text without building a dict.
-    """
-    if props:
-        tags = find_property(props, Prop.TAGS)
-        code = java_tags_code(tags) if tags else 0
-        keys = find_property(props, Prop.KEYS)
-        uniq = find_property(props, Prop.UNIQ_KEY)
-        if delay_levels is not None and topic == SCHEDULE_TOPIC:
-            level = find_property(props, Prop.DELAY)
-            if level is not None and level.isdigit():
-                code = store_ts + delay_levels.get(int(level), 0)
-    else:
-        code, keys, uniq = 0, None, None
-    return DispatchRequest(
-        topic, queue_id, phy, size, code, store_ts, queue_offset, keys, uniq, sys_flag, prepared_offset
-    )
-
-
-def _incomplete_tail(buf: Any, pos: int, limit: int) -> bool:
-    """True when the record at `pos` looks whole but its bytes are not all written yet (a slave's HA
-    transfer can stop mid-record): dispatch waits for the rest instead of reporting corruption."""
-    if pos + PREFIX.size > limit:
-        return True
-    total, magic = PREFIX.unpack_from(buf, pos)
-    return magic in MESSAGE_MAGICS and total >= MIN_RECORD_SIZE and pos + total > limit
-
-
 class ReputService:
-    """Dispatches everything between `reput_from_offset` and the CommitLog's end.
+    """The CommitLog's dispatch sink, and the one reader of the CommitLog for dispatch.
 
-    `notify()` (after each append) schedules one `dispatch_available` pass with `call_soon`, once per
-    loop iteration however many records were appended meanwhile: the pass runs after the current batch
-    of requests was handled and dispatches all of it in one go, with no task, event or wake-up per
-    record. Records appended by this process come with the request the put path built for them
-    (`CommitLog.dispatch_hints`), so only recovered or replicated records are parsed from the file.
-
-    Direct dispatch: when the ConsumeQueues are the only per-record dispatcher (the index is in its
-    helper process, which reads the records itself), the put path hands a record that is next in line
-    straight to `dispatch_appended`: no request object, no hint, nothing for the pass but to tell the end
-    listeners. A record that is not next in line (the reput is behind: a roll's blank record, a failed
-    unit, replicated bytes) takes the hint path, so the order of dispatch is always the CommitLog's.
+    Its configuration (dispatchers, index, listeners) may change in any order, before or after
+    `start()`: each change works out again whether `appended` may write ConsumeQueue units itself.
     """
 
     def __init__(
-        self,
-        commit_log: CommitLog,
-        dispatchers: list[Dispatcher],
-        *,
-        batch_dispatchers: list[BatchDispatcher] | None = None,
-        delay_levels: dict[int, int] | None = None,
-        units: UnitWriter | None = None,
+        self, files: MappedFileQueue, units: UnitWriter, *, delay_levels: dict[int, int] | None = None
     ) -> None:
-        self.commit_log = commit_log
-        self.dispatchers = dispatchers
-        self.batch_dispatchers = batch_dispatchers or []
+        self.files = files  # the CommitLog's mapped files
         self.delay_levels = delay_levels
-        self.units = units  # the dispatcher the put path may write to directly (one of `dispatchers`)
-        self._unit_queues = units.by_key if units is not None else {}  # the same dict, never replaced
-        self.listeners: list[ArrivalListener] = []
-        self.end_listeners: list[EndListener] = []
+        self.units = units
+        self._unit_queues = units.by_key  # the same dict, never replaced
+        self._dispatchers: list[Dispatcher] = [units]
+        self._batch: BatchDispatcher | None = None
+        self._end_listener: EndListener | None = None
+        self._listeners: list[ArrivalListener] = []
+        # requests handed over by `appended` and not dispatched yet, in CommitLog order
+        self._pending: collections.deque[DispatchRequest] = collections.deque()
         self.reput_from_offset = 0
         self.last_dispatch_timestamp = 0
-        self._told = -1  # the offset the end listeners were last told
+        self._told = -1  # the offset the end listener was last told
         self._loop: asyncio.AbstractEventLoop | None = None
-        self.scheduled = False  # a pass is queued on the loop: the put path then skips notify()
+        self._scheduled = False  # a pass is queued on the loop
         self._closing = False
+        self._direct = False  # `appended` may write units itself (see _refresh_direct)
         self._failed_at = -1
 
-    def notify(self) -> None:
-        if not self.scheduled and self._loop is not None:
-            self.scheduled = True
-            self._loop.call_soon(self._run_once)
+    # -- configuration (any order) ----------------------------------------------------------------------
 
     def start(self) -> None:
+        """Dispatch from now on in passes on the running loop (until then, only `dispatch_from` does)."""
         self._loop = asyncio.get_running_loop()
         self._closing = False
         self._refresh_direct()
+        self._schedule()  # anything written before the start
 
     def add_dispatcher(self, dispatcher: Dispatcher) -> None:
-        """Another per-record dispatcher: from now on it sees every record, so the put path stops
-        dispatching directly."""
-        self.dispatchers.append(dispatcher)
+        """Another per-record dispatcher: from now on it sees every record (so `appended` no longer
+        writes units itself: every record goes through the pass, as a request)."""
+        self._dispatchers.append(dispatcher)
         self._refresh_direct()
 
-    def _refresh_direct(self) -> None:
-        direct = (
-            self.units is not None
-            and self._loop is not None
-            and not self._closing
-            and self.dispatchers == [self.units]
-            and not self.batch_dispatchers
-        )
-        self.commit_log.dispatch_now = self.dispatch_appended if direct else None
+    def set_index(self, batch: BatchDispatcher | None = None, end_listener: EndListener | None = None) -> None:
+        """The index: in process (`batch` gets each pass's requests) or in the helper process (told the
+        offset each pass reached: it reads the records itself), or none."""
+        self._batch = batch
+        self._end_listener = end_listener
+        self._told = -1
+        self._refresh_direct()
 
-    def dispatch_appended(
-        self, key: tuple[str, int], phy: int, size: int, tags_code: int, store_ts: int, cq_offset: int, sys_flag: int
-    ) -> bool:
-        """Dispatch the record the put path just appended, now, if it is next in line; False: it was not
-        (or its queue is new, or its unit needs more than `ConsumeQueue.put_next`: a new file, a gap), and
-        the put path leaves a hint for the pass instead, which does that, or retries and reports the write."""
-        if phy != self.reput_from_offset:
-            return False
-        if not sys_flag & NO_QUEUE_OFFSET:
-            cq = self._unit_queues.get(key)
-            if cq is None or not cq.put_next(phy, size, tags_code, cq_offset):
-                return False
-        self.reput_from_offset = phy + size
-        self.last_dispatch_timestamp = store_ts
-        if self.listeners:
-            topic, queue_id = key
-            for listener in self.listeners:
-                try:
-                    listener(topic, queue_id, cq_offset + 1, tags_code, None)
-                except Exception:  # a listener bug must not stop dispatch
-                    log.exception("arrival listener failed")
-        return True  # the store's put path calls notify(): the end listeners hear of it after the pass
+    def add_arrival_listener(self, listener: ArrivalListener) -> None:
+        self._listeners.append(listener)
+
+    def _refresh_direct(self) -> None:
+        self._direct = (
+            self._loop is not None and not self._closing and len(self._dispatchers) == 1 and self._batch is None
+        )
+
+    # -- the sink -------------------------------------------------------------------------------------
+
+    def appended(
+        self,
+        key: tuple[str, int],
+        phy: int,
+        size: int,
+        tags_code: int,
+        store_ts: int,
+        cq_offset: int,
+        sys_flag: int,
+        found: tuple[object, str | None, str | None],
+        prepared_offset: int,
+    ) -> None:
+        """A record the put path just wrote (DispatchSink). Dispatched now when it is next in line and
+        its unit is `ConsumeQueue.put_next`'s common case; otherwise kept for the pass, which creates
+        queues and files, fills gaps, retries a failed write and reports it."""
+        if (
+            self._direct
+            and phy == self.reput_from_offset
+            and (
+                sys_flag & NO_QUEUE_OFFSET
+                or ((cq := self._unit_queues.get(key)) is not None and cq.put_next(phy, size, tags_code, cq_offset))
+            )
+        ):
+            self.reput_from_offset = phy + size
+            self.last_dispatch_timestamp = store_ts
+            if self._listeners:
+                for listener in self._listeners:
+                    try:
+                        listener(key[0], key[1], cq_offset + 1, tags_code, None)
+                    except Exception:  # a listener bug must not stop dispatch
+                        log.exception("arrival listener failed")
+            if not self._scheduled:
+                self._schedule()  # the end listener hears of it after the pass
+            return
+        pending = self._pending
+        if len(pending) < MAX_PENDING:  # beyond: the pass parses the record from the file
+            pending.append(DispatchRequest(
+                key[0], key[1], phy, size, tags_code, store_ts, cq_offset, found[1], found[2], sys_flag, prepared_offset
+            ))  # fmt: skip
+        if not self._scheduled:
+            self._schedule()
+
+    def written(self, end: int) -> None:
+        """Bytes up to `end` were appended without their records (DispatchSink): the pass reads them."""
+        if not self._scheduled:
+            self._schedule()
+
+    # -- passes ---------------------------------------------------------------------------------------
+
+    def _schedule(self) -> None:
+        if self._loop is not None and not self._scheduled:
+            self._scheduled = True
+            self._loop.call_soon(self._run_once)
 
     def _run_once(self) -> None:
-        self.scheduled = False
+        self._scheduled = False
         if self._closing:
             return
         try:
             self.dispatch_available()
         except Exception as exc:  # the record is retried: on the next put, or by the timer below
+            self._failed(exc)
+
+    def catch_up(self) -> None:
+        """Run the pass now instead of at the next loop turn: a query by key must see every record put
+        before it, and the index helper hears of records dispatched inside `appended` only from a pass."""
+        if self._closing:
+            return
+        try:
+            self.dispatch_available()
+        except Exception as exc:  # retried as after a failed pass
             self._failed(exc)
 
     def _failed(self, exc: Exception) -> None:
@@ -353,50 +204,68 @@ class ReputService:
                 exc_info=not isinstance(exc, StoreError),
             )
         if self._loop is not None and not self._closing:
-            self._loop.call_later(RETRY_S, self.notify)
+            self._loop.call_later(RETRY_S, self._schedule)
 
     async def close(self) -> None:
         """Dispatch what is left, then stop (what cannot be dispatched now is redone after a restart)."""
         self._closing = True
         self._loop = None
-        self.commit_log.dispatch_now = None
+        self._refresh_direct()
         try:
             self.dispatch_available()
         except Exception as exc:
             self._failed(exc)
 
     @property
+    def dispatches_appended(self) -> bool:
+        """`appended` writes the ConsumeQueue units itself (started; the ConsumeQueues are the only
+        per-record dispatcher and the index, if any, is in its helper process)."""
+        return self._direct
+
+    @property
+    def pending(self) -> int:
+        """Handed-over records waiting for the pass."""
+        return len(self._pending)
+
+    @property
     def behind(self) -> int:
-        return self.commit_log.max_offset - self.reput_from_offset
+        return self.files.max_offset - self.reput_from_offset
+
+    def dispatch_from(self, offset: int) -> int:
+        """Recovery: dispatch everything from CommitLog `offset` (the confirmed end the ConsumeQueues and
+        the index cover) to the recovered end, now, without the arrival listeners; returns how many.
+        Dispatch is idempotent, so records the queues hold already are skipped."""
+        self._pending.clear()
+        self.reput_from_offset = offset
+        return self.dispatch_available(notify_listeners=False)
 
     def dispatch_available(self, *, notify_listeners: bool = True, limit: int | None = None) -> int:
         """Dispatch every whole record up to the CommitLog's written end (or `limit`); returns how many.
 
         The per-record dispatchers and the listeners see each record as it is read; the batch
-        dispatchers get the pass's records at the end, and the end listeners the offset it reached, also
+        dispatcher gets the pass's records at the end, and the end listener the offset it reached, also
         when a record failed (those before it are in the ConsumeQueue already, so they must be indexed
         too).
         """
-        end = self.commit_log.max_offset if limit is None else limit
+        end = self.files.max_offset if limit is None else limit
         batch: list[DispatchRequest] = []
         try:
-            return self._dispatch_until(end, batch if self.batch_dispatchers else None, notify_listeners)
+            return self._dispatch_until(end, batch if self._batch is not None else None, notify_listeners)
         finally:
-            if batch:
-                for bd in self.batch_dispatchers:
-                    bd.dispatch_batch(batch)
-            if self.reput_from_offset != self._told:  # moved by this pass, or by direct dispatch
+            if batch and self._batch is not None:
+                self._batch.dispatch_batch(batch)
+            if self.reput_from_offset != self._told:  # moved by this pass, or inside `appended`
                 self._told = self.reput_from_offset
-                for told in self.end_listeners:
-                    told(self._told)
+                if self._end_listener is not None:
+                    self._end_listener(self._told)
 
     def _dispatch_until(self, end: int, batch: list[DispatchRequest] | None, notify_listeners: bool) -> int:
         count = 0
-        queue = self.commit_log.queue
-        listeners = self.listeners if notify_listeners else []
-        dispatchers = self.dispatchers
+        queue = self.files
+        listeners = self._listeners if notify_listeners else []
+        dispatchers = self._dispatchers
         delay_levels = self.delay_levels
-        hints = self.commit_log.dispatch_hints
+        pending = self._pending
         last_ts = 0
         while self.reput_from_offset < end:
             offset = self.reput_from_offset
@@ -415,22 +284,22 @@ class ReputService:
             try:
                 while pos < file_end:
                     # the put path's request for this very record, when it left one: no re-parse
-                    while hints and hints[0].commit_log_offset < base + pos:
-                        hints.popleft()  # behind us (a record dispatched some other way)
+                    while pending and pending[0].commit_log_offset < base + pos:
+                        pending.popleft()  # behind us (a request from before a recovery's restart point)
                     req: DispatchRequest | None
-                    if hints and hints[0].commit_log_offset == base + pos:
-                        req = hints.popleft()
+                    if pending and pending[0].commit_log_offset == base + pos:
+                        req = pending.popleft()
                         size = req.msg_size
                     else:
                         size, req = parse_record(buf, pos, file_end, check_crc=False, delay_levels=delay_levels)
                     if req is None:
                         if size == BLANK:
                             pos = mf.file_size
-                        elif size == CORRUPT and not _incomplete_tail(buf, pos, file_end):
+                        elif size == CORRUPT and not incomplete_tail(buf, pos, file_end):
                             log.error("reput: unreadable record at CommitLog offset %d", base + pos)
                         break
                     for d in dispatchers:
-                        d.dispatch(req)
+                        d.dispatch(req)  # on an error the retry parses the record again
                     if batch is not None:
                         batch.append(req)
                     last_ts = req.store_timestamp

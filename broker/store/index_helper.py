@@ -48,7 +48,7 @@ from broker.protocol.record_layout import (
     body_len_at,
     store_timestamp_at,
 )
-from broker.store.dispatch import BLANK, parse_record
+from broker.store.dispatch_request import BLANK, parse_record
 from broker.store.index_service import GATHER_RECORDS, GATHER_S, IndexService
 
 __all__ = ["CommitLogReader", "Indexer", "main", "serve"]

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 
 from broker.logs.relay import Relay, child_env
 from broker.store.config import StoreConfig
-from broker.store.dispatch import call_later_or_now
+from broker.store.dispatch_request import call_later_or_now
 from broker.store.index_file import key_hash
 
 __all__ = ["IndexProcess"]

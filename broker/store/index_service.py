@@ -24,13 +24,13 @@ from typing import TYPE_CHECKING
 
 from broker.log_limit import LimitedLog
 from broker.protocol.message import SysFlag
-from broker.store.dispatch import call_later_or_now
+from broker.store.dispatch_request import call_later_or_now
 from broker.store.index_file import IndexFile, index_file_size, key_hash
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from broker.store.dispatch import DispatchRequest
+    from broker.store.dispatch_request import DispatchRequest
 
 __all__ = ["IndexService"]
 

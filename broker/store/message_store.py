@@ -19,10 +19,11 @@ from typing import Any, Protocol
 
 from broker.protocol.message import MessageExt, decode_record
 from broker.store.checkpoint import StoreCheckpoint
-from broker.store.commit_log import CommitLog
+from broker.store.commit_log import CommitLog, commit_log_files
 from broker.store.config import StoreConfig
 from broker.store.consume_queue import BLANK_UNIT_SIZE, UNIT, ConsumeQueueStore
-from broker.store.dispatch import ArrivalListener, BatchDispatcher, ReputService
+from broker.store.dispatch import ReputService
+from broker.store.dispatch_request import ArrivalListener
 from broker.store.flush import CommitLogFlushService, LogicsFlushService
 from broker.store.index_process import IndexProcess
 from broker.store.index_service import IndexService
@@ -63,27 +64,23 @@ class MessageStore:
     def __init__(self, config: StoreConfig, store_host: tuple[str, int] = ("127.0.0.1", 10911)) -> None:
         self.config = config
         self.store_host = store_host
-        self.commit_log = CommitLog(config, store_host)
         self.consume_queue_store = ConsumeQueueStore(config.consume_queue_dir, config.mapped_file_size_consume_queue)
+        # put -> dispatch: the CommitLog hands every record it writes to the reput service, its sink,
+        # which reads the same files for the records nobody handed over (recovery, HA)
+        files = commit_log_files(config)
+        self.reput = ReputService(files, self.consume_queue_store, delay_levels=config.delay_levels())
+        self.commit_log = CommitLog(config, store_host, self.reput, files)
         self.consume_queue_store.on_write_failure = self.commit_log.allocator.release_spare
         # the in-process index (recovery always uses it) and the one in use once started: the same, or
         # the helper process's (StoreConfig.index_helper)
         self.index_service: IndexService | None = None
         self.index: IndexService | IndexProcess | None = None
-        batch_dispatchers: list[BatchDispatcher] = []
         if config.message_index_enable:
             self.index_service = IndexService(
                 config.index_dir, hash_slot_num=config.max_hash_slot_num, index_num=config.max_index_num
             )
-            batch_dispatchers.append(self.index_service)
+            self.reput.set_index(batch=self.index_service)
             self.index = self.index_service
-        self.reput = ReputService(
-            self.commit_log,
-            [self.consume_queue_store],
-            batch_dispatchers=batch_dispatchers,
-            delay_levels=config.delay_levels(),
-            units=self.consume_queue_store,
-        )
         self.checkpoint: StoreCheckpoint | None = None
         self.flush_service: CommitLogFlushService | None = None
         self.logics_flush: LogicsFlushService | None = None
@@ -179,8 +176,7 @@ class MessageStore:
             return  # indexed in process, as before
         in_process.close()
         self.index = helper
-        self.reput.batch_dispatchers = []
-        self.reput.end_listeners = [helper.dispatched_to]
+        self.reput.set_index(end_listener=helper.dispatched_to)
 
     def _dispatched_timestamp(self) -> int:
         """The store time the checkpoint may vouch for: records up to it are in the ConsumeQueues and, once
@@ -225,8 +221,7 @@ class MessageStore:
             # no index file at all (killed before the first gathered write): the index covers nothing yet
             start = min(start, self.index_service.end_phy_offset)
         start = max(start, self.commit_log.min_offset)
-        self.reput.reput_from_offset = start
-        n = self.reput.dispatch_available(notify_listeners=False)
+        n = self.reput.dispatch_from(start)
         min_phy = self.commit_log.min_offset
         if min_phy >= 0:
             self.consume_queue_store.clean_expired(min_phy)
@@ -321,11 +316,7 @@ class MessageStore:
         if result is None:
             return asyncio.ensure_future(self._roll_and_put(lambda: self.commit_log.append_message(msg), wait))
         if self._answer_at_once and result.status is PUT_OK:
-            # _after_append's ASYNC_FLUSH case written out (a call less on a ~2.5 us put)
-            reput = self.reput
-            if not reput.scheduled:
-                reput.notify()
-            return result
+            return result  # _after_append's ASYNC_FLUSH case written out (a call less on a ~2.5 us put)
         return self._after_append(result, wait)
 
     def append_messages(
@@ -354,7 +345,6 @@ class MessageStore:
     def _after_append(self, result: PutResult, wait: bool) -> PutResult | asyncio.Future[PutResult]:
         if result.status is not PUT_OK:
             return result
-        self.reput.notify()
         end = result.commit_log_offset + result.wrote_bytes
         replica = self._replica
         if replica is not None:
@@ -519,6 +509,7 @@ class MessageStore:
         index = self.index
         if index is None:
             return result
+        self.reput.catch_up()  # every record put before the query is indexed, or announced to the helper
         found = index.query(topic, key, max_num, begin_ts, end_ts)
         result.index_last_update_timestamp = index.last_update_timestamp
         result.index_last_update_phy_offset = index.end_phy_offset
@@ -606,7 +597,7 @@ class MessageStore:
         return {k: str(v) for k, v in info.items()}
 
     def add_arrival_listener(self, callback: ArrivalListener) -> None:
-        self.reput.listeners.append(callback)
+        self.reput.add_arrival_listener(callback)
 
     # -- HA -------------------------------------------------------------------------------------------
 
@@ -620,8 +611,6 @@ class MessageStore:
         return view
 
     async def append_to_commit_log(self, offset: int, data: bytes | memoryview) -> bool:
-        """Slave side: append replicated bytes at exactly the end; dispatch follows."""
-        ok = await self.commit_log.append_data(offset, data)
-        if ok:
-            self.reput.notify()
-        return ok
+        """Slave side: append replicated bytes at exactly the end; dispatch follows (the CommitLog tells
+        its sink, the reput service, which reads the records)."""
+        return await self.commit_log.append_data(offset, data)

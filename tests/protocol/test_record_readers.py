@@ -2,7 +2,7 @@
 
 broker.protocol.record_layout is the one source of the record layout. The readers that use its parser
 (message.decode_record, the Spark rows) and the fast copies that keep their own parse for speed
-(dispatch.parse_record, recovery.check_record, the index helper's IPv4 scan, the SQL92 filter's
+(dispatch_request.parse_record, recovery.check_record, the index helper's IPv4 scan, the SQL92 filter's
 record_properties) must all read the same fields. The records come from `build_record` below, written
 field by field from shared/reference/rocketmq-protocol.md section 5.1 (not from the code under test):
 IPv4 and IPv6 born/store hosts, both magic codes, empty and large properties, empty and large bodies,
@@ -23,7 +23,7 @@ from broker.protocol.javahash import tags_code
 from broker.protocol.message import MessageExt, SysFlag, body_crc, decode_record, encode_record
 from broker.protocol.properties import Prop, decode_properties, encode_properties
 from broker.server.property_filter import record_properties
-from broker.store.dispatch import parse_record as dispatch_parse
+from broker.store.dispatch_request import parse_record as dispatch_parse
 from broker.store.index_helper import Indexer
 from broker.store.recovery import check_record
 

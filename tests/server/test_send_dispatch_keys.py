@@ -16,7 +16,7 @@ from store_checks import assert_requests_match_records
 from broker.protocol.properties import decode_properties
 from broker.server.errors import RequestError
 from broker.server.processors.send import check_properties, checked_properties
-from broker.store.dispatch import DispatchRequest
+from broker.store.dispatch_request import DispatchRequest
 from broker.transport.loop import run
 
 SHAPES = [

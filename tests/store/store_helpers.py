@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from broker.store import MessageStore, MessageToStore, StoreConfig
+from broker.store.dispatch_request import DispatchRequest
 
 
 def small_config(root: Path, **kw: Any) -> StoreConfig:
@@ -35,6 +36,36 @@ def message(i: int, topic: str = "TopicTest", queue_id: int = 0, size: int = 100
         born_timestamp=1_700_000_000_000 + i,
         born_host=("127.0.0.1", 40000),
     )
+
+
+class RecordingSink:
+    """A DispatchSink that keeps what it is handed: each appended record as a DispatchRequest, and the
+    ends announced by `written` (for a CommitLog built without a store)."""
+
+    def __init__(self) -> None:
+        self.requests: list[DispatchRequest] = []
+        self.written_to: list[int] = []
+
+    def appended(
+        self,
+        key: tuple[str, int],
+        phy: int,
+        size: int,
+        tags_code: int,
+        store_ts: int,
+        cq_offset: int,
+        sys_flag: int,
+        found: tuple[object, str | None, str | None],
+        prepared_offset: int,
+    ) -> None:
+        self.requests.append(
+            DispatchRequest(
+                key[0], key[1], phy, size, tags_code, store_ts, cq_offset, found[1], found[2], sys_flag, prepared_offset
+            )
+        )
+
+    def written(self, end: int) -> None:
+        self.written_to.append(end)
 
 
 async def dispatched(store: MessageStore, timeout: float = 10.0) -> None:

@@ -8,6 +8,7 @@ import zlib
 from pathlib import Path
 
 import pytest
+from store_helpers import RecordingSink
 
 from broker.protocol.message import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, decode_record, decode_records
 from broker.store.commit_log import CommitLog
@@ -19,7 +20,7 @@ FILE_SIZE = 4096
 
 def make_log(tmp_path: Path, **kw: object) -> CommitLog:
     config = StoreConfig(store_path_root_dir=tmp_path, mapped_file_size_commit_log=FILE_SIZE, **kw)
-    return CommitLog(config, ("10.0.0.7", 10911))
+    return CommitLog(config, ("10.0.0.7", 10911), RecordingSink())
 
 
 def msg(body: bytes = b"hello", topic: str = "TopicA", queue_id: int = 3, **kw: object) -> MessageToStore:

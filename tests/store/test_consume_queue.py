@@ -16,7 +16,7 @@ from broker.store.consume_queue import (
     ConsumeQueue,
     ConsumeQueueStore,
 )
-from broker.store.dispatch import DispatchRequest
+from broker.store.dispatch_request import DispatchRequest
 
 UNITS_PER_FILE = 10
 FILE_SIZE = UNITS_PER_FILE * CQ_STORE_UNIT_SIZE

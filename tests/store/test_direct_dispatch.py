@@ -1,5 +1,6 @@
-"""Direct dispatch: with the index in its helper process, the put path writes a record's ConsumeQueue unit
-itself when the record is next in line, and falls back to the reput pass (a hint) when it is not.
+"""Direct dispatch: with the index in its helper process, the reput service's `appended` (the CommitLog's
+dispatch sink) writes a record's ConsumeQueue unit itself when the record is next in line, and keeps a
+request for the reput pass when it is not.
 
 Real store, real files, a real index helper process; one test makes a unit write fail on purpose (a
 stand-in for a full disk, which the full-disk tests cover for real) to show the fallback keeps the order.
@@ -17,7 +18,7 @@ from broker.protocol.javahash import tags_code
 from broker.protocol.properties import encode_properties
 from broker.store import MessageStore, MessageToStore, PutStatus
 from broker.store.consume_queue import ConsumeQueue
-from broker.store.dispatch import parse_record
+from broker.store.dispatch_request import DispatchRequest, parse_record
 
 TOPIC = "DirectTopic"
 
@@ -63,23 +64,23 @@ def test_direct_units_equal_the_records_across_rolls(tmp_path: Path) -> None:
         store.add_arrival_listener(
             lambda topic, queue_id, offset, code, _props: arrivals.append((queue_id, offset, code))
         )
-        direct = store.commit_log.dispatch_now
-        assert direct is not None, "the index helper runs, so the put path dispatches directly"
-        taken = 0
+        assert store.reput.dispatches_appended, "the index helper runs, so the put path dispatches directly"
+        cqs = store.consume_queue_store
+        real_dispatch = cqs.dispatch
+        by_pass = 0
 
-        def counting(*fields: tuple[str, int] | int) -> bool:
-            nonlocal taken
-            ok = direct(*fields)  # type: ignore[arg-type]
-            taken += ok
-            return ok
+        def counting(request: DispatchRequest) -> None:
+            nonlocal by_pass
+            by_pass += 1
+            real_dispatch(request)
 
-        store.commit_log.dispatch_now = counting
+        cqs.dispatch = counting  # type: ignore[method-assign]
         try:
             expected = {0: 0, 1: 0, 2: 0}
             for i in range(300):  # ~1,000 bytes a record: rolls over several 64 KiB files
                 m = sent(i, queue_id=i % 3, tags=f"T{i % 5}")
                 if i % 7 == 0:
-                    m.dispatch_keys = None  # no keys looked up: the hint path parses them
+                    m.dispatch_keys = None  # no keys looked up: the CommitLog reads them from the properties
                 result = await store.put_message(m)
                 assert result.status is PutStatus.PUT_OK
                 expected[i % 3] += 1
@@ -89,11 +90,13 @@ def test_direct_units_equal_the_records_across_rolls(tmp_path: Path) -> None:
             expected[1] += 5
             await dispatched(store)
             assert_units_match_records(store, expected)
-            # every record with keys went direct but the first of each queue (the pass creates the queue)
-            # and the first of each new file (after the blank record)
-            keyless = len(range(0, 300, 7))
+            # every record went direct but the first of each queue (the pass creates the queue), the first
+            # of each new CommitLog file (after the blank record), the first of each new ConsumeQueue
+            # file (50 units: one new file in queues 0 and 2, two in queue 1), and the batch's other four
+            # (the batch's first needs queue 1's third file, and the rest are not next in line until the
+            # pass has run)
             files = len(store.commit_log.queue.files)
-            assert 300 - keyless - 3 - files <= taken < 300 - keyless
+            assert 0 < by_pass <= 3 + (files - 1) + 4 + 4
             # the arrival listeners heard of each record once, with its tags code
             heard = sorted((q, o) for q, o, _ in arrivals)
             assert heard == sorted((q, o) for q in expected for o in range(1, expected[q] + 1))
@@ -102,7 +105,7 @@ def test_direct_units_equal_the_records_across_rolls(tmp_path: Path) -> None:
                     assert code == tags_code(f"T{((o - 1) * 3 + q) % 5}")
         finally:
             await store.shutdown()
-        assert store.commit_log.dispatch_now is None
+        assert not store.reput.dispatches_appended
 
     asyncio.run(main())
 
@@ -124,20 +127,20 @@ def test_a_unit_that_fails_is_retried_by_the_pass_in_order(tmp_path: Path, monke
         await store.start()
         cqs = store.consume_queue_store
         try:
-            assert store.commit_log.dispatch_now is not None  # no index at all: direct too
+            assert store.reput.dispatches_appended  # no index at all: direct too
             assert (await store.put_message(sent(0, size=100))).status is PutStatus.PUT_OK
             await dispatched(store)  # a new queue: the pass creates it, and the next records go direct
             for i in range(1, 10):
                 assert (await store.put_message(sent(i, size=100))).status is PutStatus.PUT_OK
-            # the failed record and the four after it wait for the pass, as hints; the first five are in
+            # the failed record and the four after it wait for the pass, as requests; the first five are in
             assert failures[0] == 1
             assert cqs.get_max_offset(TOPIC, 0) == 5
-            assert len(store.commit_log.dispatch_hints) == 5
+            assert store.reput.pending == 5
             await dispatched(store)
             assert_units_match_records(store, {0: 10})
             # caught up: the next record goes direct again
             assert (await store.put_message(sent(10, size=100))).status is PutStatus.PUT_OK
-            assert cqs.get_max_offset(TOPIC, 0) == 11 and not store.commit_log.dispatch_hints
+            assert cqs.get_max_offset(TOPIC, 0) == 11 and not store.reput.pending
         finally:
             await store.shutdown()
 
@@ -155,9 +158,9 @@ def test_another_dispatcher_turns_direct_dispatch_off(tmp_path: Path) -> None:
                 seen.append(1)
 
         try:
-            assert store.commit_log.dispatch_now is not None
+            assert store.reput.dispatches_appended
             store.reput.add_dispatcher(Recorder())
-            assert store.commit_log.dispatch_now is None
+            assert not store.reput.dispatches_appended
             for i in range(3):
                 await store.put_message(sent(i, size=100))
             await dispatched(store)
@@ -169,12 +172,12 @@ def test_another_dispatcher_turns_direct_dispatch_off(tmp_path: Path) -> None:
     asyncio.run(main())
 
 
-def test_the_in_process_index_keeps_the_hint_path(tmp_path: Path) -> None:
+def test_the_in_process_index_keeps_the_pass(tmp_path: Path) -> None:
     async def main() -> None:
         store = MessageStore(small_config(tmp_path, index_helper_enable=False))
         await store.start()
         try:
-            assert store.commit_log.dispatch_now is None  # the index needs each record's keys: hints
+            assert not store.reput.dispatches_appended  # the index needs each record's keys: requests
             for i in range(3):
                 await store.put_message(sent(i, size=100))
             await dispatched(store)

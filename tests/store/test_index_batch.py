@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from broker.protocol.message import SysFlag
-from broker.store.dispatch import DispatchRequest
+from broker.store.dispatch_request import DispatchRequest
 from broker.store.index_batch import key_hashes, utf8_key_hashes
 from broker.store.index_file import key_hash
 from broker.store.index_service import VECTOR_MIN, IndexService

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from broker.protocol.javahash import index_key_hash, java_string_hash
 from broker.protocol.message import SysFlag
-from broker.store.dispatch import DispatchRequest
+from broker.store.dispatch_request import DispatchRequest
 from broker.store.index_file import HEADER_SIZE, IndexFile, index_file_size, key_hash
 from broker.store.index_service import IndexService
 

@@ -14,7 +14,7 @@ from store_helpers import message, small_config
 
 from broker.protocol.message import decode_record
 from broker.store import MessageStore, PutStatus, index_service
-from broker.store.dispatch import DispatchRequest
+from broker.store.dispatch_request import DispatchRequest
 from broker.store.index_service import GATHER_RECORDS, GATHER_S, IndexService
 
 T0 = 1_700_000_000_000

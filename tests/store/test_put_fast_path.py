@@ -10,7 +10,7 @@ from store_checks import assert_requests_match_records
 from store_helpers import message, small_config
 
 from broker.store import MessageStore, PutResult, PutStatus
-from broker.store.dispatch import DispatchRequest
+from broker.store.dispatch_request import DispatchRequest
 
 
 def test_first_commit_log_file_is_created_at_start(tmp_path: Path) -> None:
