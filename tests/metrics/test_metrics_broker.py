@@ -158,3 +158,29 @@ def test_scrape_while_sending(tmp_path: Path) -> None:
             assert (await scrape(port)).value("rocketmq_messages_in_total", topic=TOPIC) == ok == 300
 
     run(main())
+
+
+def test_sends_answered_after_the_flush_are_counted_exactly(tmp_path: Path) -> None:
+    """SYNC_FLUSH answers a send once its group commit is on disk, after the read that brought it: such a
+    put reaches the counts at the next read or the next scrape (BrokerMeters.fold), never later or twice."""
+
+    async def main() -> None:
+        async with local_cluster(
+            tmp_path, cluster_name="MetricsCluster", broker_name="broker-m", flushDiskType="SYNC_FLUSH", **PROM
+        ) as cluster:
+            port = cluster.running_broker.metrics.port
+            await cluster.create_topic(TOPIC, queues=2)
+            async with Producer("PG-sync", cluster.namesrv_addr) as producer:
+                sent = 0
+                for burst in (1, 40, 7):
+                    sends = [producer.send(Message(TOPIC, b"z" * (300 + 2000 * (i % 2)))) for i in range(burst)]
+                    results = await asyncio.gather(*sends)
+                    assert all(r.status is SendStatus.SEND_OK for r in results)
+                    sent += burst
+                    s = await scrape(port)
+                    labels = {"topic": TOPIC, "message_type": "normal", **NODE}
+                    assert s.value("rocketmq_messages_in_total", **labels) == sent
+                    assert s.value("rocketmq_message_size_count", **labels) == sent
+                    assert s.total("rocketmq_rpc_latency_count", request_code="send_message_v2") == sent
+
+    run(main())
