@@ -1,5 +1,5 @@
-"""Running the application's listener: concurrently (a bounded pool) or orderly (one batch at a time
-per queue). The push consumer owns one service and hands it every pulled batch.
+"""Running the application's listener, and the copy of a failed message sent to %RETRY%<group>. The
+push consumer's consume services (consume_service.py, concurrent or orderly) call both.
 
 Listeners are `callable(list[MessageExt]) -> ConsumeStatus`, plain or `async def`. Plain ones run
 in a thread pool of consumeThreadMax threads so they may block; coroutines run as tasks, at most

@@ -1,9 +1,10 @@
 """Consumer offset stores: the broker's (clustering) and a local file (broadcasting).
 
-The push consumer's pull loop and offset-persist timer, and the pull consumer's commit(), call
-`update()` as messages are consumed and `persist_all()` every persistConsumerOffsetInterval and at
-shutdown; `read()` gives the starting offset (-1 when nothing is stored, which rebalance turns into
-a consumeFromWhere decision). Both keep the authoritative table in memory; only where it is saved
+The consumers call `update()` as messages are consumed (the push consumer's consume services, the
+pull consumer's poll()), and their group membership (membership.py) calls `persist_all()` every
+persistConsumerOffsetInterval and at shutdown (and the pull consumer's commit()); `read()` gives
+the starting offset (-1 when nothing is stored, which rebalance turns into a consumeFromWhere
+decision). Both keep the authoritative table in memory; only where it is saved
 differs.
 """
 

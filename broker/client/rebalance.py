@@ -1,8 +1,9 @@
 """Rebalance decisions for consumers: which queues this client owns and where each one starts.
 
-The push and lite pull consumers call `assign()` every rebalanceInterval (20 s) and when a broker
-sends NOTIFY_CONSUMER_IDS_CHANGED, then `diff()` against what they run, and for each new queue
-`start_offset()` (QUERY_CONSUMER_OFFSET result -> consumeFromWhere). The decisions are pure
+The group membership of the push and lite pull consumers (membership.py) calls `assign()` every
+rebalanceInterval (20 s) and when a broker sends NOTIFY_CONSUMER_IDS_CHANGED, then `diff()` against
+what the consumer runs, and for each new queue `start_offset()` (QUERY_CONSUMER_OFFSET result ->
+consumeFromWhere). The decisions are pure
 functions (`assign`, `diff`, `start_action`); `start_offset` does the I/O they ask for.
 """
 
