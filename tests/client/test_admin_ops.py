@@ -27,7 +27,6 @@ from broker.client.runtime_info import BrokerRuntimeInfo
 from broker.protocol.bodies import TopicConfig
 from broker.server.broker import BrokerController
 from broker.server.config import load_broker_config
-from broker.transport.loop import run
 
 # ---------------------------------------------------------------------------------------- pure parts
 
@@ -153,37 +152,34 @@ def _dead_addr() -> str:
         return f"127.0.0.1:{sock.getsockname()[1]}"
 
 
-def test_wipe_and_add_write_perm_on_every_nameserver(tmp_path: Path) -> None:
-    async def scenario() -> None:
-        async with local_cluster(tmp_path, broker_name="rc-0") as cluster:
-            await cluster.create_topic("PermTopic", queues=2)
-            async with Admin(cluster.namesrv_addr) as admin:
+async def test_wipe_and_add_write_perm_on_every_nameserver(tmp_path: Path) -> None:
+    async with local_cluster(tmp_path, broker_name="rc-0") as cluster:
+        await cluster.create_topic("PermTopic", queues=2)
+        async with Admin(cluster.namesrv_addr) as admin:
 
-                async def perm() -> int:
-                    route = await admin.topic_route("PermTopic")
-                    return next(q.perm for q in route.queue_datas if q.broker_name == "rc-0")
+            async def perm() -> int:
+                route = await admin.topic_route("PermTopic")
+                return next(q.perm for q in route.queue_datas if q.broker_name == "rc-0")
 
-                assert await perm() == Perm.READ | Perm.WRITE
-                wiped = await admin.wipe_write_perm("rc-0")
-                assert list(wiped) == [cluster.namesrv_addr] and wiped[cluster.namesrv_addr] >= 1
-                assert await perm() == Perm.READ
-                assert await admin.wipe_write_perm("rc-0") == wiped  # idempotent: the same topics, still wiped
-                assert await perm() == Perm.READ
-                added = await admin.add_write_perm("rc-0")
-                assert added == wiped
-                assert await perm() == Perm.READ | Perm.WRITE
+            assert await perm() == Perm.READ | Perm.WRITE
+            wiped = await admin.wipe_write_perm("rc-0")
+            assert list(wiped) == [cluster.namesrv_addr] and wiped[cluster.namesrv_addr] >= 1
+            assert await perm() == Perm.READ
+            assert await admin.wipe_write_perm("rc-0") == wiped  # idempotent: the same topics, still wiped
+            assert await perm() == Perm.READ
+            added = await admin.add_write_perm("rc-0")
+            assert added == wiped
+            assert await perm() == Perm.READ | Perm.WRITE
 
-            dead = _dead_addr()
-            async with Admin(f"{cluster.namesrv_addr};{dead}") as admin:
-                with pytest.raises(ClientError) as err:
-                    await admin.wipe_write_perm("rc-0")
-                assert dead in str(err.value) and f"done on ['{cluster.namesrv_addr}']" in str(err.value)
-                assert await perm_of(admin, "PermTopic", "rc-0") == Perm.READ  # the live NameServer did it
-                with pytest.raises(ClientError):
-                    await admin.add_write_perm("rc-0")
-                assert await perm_of(admin, "PermTopic", "rc-0") == Perm.READ | Perm.WRITE
-
-    run(scenario())
+        dead = _dead_addr()
+        async with Admin(f"{cluster.namesrv_addr};{dead}") as admin:
+            with pytest.raises(ClientError) as err:
+                await admin.wipe_write_perm("rc-0")
+            assert dead in str(err.value) and f"done on ['{cluster.namesrv_addr}']" in str(err.value)
+            assert await perm_of(admin, "PermTopic", "rc-0") == Perm.READ  # the live NameServer did it
+            with pytest.raises(ClientError):
+                await admin.add_write_perm("rc-0")
+            assert await perm_of(admin, "PermTopic", "rc-0") == Perm.READ | Perm.WRITE
 
 
 async def perm_of(admin: Admin, topic: str, broker_name: str) -> int:
@@ -191,121 +187,110 @@ async def perm_of(admin: Admin, topic: str, broker_name: str) -> int:
     return next(q.perm for q in route.queue_datas if q.broker_name == broker_name)
 
 
-def test_copy_metadata_to_a_new_group_is_complete_and_idempotent(tmp_path: Path) -> None:
-    async def scenario() -> None:
-        async with local_cluster(tmp_path, TwoGroups, cluster_name="rc", broker_name="rc-0") as cluster:
-            source = cluster.running_broker
-            await cluster.create_topic("Orders", queues=8)
-            await cluster.create_topic("Audit", queues=2, order=True, perm=Perm.READ, multi_tag=True)
-            async with Admin(cluster.namesrv_addr) as admin:
-                api = admin.instance.api
-                await create_subscription_group(api, source.addr, {"groupName": "billing", "retryMaxTimes": 3})
-                target = await cluster.start_more("rc-1", "store-1")
-                await admin.create_topic("Orders", broker_addr=target.addr, read_queue_nums=2, write_queue_nums=2)
+async def test_copy_metadata_to_a_new_group_is_complete_and_idempotent(tmp_path: Path) -> None:
+    async with local_cluster(tmp_path, TwoGroups, cluster_name="rc", broker_name="rc-0") as cluster:
+        source = cluster.running_broker
+        await cluster.create_topic("Orders", queues=8)
+        await cluster.create_topic("Audit", queues=2, order=True, perm=Perm.READ, multi_tag=True)
+        async with Admin(cluster.namesrv_addr) as admin:
+            api = admin.instance.api
+            await create_subscription_group(api, source.addr, {"groupName": "billing", "retryMaxTimes": 3})
+            target = await cluster.start_more("rc-1", "store-1")
+            await admin.create_topic("Orders", broker_addr=target.addr, read_queue_nums=2, write_queue_nums=2)
 
-                result = await admin.copy_metadata(source.addr, target.addr)
-                assert result.created_topics == ["Audit", "Orders"]  # Orders differed (2 queues), now updated
-                assert result.created_groups == ["billing"]
-                assert {"rc-0", "rc", "rc_REPLY_TOPIC", "TBW102", "SCHEDULE_TOPIC_XXXX"} <= set(result.skipped_topics)
-                assert "TOOLS_CONSUMER" in result.skipped_groups
+            result = await admin.copy_metadata(source.addr, target.addr)
+            assert result.created_topics == ["Audit", "Orders"]  # Orders differed (2 queues), now updated
+            assert result.created_groups == ["billing"]
+            assert {"rc-0", "rc", "rc_REPLY_TOPIC", "TBW102", "SCHEDULE_TOPIC_XXXX"} <= set(result.skipped_topics)
+            assert "TOOLS_CONSUMER" in result.skipped_groups
 
-                src_topics = await get_all_topic_configs(api, source.addr)
-                dst_topics = await get_all_topic_configs(api, target.addr)
-                for name in ("Orders", "Audit"):
-                    assert dst_topics[name] == src_topics[name]
-                assert dst_topics["Audit"].order and dst_topics["Audit"].perm == Perm.READ
-                assert dst_topics["rc-1"].read_queue_nums == 1 and "rc-0" not in dst_topics
-                groups = await get_all_subscription_groups(api, target.addr)
-                assert groups["billing"]["retryMaxTimes"] == 3
+            src_topics = await get_all_topic_configs(api, source.addr)
+            dst_topics = await get_all_topic_configs(api, target.addr)
+            for name in ("Orders", "Audit"):
+                assert dst_topics[name] == src_topics[name]
+            assert dst_topics["Audit"].order and dst_topics["Audit"].perm == Perm.READ
+            assert dst_topics["rc-1"].read_queue_nums == 1 and "rc-0" not in dst_topics
+            groups = await get_all_subscription_groups(api, target.addr)
+            assert groups["billing"]["retryMaxTimes"] == 3
 
-                again = await admin.copy_metadata(source.addr, target.addr)
-                assert again.created_topics == [] and again.created_groups == []
-                assert {"Audit", "Orders"} <= set(again.unchanged_topics) and "billing" in again.unchanged_groups
+            again = await admin.copy_metadata(source.addr, target.addr)
+            assert again.created_topics == [] and again.created_groups == []
+            assert {"Audit", "Orders"} <= set(again.unchanged_topics) and "billing" in again.unchanged_groups
 
-                # the new group registers the copied topics: clients route to it
-                for _ in range(100):
-                    route = await admin.topic_route("Audit")
-                    if {q.broker_name for q in route.queue_datas} == {"rc-0", "rc-1"}:
-                        break
-                    await asyncio.sleep(0.05)
-                assert {q.broker_name for q in route.queue_datas} == {"rc-0", "rc-1"}
-
-    run(scenario())
+            # the new group registers the copied topics: clients route to it
+            for _ in range(100):
+                route = await admin.topic_route("Audit")
+                if {q.broker_name for q in route.queue_datas} == {"rc-0", "rc-1"}:
+                    break
+                await asyncio.sleep(0.05)
+            assert {q.broker_name for q in route.queue_datas} == {"rc-0", "rc-1"}
 
 
-def test_consumer_lag_of_a_broker_group(tmp_path: Path) -> None:
-    async def scenario() -> None:
-        async with local_cluster(tmp_path, broker_name="rc-0") as cluster:
-            broker = cluster.running_broker
-            await cluster.create_topic("LagTopic", queues=2)
-            async with Producer("lag-pg", cluster.namesrv_addr) as producer:
-                for i in range(12):
-                    result = await producer.send(Message("LagTopic", f"m{i}".encode()))
-                    assert result.status is SendStatus.SEND_OK
-            top = [broker.store.get_max_offset_in_queue("LagTopic", q) for q in (0, 1)]
-            assert sum(top) == 12
-            async with Admin(cluster.namesrv_addr) as admin:
-                assert (await admin.consumer_lag("rc-0")).total == 0  # nobody committed anything yet
-                api = admin.instance.api
-                commits = {("g1", 0): 1, ("g1", 1): 0, ("g2", 0): top[0]}
-                for (group, queue_id), offset in commits.items():
-                    await api.update_consumer_offset(
-                        broker.addr, group, MessageQueue("LagTopic", "rc-0", queue_id), offset
-                    )
+async def test_consumer_lag_of_a_broker_group(tmp_path: Path) -> None:
+    async with local_cluster(tmp_path, broker_name="rc-0") as cluster:
+        broker = cluster.running_broker
+        await cluster.create_topic("LagTopic", queues=2)
+        async with Producer("lag-pg", cluster.namesrv_addr) as producer:
+            for i in range(12):
+                result = await producer.send(Message("LagTopic", f"m{i}".encode()))
+                assert result.status is SendStatus.SEND_OK
+        top = [broker.store.get_max_offset_in_queue("LagTopic", q) for q in (0, 1)]
+        assert sum(top) == 12
+        async with Admin(cluster.namesrv_addr) as admin:
+            assert (await admin.consumer_lag("rc-0")).total == 0  # nobody committed anything yet
+            api = admin.instance.api
+            commits = {("g1", 0): 1, ("g1", 1): 0, ("g2", 0): top[0]}
+            for (group, queue_id), offset in commits.items():
+                await api.update_consumer_offset(broker.addr, group, MessageQueue("LagTopic", "rc-0", queue_id), offset)
 
-                lag = await admin.consumer_lag("rc-0")
-                assert isinstance(lag, ConsumerLag) and lag.addr == broker.addr
-                assert lag.per_group == {"g1": top[0] - 1 + top[1], "g2": 0}
-                assert lag.total == 11
-                assert {(q.group, q.queue_id): q.max_offset for q in lag.queues} == {
-                    ("g1", 0): top[0],
-                    ("g1", 1): top[1],
-                    ("g2", 0): top[0],
-                }
-                assert (await admin.consumer_lag("rc-0", addr=broker.addr)).total == 11
-                with pytest.raises(ClientError):
-                    await admin.consumer_lag("no-such-group")
-
-    run(scenario())
+            lag = await admin.consumer_lag("rc-0")
+            assert isinstance(lag, ConsumerLag) and lag.addr == broker.addr
+            assert lag.per_group == {"g1": top[0] - 1 + top[1], "g2": 0}
+            assert lag.total == 11
+            assert {(q.group, q.queue_id): q.max_offset for q in lag.queues} == {
+                ("g1", 0): top[0],
+                ("g1", 1): top[1],
+                ("g2", 0): top[0],
+            }
+            assert (await admin.consumer_lag("rc-0", addr=broker.addr)).total == 11
+            with pytest.raises(ClientError):
+                await admin.consumer_lag("no-such-group")
 
 
-def test_replication_lag_and_runtime_info_of_a_master_slave_pair(tmp_path: Path) -> None:
-    async def scenario() -> None:
-        ha = {"haSendHeartbeatInterval": "300", "haHousekeepingInterval": "3000"}
-        async with local_cluster(tmp_path, TwoGroups, broker_name="rc-0", **ha) as cluster:
-            master = cluster.running_broker
-            slave = await cluster.start_more("rc-0", "slave", brokerId="1", brokerRole="SLAVE")
-            await cluster.create_topic("RepTopic", queues=2)
+async def test_replication_lag_and_runtime_info_of_a_master_slave_pair(tmp_path: Path) -> None:
+    ha = {"haSendHeartbeatInterval": "300", "haHousekeepingInterval": "3000"}
+    async with local_cluster(tmp_path, TwoGroups, broker_name="rc-0", **ha) as cluster:
+        master = cluster.running_broker
+        slave = await cluster.start_more("rc-0", "slave", brokerId="1", brokerRole="SLAVE")
+        await cluster.create_topic("RepTopic", queues=2)
+        async with Producer("rep-pg", cluster.namesrv_addr) as producer:
+            for _ in range(20):
+                await producer.send(Message("RepTopic", b"r" * 300))
+        await wait_for(lambda: slave.store.max_phy_offset == master.store.max_phy_offset, 20, "the slave")
+        async with Admin(cluster.namesrv_addr) as admin:
+            await wait_for_listed(admin, "rc-0", 2)
+            lag = await admin.replication_lag("rc-0")
+            assert lag.master_addr == master.addr and lag.master_max_offset == master.store.max_phy_offset
+            assert lag.slaves == (SlaveLag(1, slave.addr, master.store.max_phy_offset, 0),)
+            assert lag.max_lag_bytes == 0
+
+            info = await admin.runtime_info(slave.addr)
+            assert info.is_slave and info.ha_connected is True and info.master_addr == master.addr
+            assert info.registered_name_servers == [cluster.namesrv_addr]
+            assert info.commit_log_max_offset == slave.store.max_phy_offset
+            minfo = await admin.runtime_info(master.addr)
+            assert minfo.ha_role == "ASYNC_MASTER" and minfo.connected_slaves == 1
+
+            # replication stopped (the slave's HA client closed) while the master takes more writes
+            assert slave.ha is not None and slave.ha.client is not None
+            await slave.ha.client.close()
+            frozen = slave.store.max_phy_offset
             async with Producer("rep-pg", cluster.namesrv_addr) as producer:
-                for _ in range(20):
-                    await producer.send(Message("RepTopic", b"r" * 300))
-            await wait_for(lambda: slave.store.max_phy_offset == master.store.max_phy_offset, 20, "the slave")
-            async with Admin(cluster.namesrv_addr) as admin:
-                await wait_for_listed(admin, "rc-0", 2)
-                lag = await admin.replication_lag("rc-0")
-                assert lag.master_addr == master.addr and lag.master_max_offset == master.store.max_phy_offset
-                assert lag.slaves == (SlaveLag(1, slave.addr, master.store.max_phy_offset, 0),)
-                assert lag.max_lag_bytes == 0
-
-                info = await admin.runtime_info(slave.addr)
-                assert info.is_slave and info.ha_connected is True and info.master_addr == master.addr
-                assert info.registered_name_servers == [cluster.namesrv_addr]
-                assert info.commit_log_max_offset == slave.store.max_phy_offset
-                minfo = await admin.runtime_info(master.addr)
-                assert minfo.ha_role == "ASYNC_MASTER" and minfo.connected_slaves == 1
-
-                # replication stopped (the slave's HA client closed) while the master takes more writes
-                assert slave.ha is not None and slave.ha.client is not None
-                await slave.ha.client.close()
-                frozen = slave.store.max_phy_offset
-                async with Producer("rep-pg", cluster.namesrv_addr) as producer:
-                    for _ in range(5):
-                        await producer.send(Message("RepTopic", b"s" * 300))
-                lag = await admin.replication_lag("rc-0")
-                assert lag.slaves[0].max_offset == frozen
-                assert lag.max_lag_bytes == master.store.max_phy_offset - frozen > 5 * 300
-
-    run(scenario())
+                for _ in range(5):
+                    await producer.send(Message("RepTopic", b"s" * 300))
+            lag = await admin.replication_lag("rc-0")
+            assert lag.slaves[0].max_offset == frozen
+            assert lag.max_lag_bytes == master.store.max_phy_offset - frozen > 5 * 300
 
 
 async def wait_for_listed(admin: Admin, broker_name: str, count: int) -> None:

@@ -22,7 +22,6 @@ from broker.protocol.codes import ResponseCode as R
 from broker.protocol.command import RemotingCommand
 from broker.protocol.message import MessageExt
 from broker.transport.connection import RemotingConnection
-from broker.transport.loop import run
 from broker.transport.server import RemotingServer
 
 GROUP = "G"
@@ -102,56 +101,53 @@ def _status(topic: str, group: str) -> dict[MessageQueue, int] | None:
     return {MQ: 3}
 
 
-def test_consumer_answers_307_and_221_and_refuses_bad_requests_clearly() -> None:
-    async def scenario() -> None:
-        accepted: asyncio.Future[RemotingConnection] = asyncio.get_running_loop().create_future()
-        server = RemotingServer("127.0.0.1", 0)
-        server.add_open_listener(lambda conn: accepted.done() or accepted.set_result(conn))
-        await server.start()
-        instance = ClientInstance(
-            ClientConfig(namesrv_addr="127.0.0.1:9"), running_info=_running_info, consumer_status=_status
+async def test_consumer_answers_307_and_221_and_refuses_bad_requests_clearly() -> None:
+    accepted: asyncio.Future[RemotingConnection] = asyncio.get_running_loop().create_future()
+    server = RemotingServer("127.0.0.1", 0)
+    server.add_open_listener(lambda conn: accepted.done() or accepted.set_result(conn))
+    await server.start()
+    instance = ClientInstance(
+        ClientConfig(namesrv_addr="127.0.0.1:9"), running_info=_running_info, consumer_status=_status
+    )
+    try:
+        await instance.remoting.get_connection(server.address)
+        conn = await asyncio.wait_for(accepted, 5)
+
+        async def ask(code: int, ext: dict[str, str]) -> RemotingCommand:
+            return await server.invoke(conn, RemotingCommand(code=code, ext_fields=ext), 5)
+
+        r = await ask(RC.GET_CONSUMER_RUNNING_INFO, {"consumerGroup": GROUP, "clientId": instance.client_id})
+        assert r.code == R.SUCCESS, r.remark
+        info = fastjson_loads(r.body)
+        assert info["properties"]["PROP_NAMESERVER_ADDR"] == "127.0.0.1:9;"
+        assert info["properties"]["PROP_CLIENT_VERSION"] == "V5_3_3" and "jstack" not in info
+        assert [s["topic"] for s in info["subscriptionSet"]] == ["%RETRY%G", "T"]  # Java's TreeSet order
+        assert info["mqTable"][WireQueue("T", "b", 0)]["commitOffset"] == 3
+        assert set(info["statusTable"]["T"]) == {
+            "pullRT", "pullTPS", "consumeRT", "consumeOKTPS", "consumeFailedTPS", "consumeFailedMsgs"
+        }  # fmt: skip
+        with_stacks = await ask(
+            RC.GET_CONSUMER_RUNNING_INFO, {"consumerGroup": GROUP, "clientId": "x", "jstackEnable": "true"}
         )
-        try:
-            await instance.remoting.get_connection(server.address)
-            conn = await asyncio.wait_for(accepted, 5)
+        assert "MainThread" in fastjson_loads(with_stacks.body)["jstack"]
 
-            async def ask(code: int, ext: dict[str, str]) -> RemotingCommand:
-                return await server.invoke(conn, RemotingCommand(code=code, ext_fields=ext), 5)
+        r = await ask(RC.GET_CONSUMER_STATUS_FROM_CLIENT, {"topic": "T", "group": GROUP})
+        assert r.code == R.SUCCESS and fastjson_loads(r.body)["messageQueueTable"] == {WireQueue("T", "b", 0): 3}
 
-            r = await ask(RC.GET_CONSUMER_RUNNING_INFO, {"consumerGroup": GROUP, "clientId": instance.client_id})
-            assert r.code == R.SUCCESS, r.remark
-            info = fastjson_loads(r.body)
-            assert info["properties"]["PROP_NAMESERVER_ADDR"] == "127.0.0.1:9;"
-            assert info["properties"]["PROP_CLIENT_VERSION"] == "V5_3_3" and "jstack" not in info
-            assert [s["topic"] for s in info["subscriptionSet"]] == ["%RETRY%G", "T"]  # Java's TreeSet order
-            assert info["mqTable"][WireQueue("T", "b", 0)]["commitOffset"] == 3
-            assert set(info["statusTable"]["T"]) == {
-                "pullRT", "pullTPS", "consumeRT", "consumeOKTPS", "consumeFailedTPS", "consumeFailedMsgs"
-            }  # fmt: skip
-            with_stacks = await ask(
-                RC.GET_CONSUMER_RUNNING_INFO, {"consumerGroup": GROUP, "clientId": "x", "jstackEnable": "true"}
-            )
-            assert "MainThread" in fastjson_loads(with_stacks.body)["jstack"]
-
-            r = await ask(RC.GET_CONSUMER_STATUS_FROM_CLIENT, {"topic": "T", "group": GROUP})
-            assert r.code == R.SUCCESS and fastjson_loads(r.body)["messageQueueTable"] == {WireQueue("T", "b", 0): 3}
-
-            bad = [
-                (RC.GET_CONSUMER_RUNNING_INFO, {"consumerGroup": "Other", "clientId": "c"}, "<Other> not exist"),
-                (RC.GET_CONSUMER_RUNNING_INFO, {"clientId": "c"}, "consumerGroup"),
-                (RC.GET_CONSUMER_RUNNING_INFO, {"consumerGroup": GROUP}, "clientId"),
-                (RC.GET_CONSUMER_STATUS_FROM_CLIENT, {"topic": "T", "group": "Other"}, "<Other> not exist"),
-                (RC.GET_CONSUMER_STATUS_FROM_CLIENT, {"topic": "U", "group": GROUP}, "does not subscribe topic <U>"),
-                (RC.GET_CONSUMER_STATUS_FROM_CLIENT, {"group": GROUP}, "topic"),
-            ]
-            for code, ext, says in bad:
-                r = await ask(code, ext)
-                assert r.code == R.SYSTEM_ERROR and says in (r.remark or ""), (code, ext, r.code, r.remark)
-            # the connection still answers
-            r = await ask(RC.GET_CONSUMER_STATUS_FROM_CLIENT, {"topic": "T", "group": GROUP})
-            assert r.code == R.SUCCESS
-        finally:
-            await instance.close()
-            await server.shutdown(0.1)
-
-    run(scenario())
+        bad = [
+            (RC.GET_CONSUMER_RUNNING_INFO, {"consumerGroup": "Other", "clientId": "c"}, "<Other> not exist"),
+            (RC.GET_CONSUMER_RUNNING_INFO, {"clientId": "c"}, "consumerGroup"),
+            (RC.GET_CONSUMER_RUNNING_INFO, {"consumerGroup": GROUP}, "clientId"),
+            (RC.GET_CONSUMER_STATUS_FROM_CLIENT, {"topic": "T", "group": "Other"}, "<Other> not exist"),
+            (RC.GET_CONSUMER_STATUS_FROM_CLIENT, {"topic": "U", "group": GROUP}, "does not subscribe topic <U>"),
+            (RC.GET_CONSUMER_STATUS_FROM_CLIENT, {"group": GROUP}, "topic"),
+        ]
+        for code, ext, says in bad:
+            r = await ask(code, ext)
+            assert r.code == R.SYSTEM_ERROR and says in (r.remark or ""), (code, ext, r.code, r.remark)
+        # the connection still answers
+        r = await ask(RC.GET_CONSUMER_STATUS_FROM_CLIENT, {"topic": "T", "group": GROUP})
+        assert r.code == R.SUCCESS
+    finally:
+        await instance.close()
+        await server.shutdown(0.1)
