@@ -4,7 +4,6 @@ outruns the reserver reserves for itself. Real files, a real thread."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import zlib
 from concurrent.futures import ThreadPoolExecutor
@@ -95,88 +94,79 @@ def test_a_loaded_file_knows_what_it_has_reserved(tmp_path: Path) -> None:
     again.close()
 
 
-def test_a_store_uses_disk_as_it_writes(tmp_path: Path) -> None:
-    async def scenario() -> None:
-        ahead = 4 << 20
-        config = StoreConfig(
-            store_path_root_dir=tmp_path,
-            mapped_file_size_commit_log=64 << 20,
-            commit_log_preallocate_ahead=ahead,
-            max_hash_slot_num=1000,
-            max_index_num=4000,
-        )
-        store = MessageStore(config)
-        await store.start()
-        commitlog = config.commit_log_dir
-        for i in range(20_000):  # ~23 MB of records
-            msg = MessageToStore(topic="T", queue_id=i % 4, body=b"x" * 1000, properties={"KEYS": f"k{i}"})
-            assert (await store.put_message(msg)).status is PutStatus.PUT_OK
-        await store.commit_log.allocator.ready()
-        written = store.commit_log.max_offset
-        files = sorted(commitlog.iterdir())
-        assert len(files) == 2  # the file being written and the prepared next one
-        used = sum(_allocated(p) for p in files)
-        assert used <= written + ahead + (1 << 20), (used, written)
-        assert _allocated(files[1]) == 0  # the next file: far from the writer, nothing reserved yet
-        await store.shutdown()
-
-    asyncio.run(scenario())
+async def test_a_store_uses_disk_as_it_writes(tmp_path: Path) -> None:
+    ahead = 4 << 20
+    config = StoreConfig(
+        store_path_root_dir=tmp_path,
+        mapped_file_size_commit_log=64 << 20,
+        commit_log_preallocate_ahead=ahead,
+        max_hash_slot_num=1000,
+        max_index_num=4000,
+    )
+    store = MessageStore(config)
+    await store.start()
+    commitlog = config.commit_log_dir
+    for i in range(20_000):  # ~23 MB of records
+        msg = MessageToStore(topic="T", queue_id=i % 4, body=b"x" * 1000, properties={"KEYS": f"k{i}"})
+        assert (await store.put_message(msg)).status is PutStatus.PUT_OK
+    await store.commit_log.allocator.ready()
+    written = store.commit_log.max_offset
+    files = sorted(commitlog.iterdir())
+    assert len(files) == 2  # the file being written and the prepared next one
+    used = sum(_allocated(p) for p in files)
+    assert used <= written + ahead + (1 << 20), (used, written)
+    assert _allocated(files[1]) == 0  # the next file: far from the writer, nothing reserved yet
+    await store.shutdown()
 
 
-def test_crossing_into_the_next_file_reserves_its_head(tmp_path: Path) -> None:
-    async def scenario() -> None:
-        config = StoreConfig(
-            store_path_root_dir=tmp_path,
-            mapped_file_size_commit_log=8 << 20,
-            commit_log_preallocate_ahead=4 << 20,
-            max_hash_slot_num=1000,
-            max_index_num=4000,
-        )
-        store = MessageStore(config)
-        await store.start()
-        for _ in range(7 * 1024):  # ~7.4 MB: within `ahead` of the end of the first file
-            msg = MessageToStore(topic="T", queue_id=0, body=b"y" * 900)
-            assert (await store.put_message(msg)).status is PutStatus.PUT_OK
-        await store.commit_log.allocator.ready()
-        first, spare = sorted(config.commit_log_dir.iterdir())
-        assert _allocated(first) >= 8 << 20  # whole
-        assert 0 < _allocated(spare) <= 4 << 20  # its head, ready for the roll
-        await store.shutdown()
-
-    asyncio.run(scenario())
+async def test_crossing_into_the_next_file_reserves_its_head(tmp_path: Path) -> None:
+    config = StoreConfig(
+        store_path_root_dir=tmp_path,
+        mapped_file_size_commit_log=8 << 20,
+        commit_log_preallocate_ahead=4 << 20,
+        max_hash_slot_num=1000,
+        max_index_num=4000,
+    )
+    store = MessageStore(config)
+    await store.start()
+    for _ in range(7 * 1024):  # ~7.4 MB: within `ahead` of the end of the first file
+        msg = MessageToStore(topic="T", queue_id=0, body=b"y" * 900)
+        assert (await store.put_message(msg)).status is PutStatus.PUT_OK
+    await store.commit_log.allocator.ready()
+    first, spare = sorted(config.commit_log_dir.iterdir())
+    assert _allocated(first) >= 8 << 20  # whole
+    assert 0 < _allocated(spare) <= 4 << 20  # its head, ready for the roll
+    await store.shutdown()
 
 
-def test_a_sync_flush_store_zero_fills_ahead_and_keeps_every_message(tmp_path: Path) -> None:
-    async def scenario() -> None:
-        config = StoreConfig(
-            store_path_root_dir=tmp_path,
-            flush_disk_type="SYNC_FLUSH",
-            mapped_file_size_commit_log=128 << 20,
-            commit_log_preallocate_ahead=16 << 20,
-        )
-        store = MessageStore(config)
-        await store.start()
-        first = store.commit_log.queue.files[0]
-        results = []
-        for i in range(300):
-            msg = MessageToStore(topic="T", queue_id=0, body=b"m%05d" % i + b"x" * 1000, properties={"KEYS": f"k{i}"})
-            results.append(await store.put_message(msg))
-        assert all(r.status is PutStatus.PUT_OK for r in results)
-        await store.commit_log.allocator.ready()
-        assert first.reserved_to >= first.wrote_position + (8 << 20)  # at least half the distance ahead
-        assert first.reserved_to <= first.wrote_position + (16 << 20) + 4096
-        # zero-filled: no hole from the writer to the end of the reservation
-        assert os.lseek(first.fd, first.wrote_position, os.SEEK_HOLE) == first.reserved_to
-        bodies: list[bytes] = []
-        while len(bodies) < 300:  # a pull returns at most 256 KiB
-            got = store.get_message("G", "T", 0, len(bodies), 400)
-            assert got.message_count > 0
-            bodies += [m.body[:6] for m in decode_records(b"".join(got.buffers), verify_crc=True)]
-            got.release()
-        assert bodies == [b"m%05d" % i for i in range(300)]
-        await store.shutdown()
-
-    asyncio.run(scenario())
+async def test_a_sync_flush_store_zero_fills_ahead_and_keeps_every_message(tmp_path: Path) -> None:
+    config = StoreConfig(
+        store_path_root_dir=tmp_path,
+        flush_disk_type="SYNC_FLUSH",
+        mapped_file_size_commit_log=128 << 20,
+        commit_log_preallocate_ahead=16 << 20,
+    )
+    store = MessageStore(config)
+    await store.start()
+    first = store.commit_log.queue.files[0]
+    results = []
+    for i in range(300):
+        msg = MessageToStore(topic="T", queue_id=0, body=b"m%05d" % i + b"x" * 1000, properties={"KEYS": f"k{i}"})
+        results.append(await store.put_message(msg))
+    assert all(r.status is PutStatus.PUT_OK for r in results)
+    await store.commit_log.allocator.ready()
+    assert first.reserved_to >= first.wrote_position + (8 << 20)  # at least half the distance ahead
+    assert first.reserved_to <= first.wrote_position + (16 << 20) + 4096
+    # zero-filled: no hole from the writer to the end of the reservation
+    assert os.lseek(first.fd, first.wrote_position, os.SEEK_HOLE) == first.reserved_to
+    bodies: list[bytes] = []
+    while len(bodies) < 300:  # a pull returns at most 256 KiB
+        got = store.get_message("G", "T", 0, len(bodies), 400)
+        assert got.message_count > 0
+        bodies += [m.body[:6] for m in decode_records(b"".join(got.buffers), verify_crc=True)]
+        got.release()
+    assert bodies == [b"m%05d" % i for i in range(300)]
+    await store.shutdown()
 
 
 def _bytes_dirtied() -> int:
