@@ -39,25 +39,22 @@ def test_transfer_start_rules() -> None:
     assert transfer_start(12345, 3 * size + 5, size) == 12345  # otherwise exactly where the slave is
 
 
-def test_group_transfer_wakes_acked_puts_and_times_out_the_rest() -> None:
-    async def scenario() -> None:
-        gt = GroupTransfer(timeout_s=0.2)
-        early = gt.wait(100, PutResult(PutStatus.PUT_OK))
-        late = gt.wait(500, PutResult(PutStatus.PUT_OK))
-        assert isinstance(early, asyncio.Future) and isinstance(late, asyncio.Future)
-        assert gt.waiting == 2
-        await asyncio.sleep(0.01)
-        gt.acked_to(150)
-        assert (await early).status is PutStatus.PUT_OK
-        assert (await late).status is PutStatus.FLUSH_SLAVE_TIMEOUT  # nobody acked 500 in time
-        already = PutResult(PutStatus.PUT_OK)
-        assert gt.wait(120, already) is already  # already acked: no future, no wait
-        pending = gt.wait(900, PutResult(PutStatus.PUT_OK))
-        gt.fail_all(PutStatus.FLUSH_SLAVE_TIMEOUT)  # shutdown answers at once
-        assert isinstance(pending, asyncio.Future) and pending.result().status is PutStatus.FLUSH_SLAVE_TIMEOUT
-        assert gt.waiting == 0
-
-    asyncio.run(scenario())
+async def test_group_transfer_wakes_acked_puts_and_times_out_the_rest() -> None:
+    gt = GroupTransfer(timeout_s=0.2)
+    early = gt.wait(100, PutResult(PutStatus.PUT_OK))
+    late = gt.wait(500, PutResult(PutStatus.PUT_OK))
+    assert isinstance(early, asyncio.Future) and isinstance(late, asyncio.Future)
+    assert gt.waiting == 2
+    await asyncio.sleep(0.01)
+    gt.acked_to(150)
+    assert (await early).status is PutStatus.PUT_OK
+    assert (await late).status is PutStatus.FLUSH_SLAVE_TIMEOUT  # nobody acked 500 in time
+    already = PutResult(PutStatus.PUT_OK)
+    assert gt.wait(120, already) is already  # already acked: no future, no wait
+    pending = gt.wait(900, PutResult(PutStatus.PUT_OK))
+    gt.fail_all(PutStatus.FLUSH_SLAVE_TIMEOUT)  # shutdown answers at once
+    assert isinstance(pending, asyncio.Future) and pending.result().status is PutStatus.FLUSH_SLAVE_TIMEOUT
+    assert gt.waiting == 0
 
 
 def test_replication_status_lag_per_put() -> None:

@@ -13,7 +13,6 @@ from broker.protocol.bodies import MessageQueue, fastjson_loads
 from broker.protocol.codes import RequestCode as RC
 from broker.protocol.codes import ResponseCode as R
 from broker.server.get_stats import DAY, HOUR, MINUTE, GroupGetStats
-from broker.transport.loop import run
 
 
 class Clock:
@@ -46,73 +45,62 @@ def test_windows_follow_the_snapshots() -> None:
     assert stats.window("T@Nobody", MINUTE)[:3] == (0, 0, 0)
 
 
-def test_pulls_are_counted_per_group(tmp_path: Path) -> None:
-    async def scenario() -> None:
-        async with cluster(tmp_path) as c:
-            cli = await c.client()
-            for i in range(5):
-                assert (await cli.send("Out", b"m%d" % i, queue_id=0)).code == R.SUCCESS
-            assert (await cli.heartbeat("cid-1", "Readers", ["Out"])).code == R.SUCCESS
-            pulled = await cli.pull("Out", 0, group="Readers", max_nums=3)
-            assert pulled.code == R.SUCCESS
-            assert (await cli.pull("Out", 3, group="Readers")).code == R.SUCCESS
-            # committed 3 of the 5 it has read: 2 in flight
-            await cli.request(
-                RC.UPDATE_CONSUMER_OFFSET, {"consumerGroup": "Readers", "topic": "Out", "queueId": 0, "commitOffset": 3}
-            )
+async def test_pulls_are_counted_per_group(tmp_path: Path) -> None:
+    async with cluster(tmp_path) as c:
+        cli = await c.client()
+        for i in range(5):
+            assert (await cli.send("Out", b"m%d" % i, queue_id=0)).code == R.SUCCESS
+        assert (await cli.heartbeat("cid-1", "Readers", ["Out"])).code == R.SUCCESS
+        pulled = await cli.pull("Out", 0, group="Readers", max_nums=3)
+        assert pulled.code == R.SUCCESS
+        assert (await cli.pull("Out", 3, group="Readers")).code == R.SUCCESS
+        # committed 3 of the 5 it has read: 2 in flight
+        await cli.request(
+            RC.UPDATE_CONSUMER_OFFSET, {"consumerGroup": "Readers", "topic": "Out", "queueId": 0, "commitOffset": 3}
+        )
 
-            data = fastjson_loads(
-                (
-                    await cli.request(
-                        RC.VIEW_BROKER_STATS_DATA, {"statsName": "GROUP_GET_NUMS", "statsKey": "Out@Readers"}
-                    )
-                ).body
-            )
-            for span in ("statsMinute", "statsHour", "statsDay"):
-                assert data[span]["sum"] == 5 and data[span]["tps"] > 0, data
-                assert data[span]["avgpt"] == 2.5  # messages per pull
-            size = fastjson_loads(
-                (
-                    await cli.request(
-                        RC.VIEW_BROKER_STATS_DATA, {"statsName": "GROUP_GET_SIZE", "statsKey": "Out@Readers"}
-                    )
-                ).body
-            )
-            assert size["statsDay"]["sum"] > 5 * 2  # the stored records' bytes
+        data = fastjson_loads(
+            (
+                await cli.request(RC.VIEW_BROKER_STATS_DATA, {"statsName": "GROUP_GET_NUMS", "statsKey": "Out@Readers"})
+            ).body
+        )
+        for span in ("statsMinute", "statsHour", "statsDay"):
+            assert data[span]["sum"] == 5 and data[span]["tps"] > 0, data
+            assert data[span]["avgpt"] == 2.5  # messages per pull
+        size = fastjson_loads(
+            (
+                await cli.request(RC.VIEW_BROKER_STATS_DATA, {"statsName": "GROUP_GET_SIZE", "statsKey": "Out@Readers"})
+            ).body
+        )
+        assert size["statsDay"]["sum"] > 5 * 2  # the stored records' bytes
 
-            stats = fastjson_loads((await cli.request(RC.GET_CONSUME_STATS, {"consumerGroup": "Readers"})).body)
-            q0 = stats["offsetTable"][MessageQueue("Out", "broker-t", 0)]
-            assert (q0["brokerOffset"], q0["consumerOffset"], q0["pullOffset"]) == (5, 3, 5)
-            assert stats["consumeTps"] > 0
-            # updateSubGroup makes the group one that 317 lists
-            body = b'{"groupName":"Readers","consumeEnable":true}'
-            assert (await cli.request(RC.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=body)).code == R.SUCCESS
-            listed = fastjson_loads((await cli.request(RC.GET_BROKER_CONSUME_STATS, {"isOrder": "false"})).body)
-            assert listed["totalInflightDiff"] == 2 and listed["totalDiff"] == 2, listed
+        stats = fastjson_loads((await cli.request(RC.GET_CONSUME_STATS, {"consumerGroup": "Readers"})).body)
+        q0 = stats["offsetTable"][MessageQueue("Out", "broker-t", 0)]
+        assert (q0["brokerOffset"], q0["consumerOffset"], q0["pullOffset"]) == (5, 3, 5)
+        assert stats["consumeTps"] > 0
+        # updateSubGroup makes the group one that 317 lists
+        body = b'{"groupName":"Readers","consumeEnable":true}'
+        assert (await cli.request(RC.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=body)).code == R.SUCCESS
+        listed = fastjson_loads((await cli.request(RC.GET_BROKER_CONSUME_STATS, {"isOrder": "false"})).body)
+        assert listed["totalInflightDiff"] == 2 and listed["totalDiff"] == 2, listed
 
-            # a known topic and group that pulled nothing read as zeros
-            assert (await cli.request(RC.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=b'{"groupName":"Idle"}')).code == 0
-            idle = fastjson_loads(
-                (
-                    await cli.request(
-                        RC.VIEW_BROKER_STATS_DATA, {"statsName": "GROUP_GET_NUMS", "statsKey": "Out@Idle"}
-                    )
-                ).body
-            )
-            assert idle["statsMinute"] == {"avgpt": 0.0, "sum": 0, "tps": 0.0}
+        # a known topic and group that pulled nothing read as zeros
+        assert (await cli.request(RC.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=b'{"groupName":"Idle"}')).code == 0
+        idle = fastjson_loads(
+            (await cli.request(RC.VIEW_BROKER_STATS_DATA, {"statsName": "GROUP_GET_NUMS", "statsKey": "Out@Idle"})).body
+        )
+        assert idle["statsMinute"] == {"avgpt": 0.0, "sum": 0, "tps": 0.0}
 
-            for ext, says in [
-                ({"statsName": "GROUP_GET_NUMS", "statsKey": "Out"}, "not exist"),  # no @group
-                ({"statsName": "GROUP_GET_NUMS", "statsKey": "Nope@Readers"}, "not exist"),
-                ({"statsName": "GROUP_GET_NUMS", "statsKey": "Out@NoSuchGroup"}, "not exist"),
-                ({"statsName": "GROUP_GET_SIZE", "statsKey": "@"}, "not exist"),
-                ({"statsName": "GROUP_GET_NUMS"}, "statsKey"),
-                ({"statsKey": "Out@Readers"}, "statsName"),
-            ]:
-                r = await cli.request(RC.VIEW_BROKER_STATS_DATA, ext)
-                assert r.code == R.SYSTEM_ERROR and says in (r.remark or ""), (ext, r.code, r.remark)
-            # still answering
-            r = await cli.request(RC.VIEW_BROKER_STATS_DATA, {"statsName": "GROUP_GET_NUMS", "statsKey": "Out@Readers"})
-            assert r.code == R.SUCCESS
-
-    run(scenario())
+        for ext, says in [
+            ({"statsName": "GROUP_GET_NUMS", "statsKey": "Out"}, "not exist"),  # no @group
+            ({"statsName": "GROUP_GET_NUMS", "statsKey": "Nope@Readers"}, "not exist"),
+            ({"statsName": "GROUP_GET_NUMS", "statsKey": "Out@NoSuchGroup"}, "not exist"),
+            ({"statsName": "GROUP_GET_SIZE", "statsKey": "@"}, "not exist"),
+            ({"statsName": "GROUP_GET_NUMS"}, "statsKey"),
+            ({"statsKey": "Out@Readers"}, "statsName"),
+        ]:
+            r = await cli.request(RC.VIEW_BROKER_STATS_DATA, ext)
+            assert r.code == R.SYSTEM_ERROR and says in (r.remark or ""), (ext, r.code, r.remark)
+        # still answering
+        r = await cli.request(RC.VIEW_BROKER_STATS_DATA, {"statsName": "GROUP_GET_NUMS", "statsKey": "Out@Readers"})
+        assert r.code == R.SUCCESS

@@ -37,38 +37,32 @@ def test_waiting_pull_returns_soon_after_a_message_arrives(tmp_path: Path) -> No
     assert max(latencies) < 1.0
 
 
-def test_parked_pull_times_out_with_not_found_and_offsets(tmp_path: Path) -> None:
-    async def scenario() -> None:
-        async with cluster(tmp_path) as c:
-            cli = await c.client()
-            await cli.send("LP2", b"x")
-            started = time.monotonic()
-            resp = await cli.pull("LP2", 1, suspend_ms=400)
-            elapsed = time.monotonic() - started
-            assert resp.code == 19
-            assert resp.ext_fields == {
-                "suggestWhichBrokerId": "0",
-                "nextBeginOffset": "1",
-                "minOffset": "0",
-                "maxOffset": "1",
-            }
-            assert 0.35 <= elapsed < 3.0  # the response matched our request's opaque, after the suspend time
-
-    run(scenario())
+async def test_parked_pull_times_out_with_not_found_and_offsets(tmp_path: Path) -> None:
+    async with cluster(tmp_path) as c:
+        cli = await c.client()
+        await cli.send("LP2", b"x")
+        started = time.monotonic()
+        resp = await cli.pull("LP2", 1, suspend_ms=400)
+        elapsed = time.monotonic() - started
+        assert resp.code == 19
+        assert resp.ext_fields == {
+            "suggestWhichBrokerId": "0",
+            "nextBeginOffset": "1",
+            "minOffset": "0",
+            "maxOffset": "1",
+        }
+        assert 0.35 <= elapsed < 3.0  # the response matched our request's opaque, after the suspend time
 
 
-def test_long_poll_ignores_messages_with_other_tags(tmp_path: Path) -> None:
-    async def scenario() -> None:
-        async with cluster(tmp_path) as c:
-            consumer, producer = await c.client(), await c.client()
-            await producer.send("LP3", b"seed", props={"TAGS": "a"})
-            waiting = asyncio.ensure_future(consumer.pull("LP3", 1, suspend_ms=10_000, sub="wanted"))
-            await asyncio.sleep(0.2)
-            await producer.send("LP3", b"other", props={"TAGS": "unwanted"})
-            await asyncio.sleep(0.3)
-            assert not waiting.done()
-            await producer.send("LP3", b"yes", props={"TAGS": "wanted"})
-            resp = await asyncio.wait_for(waiting, 2.0)
-            assert [m.body for m in messages(resp)] == [b"yes"]
-
-    run(scenario())
+async def test_long_poll_ignores_messages_with_other_tags(tmp_path: Path) -> None:
+    async with cluster(tmp_path) as c:
+        consumer, producer = await c.client(), await c.client()
+        await producer.send("LP3", b"seed", props={"TAGS": "a"})
+        waiting = asyncio.ensure_future(consumer.pull("LP3", 1, suspend_ms=10_000, sub="wanted"))
+        await asyncio.sleep(0.2)
+        await producer.send("LP3", b"other", props={"TAGS": "unwanted"})
+        await asyncio.sleep(0.3)
+        assert not waiting.done()
+        await producer.send("LP3", b"yes", props={"TAGS": "wanted"})
+        resp = await asyncio.wait_for(waiting, 2.0)
+        assert [m.body for m in messages(resp)] == [b"yes"]

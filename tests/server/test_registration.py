@@ -16,7 +16,6 @@ from broker.protocol.codes import ResponseCode
 from broker.protocol.command import RemotingCommand
 from broker.server.config import BrokerConfig
 from broker.server.registration import Registrar
-from broker.transport.loop import run
 
 
 class SlowNameServer:
@@ -44,30 +43,24 @@ async def _settle(registrar: Registrar) -> None:
         await asyncio.sleep(0.01)
 
 
-def test_change_during_an_in_flight_registration_is_registered_after_it() -> None:
-    async def scenario() -> None:
-        topics: dict[str, Any] = {"A": {}}
-        namesrv = SlowNameServer(delay=0.2)
-        registrar = _registrar(topics, namesrv)
+async def test_change_during_an_in_flight_registration_is_registered_after_it() -> None:
+    topics: dict[str, Any] = {"A": {}}
+    namesrv = SlowNameServer(delay=0.2)
+    registrar = _registrar(topics, namesrv)
+    registrar.trigger()
+    await asyncio.sleep(0.05)  # the request for {A} is in flight now
+    topics["B"] = {}
+    registrar.trigger()
+    await _settle(registrar)
+    assert namesrv.registered == [{"A"}, {"A", "B"}]
+
+
+async def test_changes_in_one_loop_turn_make_one_request() -> None:
+    topics: dict[str, Any] = {}
+    namesrv = SlowNameServer(delay=0.0)
+    registrar = _registrar(topics, namesrv)
+    for name in ("A", "B", "C"):
+        topics[name] = {}
         registrar.trigger()
-        await asyncio.sleep(0.05)  # the request for {A} is in flight now
-        topics["B"] = {}
-        registrar.trigger()
-        await _settle(registrar)
-        assert namesrv.registered == [{"A"}, {"A", "B"}]
-
-    run(scenario())
-
-
-def test_changes_in_one_loop_turn_make_one_request() -> None:
-    async def scenario() -> None:
-        topics: dict[str, Any] = {}
-        namesrv = SlowNameServer(delay=0.0)
-        registrar = _registrar(topics, namesrv)
-        for name in ("A", "B", "C"):
-            topics[name] = {}
-            registrar.trigger()
-        await _settle(registrar)
-        assert namesrv.registered == [{"A", "B", "C"}]
-
-    run(scenario())
+    await _settle(registrar)
+    assert namesrv.registered == [{"A", "B", "C"}]

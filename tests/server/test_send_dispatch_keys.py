@@ -17,7 +17,6 @@ from broker.protocol.properties import decode_properties
 from broker.server.errors import RequestError
 from broker.server.processors.send import check_properties, checked_properties
 from broker.store.dispatch_request import DispatchRequest
-from broker.transport.loop import run
 
 SHAPES = [
     "",
@@ -34,30 +33,27 @@ SHAPES = [
 ]
 
 
-def test_dispatch_hints_from_the_send_path_equal_the_parsed_records(tmp_path: Path) -> None:
-    async def scenario() -> None:
-        async with cluster(tmp_path, messageDelayLevel="1s 2s 3s") as c:
-            store = c.running_broker.store
-            seen: list[DispatchRequest] = []
+async def test_dispatch_hints_from_the_send_path_equal_the_parsed_records(tmp_path: Path) -> None:
+    async with cluster(tmp_path, messageDelayLevel="1s 2s 3s") as c:
+        store = c.running_broker.store
+        seen: list[DispatchRequest] = []
 
-            class Recorder:
-                def dispatch(self, request: DispatchRequest) -> None:
-                    seen.append(request)
+        class Recorder:
+            def dispatch(self, request: DispatchRequest) -> None:
+                seen.append(request)
 
-            store.reput.add_dispatcher(Recorder())
-            client = await c.client()
-            for i in range(3):
-                for text in SHAPES:
-                    resp = await client.send("KeysTopic", b"body-%d" % i, queue_id=i % 2, properties_text=text)
-                    assert resp.code == 0, resp.remark
-            for _ in range(100):
-                if store.dispatch_behind_bytes == 0 and len(seen) >= 3 * len(SHAPES):
-                    break
-                await asyncio.sleep(0.02)
-            assert len(seen) == 3 * len(SHAPES)
-            assert_requests_match_records(store, seen)
-
-    run(scenario())
+        store.reput.add_dispatcher(Recorder())
+        client = await c.client()
+        for i in range(3):
+            for text in SHAPES:
+                resp = await client.send("KeysTopic", b"body-%d" % i, queue_id=i % 2, properties_text=text)
+                assert resp.code == 0, resp.remark
+        for _ in range(100):
+            if store.dispatch_behind_bytes == 0 and len(seen) >= 3 * len(SHAPES):
+                break
+            await asyncio.sleep(0.02)
+        assert len(seen) == 3 * len(SHAPES)
+        assert_requests_match_records(store, seen)
 
 
 _text = st.lists(

@@ -16,7 +16,6 @@ from server_harness import TestClient, cluster
 
 from broker.protocol.codes import RequestCode, ResponseCode
 from broker.server.clients import SubscriptionData, merge_subscriptions
-from broker.transport.loop import run
 
 
 def sub(topic: str, version: int, expression: str = "*", kind: str = "TAG") -> SubscriptionData:
@@ -78,20 +77,17 @@ async def pull_code(client: TestClient, group: str, topic: str, version: int) ->
     return (await client.request(RequestCode.PULL_MESSAGE, ext)).code
 
 
-def test_pull_follows_the_newest_heartbeated_sub_version(tmp_path: Path) -> None:
-    async def scenario() -> None:
-        async with cluster(tmp_path) as c:
-            cli = await c.client()
-            assert (await cli.send("SubVer", b"one")).code == ResponseCode.SUCCESS
-            await heartbeat(cli, "CG-subver", "SubVer", 100)
-            assert await pull_code(cli, "CG-subver", "SubVer", 100) == ResponseCode.SUCCESS
-            # The client rebalanced and bumped its version; until its heartbeat lands, it is ahead.
-            assert await pull_code(cli, "CG-subver", "SubVer", 200) == ResponseCode.SUBSCRIPTION_NOT_LATEST
-            await heartbeat(cli, "CG-subver", "SubVer", 200)
-            assert await pull_code(cli, "CG-subver", "SubVer", 200) == ResponseCode.SUCCESS
-            # A member still on the old version pulls fine; its heartbeat does not roll the group back.
-            assert await pull_code(cli, "CG-subver", "SubVer", 100) == ResponseCode.SUCCESS
-            await heartbeat(cli, "CG-subver", "SubVer", 100)
-            assert await pull_code(cli, "CG-subver", "SubVer", 200) == ResponseCode.SUCCESS
-
-    run(scenario())
+async def test_pull_follows_the_newest_heartbeated_sub_version(tmp_path: Path) -> None:
+    async with cluster(tmp_path) as c:
+        cli = await c.client()
+        assert (await cli.send("SubVer", b"one")).code == ResponseCode.SUCCESS
+        await heartbeat(cli, "CG-subver", "SubVer", 100)
+        assert await pull_code(cli, "CG-subver", "SubVer", 100) == ResponseCode.SUCCESS
+        # The client rebalanced and bumped its version; until its heartbeat lands, it is ahead.
+        assert await pull_code(cli, "CG-subver", "SubVer", 200) == ResponseCode.SUBSCRIPTION_NOT_LATEST
+        await heartbeat(cli, "CG-subver", "SubVer", 200)
+        assert await pull_code(cli, "CG-subver", "SubVer", 200) == ResponseCode.SUCCESS
+        # A member still on the old version pulls fine; its heartbeat does not roll the group back.
+        assert await pull_code(cli, "CG-subver", "SubVer", 100) == ResponseCode.SUCCESS
+        await heartbeat(cli, "CG-subver", "SubVer", 100)
+        assert await pull_code(cli, "CG-subver", "SubVer", 200) == ResponseCode.SUCCESS
