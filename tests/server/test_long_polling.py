@@ -9,32 +9,27 @@ from pathlib import Path
 
 from server_harness import cluster, messages
 
-from broker.transport.loop import run
 
-
-def test_waiting_pull_returns_soon_after_a_message_arrives(tmp_path: Path) -> None:
+async def test_waiting_pull_returns_soon_after_a_message_arrives(tmp_path: Path) -> None:
     latencies: list[float] = []
-
-    async def scenario() -> None:
-        async with cluster(tmp_path) as c:
-            consumer, producer = await c.client(), await c.client()
-            await producer.send("LP", b"first")
-            for i in range(5):
-                offset = i + 1
-                waiting = asyncio.ensure_future(consumer.pull("LP", offset, suspend_ms=15_000))
-                await asyncio.sleep(0.2)
-                assert not waiting.done(), "the pull should be parked, not answered"
-                sent_at = time.monotonic()
-                assert (await producer.send("LP", f"m{offset}".encode())).code == 0
-                resp = await waiting
-                latencies.append(time.monotonic() - sent_at)
-                assert resp.code == 0 and [m.body for m in messages(resp)] == [f"m{offset}".encode()]
-                assert c.broker.hold.held_count == 0
-
-    run(scenario())
-    # The bar is 50 ms; assert generously (shared CI machines) and report the measurement.
+    async with cluster(tmp_path) as c:
+        consumer, producer = await c.client(), await c.client()
+        await producer.send("LP", b"first")
+        for i in range(5):
+            offset = i + 1
+            waiting = asyncio.ensure_future(consumer.pull("LP", offset, suspend_ms=15_000))
+            await asyncio.sleep(0.2)
+            assert not waiting.done(), "the pull should be parked, not answered"
+            sent_at = time.monotonic()
+            assert (await producer.send("LP", f"m{offset}".encode())).code == 0
+            resp = await waiting
+            latencies.append(time.monotonic() - sent_at)
+            assert resp.code == 0 and [m.body for m in messages(resp)] == [f"m{offset}".encode()]
+            assert c.broker.hold.held_count == 0
+    # The bar is 50 ms (a measurement, printed); the assertion only tells a wake by the arrival from
+    # the 15 s suspend running out, with room for a loaded CI machine.
     print(f"long-poll wake latency: max {max(latencies) * 1000:.1f} ms, all {[round(x * 1000, 1) for x in latencies]}")
-    assert max(latencies) < 1.0
+    assert max(latencies) < 5.0, "a parked pull waited for its suspend time instead of the message"
 
 
 async def test_parked_pull_times_out_with_not_found_and_offsets(tmp_path: Path) -> None:
