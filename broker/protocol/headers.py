@@ -17,7 +17,7 @@ import dataclasses
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Self, TypeVar, cast
+from typing import Any, ClassVar, Self, TypeVar, cast, dataclass_transform
 
 from broker.protocol.codes import RequestCode, ResponseCode
 from broker.protocol.errors import ProtocolError
@@ -272,6 +272,9 @@ def _build(cls: type[Header], specs: tuple[_Spec, ...], wires: list[str]) -> tup
     return parse, write
 
 
+# Tells type checkers what `header` builds, so `SendMessageRequestHeader(topic=...)` is checked. `req` is the
+# field specifier (no default: a required keyword); `opt(...)` is not one, so it reads as the field's default.
+@dataclass_transform(kw_only_default=True, frozen_default=True, field_specifiers=(req,))
 def header(cls: type[_H]) -> type[_H]:
     """Class decorator: make `cls` a frozen slotted kw-only dataclass and generate its codec."""
     dc: type[_H] = dataclass(frozen=True, slots=True, kw_only=True)(cls)
