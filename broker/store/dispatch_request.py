@@ -45,7 +45,6 @@ __all__ = [
     "call_later_or_now",
     "dispatch_fields",
     "incomplete_tail",
-    "make_request",
     "parse_record",
 ]
 
@@ -150,7 +149,8 @@ def dispatch_fields(
     topic: str, props: str, store_ts: int, delay_levels: dict[int, int] | None
 ) -> tuple[int, str | None, str | None]:
     """(tags code, KEYS, UNIQ_KEY) of a record from its properties text: the one place that turns
-    properties into what dispatch needs, for parsed records and for puts whose keys were not looked up.
+    properties into what dispatch needs, for parsed records (`parse_record`) and for puts whose keys the
+    send path did not look up (the CommitLog).
 
     Picked out of the text without building a dict. In SCHEDULE_TOPIC_XXXX the tags code is the
     delivery time (store time + the DELAY level's delay) when `delay_levels` is given.
@@ -164,25 +164,6 @@ def dispatch_fields(
         if level is not None and level.isdigit():
             code = store_ts + delay_levels.get(int(level), 0)
     return (code, find_property(props, Prop.KEYS), find_property(props, Prop.UNIQ_KEY))
-
-
-def make_request(
-    topic: str,
-    queue_id: int,
-    phy: int,
-    size: int,
-    store_ts: int,
-    queue_offset: int,
-    sys_flag: int,
-    prepared_offset: int,
-    props: str,
-    delay_levels: dict[int, int] | None,
-) -> DispatchRequest:
-    """The DispatchRequest of one record, from its fields and its properties text (`dispatch_fields`)."""
-    code, keys, uniq = dispatch_fields(topic, props, store_ts, delay_levels)
-    return DispatchRequest(
-        topic, queue_id, phy, size, code, store_ts, queue_offset, keys, uniq, sys_flag, prepared_offset
-    )
 
 
 def parse_record(
@@ -240,10 +221,11 @@ def parse_record(
         text = buf[p:end].decode() if props_len else ""
     except (struct.error, IndexError, UnicodeDecodeError, ValueError):
         return (CORRUPT, None)
+    code, keys, uniq = dispatch_fields(topic, text, store_ts, delay_levels)
     return (
         total,
-        make_request(
-            topic, queue_id, phy, total, store_ts, queue_offset, sys_flag, prepared_offset, text, delay_levels
+        DispatchRequest(
+            topic, queue_id, phy, total, code, store_ts, queue_offset, keys, uniq, sys_flag, prepared_offset
         ),
     )
 

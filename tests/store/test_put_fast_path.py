@@ -62,7 +62,7 @@ def test_sync_flush_put_that_does_not_wait_answers_at_once_and_is_flushed_soon(t
     asyncio.run(main())
 
 
-def test_dispatch_hints_equal_parsed_records(tmp_path: Path) -> None:
+def test_requests_handed_to_the_sink_equal_parsed_records(tmp_path: Path) -> None:
     async def main() -> None:
         store = MessageStore(small_config(tmp_path))
         await store.start()
