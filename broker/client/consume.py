@@ -14,7 +14,7 @@ import inspect
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeAlias
+from typing import TypeAlias
 
 from broker.client.message import ConsumeStatus, Message, MessageExt
 from broker.protocol.properties import Prop
@@ -23,10 +23,11 @@ __all__ = ["Listener", "ListenerRunner", "normalise_status", "restore_retry_topi
 
 log = logging.getLogger(__name__)
 
-Listener: TypeAlias = Callable[[list[MessageExt]], ConsumeStatus | Awaitable[ConsumeStatus] | Any]
+# What a listener should return; anything else it returns at run time counts as RECONSUME_LATER.
+Listener: TypeAlias = Callable[[list[MessageExt]], ConsumeStatus | Awaitable[ConsumeStatus]]
 
 
-def normalise_status(value: Any) -> ConsumeStatus:
+def normalise_status(value: object) -> ConsumeStatus:
     if isinstance(value, ConsumeStatus):
         return value
     log.warning("listener returned %r instead of a ConsumeStatus; treating it as RECONSUME_LATER", value)
@@ -75,12 +76,12 @@ class ListenerRunner:
         async with self._slots:
             try:
                 if self.is_async:
-                    value = await self.listener(msgs)
+                    value: object = self.listener(msgs)
                 else:
                     loop = asyncio.get_running_loop()
                     value = await loop.run_in_executor(self._pool, self.listener, msgs)
-                    if inspect.isawaitable(value):
-                        value = await value
+                if inspect.isawaitable(value):
+                    value = await value
             except asyncio.CancelledError:
                 raise
             except Exception:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from typing import Any
 
 from broker.client.api import ClientAPI, heartbeat_body
@@ -52,7 +52,7 @@ log = logging.getLogger(__name__)
 # (producer groups, consumerData dicts) for the heartbeat body.
 HeartbeatProvider = Callable[[], tuple[list[str], list[dict[str, Any]]]]
 # (topic, group, new offset per queue): a broker asks the consumer to reposition (RESET_CONSUMER_CLIENT_OFFSET).
-ResetHandler = Callable[[str, str, dict[MessageQueue, int]], Awaitable[None]]
+ResetHandler = Callable[[str, str, dict[MessageQueue, int]], Coroutine[Any, Any, None]]
 # group -> the owner's running info, None when the owner is not that group's consumer (307).
 RunningInfoProvider = Callable[[str], RunningInfo | None]
 # (topic, group) -> the owner's offsets of the topic's queues, None when the owner is not that group's

@@ -18,6 +18,7 @@ import time
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 from broker.client.admin import parse_cluster_info
@@ -316,7 +317,7 @@ class Producer:
             results.append(
                 await self._send_with_retries(
                     topic,
-                    lambda mq, props=props: self._header(topic, mq, 0, 0, props, batch=True),
+                    partial(self._header, topic, sys_flag=0, flag=0, properties=props, batch=True),
                     body,
                     uniqs,
                     self.config.send_msg_timeout if timeout is None else timeout,
