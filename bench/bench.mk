@@ -1,11 +1,12 @@
 # Benchmarks (docs/benchmarks.md says how to read them). Included by the top-level Makefile.
 #   make bench                        the store and the broker, short runs (a quick look, not a result)
 #   make bench-<name> [ARGS="..."]    one benchmark with its own options: store broker net namesrv ha memory
-#                                     spark codec index sendpath timer hostspeed (python -m bench.<name> --help)
+#                                     spark codec index sendpath timer hostspeed consume
+#                                     (python -m bench.<name> --help)
 #   make bench-put-ab BASE=<rev>      the put path of <rev> against the working tree, in one process
 ARGS ?=
 BASE ?=
-BENCHES := store broker net namesrv ha memory spark codec index sendpath timer hostspeed
+BENCHES := store broker net namesrv ha memory spark codec index sendpath timer hostspeed consume
 
 .PHONY: bench bench-put-ab $(addprefix bench-,$(BENCHES))
 
