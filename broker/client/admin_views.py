@@ -196,7 +196,9 @@ async def producer_connection(api: ClientAPI, addr: str, group: str) -> list[Con
     return _parsed(resp, addr, _connections)
 
 
-async def consumer_running_info(api: ClientAPI, addr: str, group: str, client_id: str, jstack: bool = False) -> Any:
+async def consumer_running_info(
+    api: ClientAPI, addr: str, group: str, client_id: str, jstack: bool = False
+) -> dict[str, Any]:
     """GET_CONSUMER_RUNNING_INFO through the broker, which asks the client: ConsumerRunningInfo as parsed JSON
     ({"properties": {...}, "subscriptionSet": [...], "mqTable": {mq: ProcessQueueInfo}, "statusTable": {...}})."""
     ext = {"consumerGroup": group, "clientId": client_id, "jstackEnable": "true" if jstack else "false"}

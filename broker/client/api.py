@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import zlib
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, TypedDict
 
 import orjson
 
@@ -25,6 +25,7 @@ from broker.client.message import (
     SendStatus,
 )
 from broker.client.route import TopicRouteData, parse_route
+from broker.client.subscription import SubscriptionJson
 from broker.protocol.bodies import ResetOffsetBody
 from broker.protocol.bodies import fastjson_loads as loads
 from broker.protocol.codes import LanguageCode, RequestCode, ResponseCode
@@ -56,6 +57,7 @@ from broker.transport.client import RemotingClient
 __all__ = [
     "SEND_STATUS_BY_CODE",
     "ClientAPI",
+    "ConsumerData",
     "PullSysFlag",
     "consumer_id_list",
     "decode_pulled",
@@ -159,8 +161,19 @@ def pull_result(response: RemotingCommand, addr: str) -> PullResult:
     )
 
 
-def heartbeat_body(client_id: str, producer_groups: Iterable[str], consumers: Iterable[dict[str, Any]]) -> bytes:
-    """HeartbeatData JSON with Java's string enums; `consumers` are ready consumerData dicts."""
+class ConsumerData(TypedDict):
+    """One consumer group's entry in the heartbeat (Java's ConsumerData), enums as their names."""
+
+    consumeFromWhere: str
+    consumeType: str
+    groupName: str
+    messageModel: str
+    subscriptionDataSet: list[SubscriptionJson]
+    unitMode: bool
+
+
+def heartbeat_body(client_id: str, producer_groups: Iterable[str], consumers: Iterable[ConsumerData]) -> bytes:
+    """HeartbeatData JSON with Java's string enums."""
     return orjson.dumps(
         {
             "clientID": client_id,
@@ -238,7 +251,7 @@ class ClientAPI:
     async def heartbeat(self, addr: str, body: bytes) -> RemotingCommand:
         return _check(await self.invoke(addr, _request(RequestCode.HEART_BEAT, body=body)), addr)
 
-    async def check_client_config(self, addr: str, client_id: str, group: str, subscription: dict[str, Any]) -> None:
+    async def check_client_config(self, addr: str, client_id: str, group: str, subscription: SubscriptionJson) -> None:
         body = orjson.dumps({"clientId": client_id, "group": group, "subscriptionData": subscription})
         _check(await self.invoke(addr, _request(RequestCode.CHECK_CLIENT_CONFIG, body=body)), addr)
 

@@ -25,7 +25,7 @@ import asyncio
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -85,7 +85,7 @@ class ConsumeService:
             ctx.config.pull_threshold_size_for_queue,
             ctx.config.consume_concurrently_max_span,
         )
-        self._consuming: set[asyncio.Task[Any]] = set()
+        self._consuming: set[asyncio.Task[None]] = set()
         self._loops: list[asyncio.Task[None]] = []
 
     def start(self) -> None:
@@ -127,7 +127,7 @@ class ConsumeService:
 
     # ------------------------------------------------------------------ shared steps
 
-    def _track(self, coro: Any) -> asyncio.Task[Any]:
+    def _track(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         task = asyncio.create_task(coro)
         self._consuming.add(task)
         task.add_done_callback(self._consuming.discard)
@@ -220,7 +220,7 @@ class OrderlyConsumeService(ConsumeService):
         super().__init__(ctx)
         self._queues = queues
         self._lock_interval = lock_interval
-        self._tasks: dict[MessageQueue, asyncio.Task[Any]] = {}
+        self._tasks: dict[MessageQueue, asyncio.Task[None]] = {}
 
     def start(self) -> None:
         if self._clustering:
@@ -338,7 +338,8 @@ class OrderlyConsumeService(ConsumeService):
             await self._lock(self._queues())
 
 
-def _by_broker(mqs: Mapping[MessageQueue, Any] | list[MessageQueue]) -> dict[str, list[MessageQueue]]:
+def _by_broker(mqs: Iterable[MessageQueue]) -> dict[str, list[MessageQueue]]:
+    """The queues (a mapping's keys) grouped by broker name."""
     grouped: dict[str, list[MessageQueue]] = defaultdict(list)
     for mq in mqs:
         grouped[mq.broker_name].append(mq)

@@ -14,9 +14,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
-from typing import Any
+from typing import Any, TypeVar
 
-from broker.client.api import ClientAPI, heartbeat_body
+from broker.client.api import ClientAPI, ConsumerData, heartbeat_body
 from broker.client.config import ClientConfig
 from broker.client.errors import NameServerUnreachable, NoRouteError, TopicNotExist
 from broker.client.message import MessageQueue
@@ -49,8 +49,10 @@ __all__ = ["ClientInstance", "HeartbeatProvider"]
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
+
 # (producer groups, consumerData dicts) for the heartbeat body.
-HeartbeatProvider = Callable[[], tuple[list[str], list[dict[str, Any]]]]
+HeartbeatProvider = Callable[[], tuple[list[str], list[ConsumerData]]]
 # (topic, group, new offset per queue): a broker asks the consumer to reposition (RESET_CONSUMER_CLIENT_OFFSET).
 ResetHandler = Callable[[str, str, dict[MessageQueue, int]], Coroutine[Any, Any, None]]
 # group -> the owner's running info, None when the owner is not that group's consumer (307).
@@ -118,7 +120,7 @@ class ClientInstance:
         self._tasks = []
         await self.remoting.close()
 
-    async def _every(self, interval: float, job: Callable[[], Awaitable[Any]]) -> None:
+    async def _every(self, interval: float, job: Callable[[], Awaitable[object]]) -> None:
         while True:
             await asyncio.sleep(interval)
             try:
@@ -130,7 +132,7 @@ class ClientInstance:
 
     # ------------------------------------------------------------------ NameServer and routes
 
-    async def namesrv_call(self, call: Callable[[str], Awaitable[Any]]) -> Any:
+    async def namesrv_call(self, call: Callable[[str], Awaitable[T]]) -> T:
         """Run `call(addr)` on the current NameServer, moving to the next one on transport errors."""
         last: Exception | None = None
         for attempt in range(len(self.namesrvs)):
@@ -147,7 +149,7 @@ class ClientInstance:
 
     async def fetch_route(self, topic: str) -> TopicRouteData:
         """Ask the NameServers for a route (no cache); TopicNotExist when none knows the topic."""
-        route: TopicRouteData = await self.namesrv_call(lambda addr: self.api.get_route(addr, topic))
+        route = await self.namesrv_call(lambda addr: self.api.get_route(addr, topic))
         return route
 
     async def update_route(self, topic: str) -> TopicRouteData | None:

@@ -17,9 +17,9 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Any
 
 from broker.client.allocate import AllocateStrategy
+from broker.client.api import ConsumerData
 from broker.client.config import ClientConfig, ConsumerConfig
 from broker.client.consumer_stats import ConsumerStats
 from broker.client.instance import ClientInstance
@@ -30,6 +30,7 @@ from broker.client.route import TopicRouteData, subscribe_queues
 from broker.client.running_info import (
     PROP_CONSUME_TYPE,
     PROP_CONSUMER_START_TIMESTAMP,
+    ProcessQueueInfo,
     RunningInfo,
     consumer_properties,
     topic_offsets,
@@ -48,7 +49,7 @@ CONSUME_ACTIVELY = "CONSUME_ACTIVELY"
 # (queue, new offset): the consumer moves a queue it runs (RESET_CONSUMER_CLIENT_OFFSET).
 Repositioner = Callable[[MessageQueue, int], Awaitable[None]]
 # committed offsets -> ProcessQueueInfo of each queue the consumer runs (running_info.process_queue_info).
-QueueInfos = Callable[[Mapping[MessageQueue, int]], dict[MessageQueue, dict[str, Any]]]
+QueueInfos = Callable[[Mapping[MessageQueue, int]], dict[MessageQueue, ProcessQueueInfo]]
 
 
 class GroupMembership:
@@ -283,10 +284,10 @@ class GroupMembership:
 
     # ------------------------------------------------------------------ heartbeat / notify / admin questions
 
-    def heartbeat_data(self) -> tuple[list[str], list[dict[str, Any]]]:
+    def heartbeat_data(self) -> tuple[list[str], list[ConsumerData]]:
         if self.assigned is not None:
             return [], []  # manual assignment: the group is not coordinated through the broker
-        data = {
+        data: ConsumerData = {
             "consumeFromWhere": self.config.consume_from_where.name,
             "consumeType": self.consume_type,
             "groupName": self.group,

@@ -22,6 +22,7 @@ from functools import partial
 from typing import Any
 
 from broker.client.admin import parse_cluster_info
+from broker.client.api import ConsumerData
 from broker.client.batch import check_batch, encode_batch_body, split_batches
 from broker.client.config import ClientConfig, ProducerConfig, client_config_with
 from broker.client.errors import (
@@ -133,7 +134,7 @@ class Producer:
     def _topics(self) -> list[str]:
         return list(self._publish)
 
-    def _heartbeat_data(self) -> tuple[list[str], list[dict[str, Any]]]:
+    def _heartbeat_data(self) -> tuple[list[str], list[ConsumerData]]:
         return [self.group], []
 
     def _route_changed(self, topic: str, route: TopicRouteData) -> None:

@@ -26,7 +26,7 @@ from broker.client.message import MessageExt, MessageQueue
 from broker.client.offset_store import OffsetStore, ReadOffsetType
 from broker.client.puller import PullSettings, QueuePuller
 from broker.client.route import subscribe_queues
-from broker.client.running_info import RunningInfo, process_queue_info
+from broker.client.running_info import ProcessQueueInfo, RunningInfo, process_queue_info
 from broker.client.subscription import MessageSelector, parse_subscription
 
 __all__ = ["PullConsumer"]
@@ -116,7 +116,7 @@ class PullConsumer:
         application consumes, not this client)."""
         return self.membership.running_info(group)
 
-    def _queue_infos(self, committed: Mapping[MessageQueue, int]) -> dict[MessageQueue, dict[str, Any]]:
+    def _queue_infos(self, committed: Mapping[MessageQueue, int]) -> dict[MessageQueue, ProcessQueueInfo]:
         return {mq: process_queue_info(None, committed.get(mq, -1), slot.cached) for mq, slot in self._slots.items()}
 
     def consumer_status(self, topic: str, group: str) -> dict[MessageQueue, int] | None:

@@ -39,6 +39,7 @@ from broker.client.puller import PullSettings, QueuePuller
 from broker.client.running_info import (
     PROP_CONSUME_ORDERLY,
     PROP_THREADPOOL_CORE_SIZE,
+    ProcessQueueInfo,
     RunningInfo,
     process_queue_info,
 )
@@ -199,7 +200,7 @@ class PushConsumer:
             PROP_THREADPOOL_CORE_SIZE: str(self.config.consume_thread_max),
         }
 
-    def _queue_infos(self, committed: Mapping[MessageQueue, int]) -> dict[MessageQueue, dict[str, Any]]:
+    def _queue_infos(self, committed: Mapping[MessageQueue, int]) -> dict[MessageQueue, ProcessQueueInfo]:
         return {mq: process_queue_info(q.pq, committed.get(mq, -1)) for mq, q in self._queues.items()}
 
     def consumer_status(self, topic: str, group: str) -> dict[MessageQueue, int] | None:

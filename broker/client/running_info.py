@@ -17,11 +17,12 @@ import time
 import traceback
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from broker.client.config import ClientConfig, ConsumerConfig
 from broker.client.message import MessageQueue
 from broker.client.process_queue import ProcessQueue
+from broker.client.subscription import SubscriptionJson
 from broker.protocol.bodies import MessageQueue as WireQueue
 from broker.protocol.bodies import fastjson_dumps
 
@@ -33,6 +34,7 @@ __all__ = [
     "PROP_CONSUME_TYPE",
     "PROP_NAMESERVER_ADDR",
     "PROP_THREADPOOL_CORE_SIZE",
+    "ProcessQueueInfo",
     "RunningInfo",
     "consumer_properties",
     "consumer_status_body",
@@ -52,14 +54,33 @@ PROP_CONSUMER_START_TIMESTAMP = "PROP_CONSUMER_START_TIMESTAMP"
 CLIENT_VERSION_DESC = "V5_3_3"
 
 
+class ProcessQueueInfo(TypedDict):
+    """Java's ProcessQueueInfo as JSON (timestamps in epoch milliseconds; `droped` is Java's spelling)."""
+
+    cachedMsgCount: int
+    cachedMsgMaxOffset: int
+    cachedMsgMinOffset: int
+    cachedMsgSizeInMiB: int
+    commitOffset: int
+    droped: bool
+    lastConsumeTimestamp: int
+    lastLockTimestamp: int
+    lastPullTimestamp: int
+    locked: bool
+    transactionMsgCount: int
+    transactionMsgMaxOffset: int
+    transactionMsgMinOffset: int
+    tryUnlockTimes: int
+
+
 @dataclass(slots=True)
 class RunningInfo:
     """What a consumer reports of itself; the ClientInstance adds the NameServer list and client version."""
 
     properties: dict[str, str]
-    subscriptions: list[dict[str, Any]]
-    mq_table: dict[MessageQueue, dict[str, Any]]
-    status_table: dict[str, dict[str, Any]] = field(default_factory=dict)
+    subscriptions: list[SubscriptionJson]
+    mq_table: dict[MessageQueue, ProcessQueueInfo]
+    status_table: dict[str, dict[str, float | int]] = field(default_factory=dict)
 
 
 def _ms(seconds: float) -> str:
@@ -112,10 +133,10 @@ def _wall_ms(monotonic_ts: float, now_mono: float, now_ms: int) -> int:
     return now_ms - int((now_mono - monotonic_ts) * 1000)
 
 
-def process_queue_info(pq: ProcessQueue | None, commit_offset: int, cached: int = 0) -> dict[str, Any]:
+def process_queue_info(pq: ProcessQueue | None, commit_offset: int, cached: int = 0) -> ProcessQueueInfo:
     """ProcessQueueInfo (ProcessQueue.fillProcessQueueInfo) of one queue. A PullConsumer has no ProcessQueue:
     it passes None and its buffered message count as `cached`."""
-    info: dict[str, Any] = {
+    info: ProcessQueueInfo = {
         "cachedMsgCount": cached,
         "cachedMsgMaxOffset": 0,
         "cachedMsgMinOffset": 0,

@@ -11,17 +11,29 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypedDict
 
 from broker.filter import EXPRESSION_TYPE_SQL92, EXPRESSION_TYPE_TAG, SqlFilter, compile_sql, is_sql92
 from broker.protocol.javahash import java_string_hash
 from broker.protocol.message import MessageExt
 
-__all__ = ["SUB_ALL", "MessageSelector", "SubscriptionData", "parse_subscription"]
+__all__ = ["SUB_ALL", "MessageSelector", "SubscriptionData", "SubscriptionJson", "parse_subscription"]
 
 log = logging.getLogger(__name__)
 
 SUB_ALL = "*"
+
+
+class SubscriptionJson(TypedDict):
+    """Java's SubscriptionData as JSON: in the heartbeat's consumerData, CHECK_CLIENT_CONFIG and running info."""
+
+    classFilterMode: bool
+    codeSet: list[int]
+    expressionType: str
+    subString: str
+    subVersion: int
+    tagsSet: list[str]
+    topic: str
 
 
 @dataclass(slots=True)
@@ -51,7 +63,7 @@ class SubscriptionData:
             return True
         return tags is not None and tags in self.tags_set
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> SubscriptionJson:
         return {
             "classFilterMode": False,
             "codeSet": list(self.code_set),

@@ -97,15 +97,13 @@ def end_transaction_command(
     )
 
 
-async def _call(fn: Callable[..., Any], *args: Any) -> LocalTransactionState:
+async def _call(fn: Callable[..., object], *args: object) -> LocalTransactionState:
     """Run an executor/checker; anything but a LocalTransactionState (or an exception) is UNKNOW."""
     try:
-        if inspect.iscoroutinefunction(fn):
-            value = await fn(*args)
-        else:
-            value = await asyncio.to_thread(fn, *args)
-            if inspect.isawaitable(value):
-                value = await value
+        is_async = inspect.iscoroutinefunction(fn)  # a bool: no narrowing of fn for the thread branch
+        value = fn(*args) if is_async else await asyncio.to_thread(fn, *args)
+        if inspect.isawaitable(value):
+            value = await value
     except Exception:
         log.exception("local transaction callback %r failed; the state is UNKNOW", fn)
         return LocalTransactionState.UNKNOW
