@@ -96,8 +96,10 @@ class SlaveLink(asyncio.Protocol):
             self._drained = asyncio.get_running_loop().create_future()
             await self._drained
 
-    def get_extra_info(self, name: str) -> object:
-        return self.transport.get_extra_info(name) if self.transport is not None else None
+    def peer_address(self) -> str:
+        """The slave's host:port, "?" when the socket does not say."""
+        peer = self.transport.get_extra_info("peername") if self.transport is not None else None
+        return f"{peer[0]}:{peer[1]}" if peer else "?"
 
     def close(self) -> None:
         if self.transport is not None:
@@ -111,8 +113,7 @@ class HAConnection:
         self.master = master
         self.writer = link
         self._reports = ReportReader()
-        peer = link.get_extra_info("peername")
-        self.addr = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.addr = link.peer_address()
         self.slave_ack_offset = -1
         self.next_transfer_offset = -1
         self.streaming = False  # the start offset is settled and the write loop runs
@@ -273,7 +274,12 @@ class HAConnection:
         back-pressure and heartbeats: nothing is pushed while the socket's buffer is full.
         """
         transport = self.writer.transport
-        if not self.streaming or transport.is_closing() or transport.get_write_buffer_size() >= WRITE_GATHER:
+        if (
+            transport is None
+            or not self.streaming
+            or transport.is_closing()
+            or transport.get_write_buffer_size() >= WRITE_GATHER
+        ):
             return
         parts = self._blocks(self.next_transfer_offset, self._batch)
         if parts:

@@ -227,7 +227,7 @@ def _host_of(conn: RemotingConnection) -> tuple[str, int]:
         if host.startswith("::ffff:"):
             host = host[7:]
         cached = conn.attributes["born_host"] = (host or "127.0.0.1", int(port) if port.isdigit() else 0)
-    return cached  # type: ignore[no-any-return]
+    return cached
 
 
 class SendProcessor:
