@@ -351,6 +351,21 @@ class SparkJobs:
         return text
 
 
+def query_progress(log: str, query: str) -> list[dict[str, Any]]:
+    """The progress reports of streaming query `query` that a driver logged (Spark logs each one, as
+    JSON over several lines, after "Streaming query made progress: ")."""
+    decoder = json.JSONDecoder()
+    out = []
+    for chunk in log.split("Streaming query made progress: ")[1:]:
+        try:
+            report, _end = decoder.raw_decode(chunk)
+        except json.JSONDecodeError:  # a log cut in the middle of a report
+            continue
+        if report.get("name") == query:
+            out.append(report)
+    return out
+
+
 def json_line(log: str, prefix: str) -> dict[str, Any]:
     """The JSON of the last `<prefix> {...}` line a pipeline printed."""
     lines = [line for line in log.splitlines() if line.startswith(prefix + " ")]

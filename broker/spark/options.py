@@ -45,6 +45,7 @@ _SOURCE_KEYS = frozenset(
         "subexpression",
         "failondataloss",
         "maxrecordsperpartition",
+        "maxpartitions",
         "maxoffsetspertrigger",
         "group",
         "progressgroup",
@@ -71,6 +72,8 @@ class SourceOptions:
     sub_expression: str
     fail_on_data_loss: bool
     max_records_per_partition: int | None
+    #: At most this many partitions (tasks) per batch or micro-batch, each reading several queue ranges.
+    max_partitions: int | None
     max_offsets_per_trigger: int | None
     #: Group name carried by pull requests (brokers require one); never committed by the source.
     group: str
@@ -187,6 +190,7 @@ def source_options(
         sub_expression=(opts.get("subexpression") or "*").strip() or "*",
         fail_on_data_loss=_bool(opts, "failondataloss", True),
         max_records_per_partition=_int(opts, "maxrecordsperpartition", None),
+        max_partitions=_int(opts, "maxpartitions", None),
         max_offsets_per_trigger=_int(opts, "maxoffsetspertrigger", None),
         group=(opts.get("group") or DEFAULT_PULL_GROUP).strip(),
         progress_group=progress_group,

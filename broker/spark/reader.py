@@ -2,9 +2,10 @@
 
 `RocketMQDataSource.reader()` builds `RocketMQBatchReader`. Its `partitions()` runs on the driver:
 it resolves start and end offsets per queue (timestamp search, earliest/latest or JSON), checks them
-against the brokers' min/max offsets and plans one `RangePartition` per queue range. `read()` runs in
-executors and turns pulled messages into Arrow record batches. stream.py reuses `RangePartition`,
-`read_partition()` and `check_gaps()`.
+against the brokers' min/max offsets and plans a `RangePartition` per queue range, or per group of
+ranges with `maxPartitions` (planning.py). `read()` runs in executors and turns pulled messages into
+Arrow record batches, with several pulls in flight across the partition's ranges (client.pull_ranges).
+stream.py reuses `RangePartition`, `partitions_of()`, `read_partition()` and `check_gaps()`.
 """
 
 from __future__ import annotations
@@ -21,19 +22,19 @@ from broker.client.subscription import parse_subscription
 from broker.spark.client import DataLossError, PullSpec, client_for
 from broker.spark.offsets import EARLIEST, LATEST, find_gaps, resolve_spec
 from broker.spark.options import SourceOptions
-from broker.spark.planning import QueueRange, plan_ranges
+from broker.spark.planning import QueueRange, pack_ranges, plan_ranges
 from broker.spark.rows import record_batch
 
-__all__ = ["RangePartition", "RocketMQBatchReader", "check_gaps", "pull_spec", "read_partition"]
+__all__ = ["RangePartition", "RocketMQBatchReader", "check_gaps", "partitions_of", "pull_spec", "read_partition"]
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
 class RangePartition(InputPartition):
-    """Everything one task needs: the queue range and how to pull it (pickled to executors)."""
+    """Everything one task needs: its queue ranges and how to pull them (pickled to executors)."""
 
-    range: QueueRange
+    ranges: tuple[QueueRange, ...]
     spec: PullSpec
 
 
@@ -48,11 +49,17 @@ def pull_spec(opts: SourceOptions) -> PullSpec:
     )
 
 
+def partitions_of(ranges: list[QueueRange], opts: SourceOptions) -> list[InputPartition]:
+    spec = pull_spec(opts)
+    return [RangePartition(group, spec) for group in pack_ranges(ranges, opts.max_partitions)]
+
+
 def read_partition(partition: RangePartition) -> Iterator[pa.RecordBatch]:
-    r, spec = partition.range, partition.spec
-    tags = parse_subscription(r.topic, spec.sub_expression).tags_set
+    ranges, spec = partition.ranges, partition.spec
+    tags = parse_subscription("", spec.sub_expression).tags_set  # the same for every topic
     client = client_for(spec.namesrv)
-    for body in client.pull_range(spec, r.mq, r.start, r.end):
+    for index, body in client.pull_ranges(spec, [(r.mq, r.start, r.end) for r in ranges]):
+        r = ranges[index]
         batch = record_batch(r.broker, body, r.end, tags)
         if batch.num_rows:
             yield batch
@@ -84,7 +91,7 @@ class RocketMQBatchReader(DataSourceReader):
         opts = self.opts
         client = client_for(opts.namesrv)
         mqs = client.queues(opts.topics)
-        lows, highs = client.min_offsets(mqs), client.max_offsets(mqs)
+        lows, highs = client.bounds(mqs)
         # A timestamp search runs after `highs` were read, so a message stored meanwhile could put its
         # answer past them: clamp, so the plan stays within the ends it checks against.
         if opts.starting_timestamp is not None:
@@ -107,8 +114,7 @@ class RocketMQBatchReader(DataSourceReader):
         return plan_ranges(start, end, opts.max_records_per_partition)
 
     def partitions(self) -> list[InputPartition]:
-        spec = pull_spec(self.opts)
-        return [RangePartition(r, spec) for r in self.plan()]
+        return partitions_of(self.plan(), self.opts)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if isinstance(partition, RangePartition):

@@ -4,8 +4,11 @@
 Python worker on the driver and calls, per micro-batch: `latestOffset(start, limit)` (the batch's end,
 written to the checkpoint's offset log before anything is read), `partitions(start, end)`, then, after
 the sink committed, `commit(end)`. Executors run `read()` on a pickled copy, so everything a batch
-needs travels in the partitions. Offsets use the layout of offsets.py and are always built in sorted
-order, so an unchanged position serialises to the same JSON and Spark runs no empty batches.
+needs travels in the partitions. Per micro-batch the driver asks the NameServer for the route once (a
+new group's queues show up within a trigger) and every queue's min and max offsets in one round;
+`partitions()` of that batch checks for lost offsets against those min offsets. Offsets use the
+layout of offsets.py and are always built in sorted order, so an unchanged position serialises to the
+same JSON and Spark runs no empty batches.
 
 Exactly-once into Spark: a batch's range comes from the checkpoint on replay, and reading a fixed
 queue range is deterministic, so a restarted query re-reads precisely the unfinished batch.
@@ -26,11 +29,11 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from broker.client.message import MessageQueue
-from broker.spark.client import DataLossError, client_for
+from broker.spark.client import DataLossError, QueueClient, client_for
 from broker.spark.offsets import EARLIEST, Offsets, cap_offsets, offsets_of, queues_of, resolve_spec
 from broker.spark.options import SourceOptions
 from broker.spark.planning import plan_ranges
-from broker.spark.reader import RangePartition, check_gaps, pull_spec, read_partition
+from broker.spark.reader import RangePartition, check_gaps, partitions_of, read_partition
 
 __all__ = ["RocketMQStreamReader"]
 
@@ -42,6 +45,9 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.opts = opts
         self._latest: Offsets | None = None  # true latest seen by the last latestOffset()
         self._snapshot: dict[MessageQueue, int] | None = None  # Trigger.AvailableNow's end
+        # The queues' min offsets read by the last latestOffset(), and the end it returned: partitions()
+        # of that batch, called next, checks the gaps against them instead of asking the brokers again.
+        self._lows: tuple[Offsets, dict[MessageQueue, int]] | None = None
 
     # ------------------------------------------------------------------ offsets
 
@@ -50,7 +56,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         opts = self.opts
         client = client_for(opts.namesrv)
         mqs = client.queues(opts.topics)
-        lows, highs = client.min_offsets(mqs), client.max_offsets(mqs)
+        lows, highs = client.bounds(mqs)
         if opts.starting_timestamp is not None:
             start = client.offsets_for_time(mqs, opts.starting_timestamp)
         else:
@@ -71,12 +77,10 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         client = client_for(self.opts.namesrv)
         begin = queues_of(start)
         mqs = client.queues(self.opts.topics)
-        highs = client.max_offsets(mqs)
+        lows, highs = client.bounds(mqs)
         self._latest = offsets_of(highs)
-        new = [mq for mq in mqs if mq not in begin]
-        if new:
-            # Queues added to the topic while the query runs start at their earliest offset.
-            begin.update(client.min_offsets(new))
+        # Queues added to the topic while the query runs start at their earliest offset.
+        begin.update({mq: lows[mq] for mq in mqs if mq not in begin})
         target: dict[MessageQueue, int] = {}
         for mq, high in highs.items():
             if high < begin[mq]:
@@ -90,9 +94,11 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         for mq, offset in begin.items():
             target.setdefault(mq, offset)
         if isinstance(limit, ReadMaxRows):
-            return cap_offsets(offsets_of(begin), offsets_of(target), limit.max_rows)
-        # ReadAllAvailable, and limits this source does not implement (min rows/bytes/files).
-        return offsets_of(target)
+            end = cap_offsets(offsets_of(begin), offsets_of(target), limit.max_rows)
+        else:  # ReadAllAvailable, and limits this source does not implement (min rows/bytes/files)
+            end = offsets_of(target)
+        self._lows = (end, lows)
+        return end
 
     def _went_backwards(self, mq: MessageQueue, position: int, high: int) -> None:
         message = (
@@ -114,15 +120,17 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return []
         client = client_for(self.opts.namesrv)
         begin, stop = queues_of(start), queues_of(end)
+        known: dict[MessageQueue, int] = {}
+        if self._lows is not None and self._lows[0] == end:  # the batch latestOffset() just planned
+            known = self._lows[1]
         new = [mq for mq in stop if mq not in begin]
         if new:
-            begin.update(client.min_offsets(new))
+            begin.update(_lows(client, new, known))
         moving = sorted(mq for mq in stop if begin[mq] < stop[mq])
         if moving:
-            lows = client.min_offsets(moving)
+            lows = _lows(client, moving, known)
             begin.update(check_gaps({mq: begin[mq] for mq in moving}, lows, self.opts.fail_on_data_loss))
-        spec = pull_spec(self.opts)
-        return [RangePartition(r, spec) for r in plan_ranges(begin, stop, self.opts.max_records_per_partition)]
+        return partitions_of(plan_ranges(begin, stop, self.opts.max_records_per_partition), self.opts)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if isinstance(partition, RangePartition):
@@ -141,3 +149,11 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def stop(self) -> None:
         self._snapshot = None
+        self._lows = None
+
+
+def _lows(client: QueueClient, mqs: list[MessageQueue], known: dict[MessageQueue, int]) -> dict[MessageQueue, int]:
+    """Min offsets of `mqs`: from `known`, else asked (a replayed batch after a restart)."""
+    if all(mq in known for mq in mqs):
+        return {mq: known[mq] for mq in mqs}
+    return client.min_offsets(mqs)

@@ -36,6 +36,8 @@ while [[ $# -gt 0 && $1 != -- ]]; do spark_args+=("$1"); shift; done
 # Defaults first: a --conf given on the command line comes later and wins. The driver's Service is
 # owned by the driver pod, so Kubernetes deletes it with the pod; deleting it (and on-demand executor
 # PVCs, which these jobs do not use) from the driver would need more rights than k8s/rbac.yaml grants.
+# -XX:TieredStopAtLevel=1: the JVMs compile with C1 only. A job's first tasks run cold code; the C2
+# compiler's threads then compete with the tasks for the node's few cores (docs/spark.md).
 exec "$SPARK_SUBMIT" \
   --master "k8s://$APISERVER" --deploy-mode cluster --name "$name" \
   --conf spark.kubernetes.namespace="$NAMESPACE" \
@@ -52,5 +54,7 @@ exec "$SPARK_SUBMIT" \
   --conf spark.executor.cores=1 \
   --conf spark.executor.memory=1g \
   --conf spark.sql.session.timeZone=UTC \
+  --conf spark.driver.extraJavaOptions=-XX:TieredStopAtLevel=1 \
+  --conf spark.executor.extraJavaOptions=-XX:TieredStopAtLevel=1 \
   "${spark_args[@]}" \
   "local:///opt/pipelines/$main" "$@"

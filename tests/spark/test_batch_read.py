@@ -157,6 +157,22 @@ def test_max_records_per_partition_splits_ranges(spark: Any, cluster: ThreadedCl
     assert keyset(df.collect()) == sent.rows(lambda r, m: m.topic == TOPIC)
 
 
+def test_max_partitions_packs_queue_ranges_into_fewer_tasks(spark: Any, cluster: ThreadedCluster, sent: Sent) -> None:
+    df = (
+        spark.read.format("rocketmq")
+        .options(nameServer=cluster.namesrv_addr, topic=f"{TOPIC},{OTHER}", maxPartitions="2")
+        .load()
+    )
+    assert df.rdd.getNumPartitions() == 2  # 6 queue ranges
+    rows = df.collect()
+    assert keyset(rows) == sent.rows() and len(rows) == 220
+    split = df.sparkSession.read.format("rocketmq").options(
+        nameServer=cluster.namesrv_addr, topic=TOPIC, maxPartitions="3", maxRecordsPerPartition="10"
+    )
+    assert split.load().rdd.getNumPartitions() == 3
+    assert keyset(split.load().collect()) == sent.rows(lambda r, m: m.topic == TOPIC)
+
+
 def test_topic_list(spark: Any, cluster: ThreadedCluster, sent: Sent) -> None:
     rows = read(spark, cluster, topic=f"{TOPIC}, {OTHER}")
     assert keyset(rows) == sent.rows()

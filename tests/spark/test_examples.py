@@ -1,7 +1,8 @@
 """The example pipelines of examples/spark/pipelines, in local mode against a live broker.
 
-- envcheck: the differences it reports, by table, and the fingerprint of this interpreter;
-- orders_batch: time arguments, by table, and a store-time range read into Parquet by its main();
+- envcheck: the differences it reports, by table, the fingerprint of this interpreter, and its probe tasks;
+- orders_batch: time arguments, by table, the read stage taken from Spark's REST API, and a store-time
+  range read into Parquet by its main();
 - topic_once: a replayed micro-batch reaches the topic once, also after a run that sent part of it;
 - orders_stream: one micro-batch of totals written twice (a replay) leaves one Parquet copy and one
   message per total in the sink topic.
@@ -68,6 +69,18 @@ def test_envcheck_fingerprint_is_this_interpreter() -> None:
     assert fp == envcheck.fingerprint()
 
 
+def test_envcheck_probes_are_data_source_reads(
+    spark: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """local mode: the driver is the one executor. The probes run (as reads of a Python data source, in
+    the pool of Python workers the source's reads use) and report this interpreter's fingerprint."""
+    spark.sparkContext.addPyFile(str(PIPELINES / "envcheck.py"))  # as /opt/pipelines is on executors' path
+    monkeypatch.setattr(envcheck, "_registered_executors", lambda _spark: 1)
+    report = envcheck.check_executors(spark, 1, task_seconds=0.0)
+    assert list(report["executors"].values()) == [report["driver"]]
+    assert capsys.readouterr().out.startswith("envcheck {")
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
@@ -93,6 +106,37 @@ def test_batch_options_follow_the_arguments() -> None:
         orders_batch.parse_args(["--from", "9", "--to", "5", "--output", "/o"])
 
 
+def test_batch_read_stage_from_sparks_rest_api() -> None:
+    """The stage the summary reports: the job group's stage with input rows, timed by Spark."""
+    api = {
+        "/jobs": [
+            {"jobId": 3, "jobGroup": "orders-batch-check", "stageIds": [5]},
+            {"jobId": 1, "jobGroup": orders_batch.JOB_GROUP, "stageIds": [1]},
+            {"jobId": 2, "jobGroup": orders_batch.JOB_GROUP, "stageIds": [2]},
+        ],
+        "/stages/1": [
+            {
+                "status": "COMPLETE",
+                "attemptId": 0,
+                "inputRecords": 100,
+                "numCompleteTasks": 2,
+                "submissionTime": "2026-11-25T21:27:51.063GMT",
+                "completionTime": "2026-11-25T21:28:01.021GMT",
+            },
+        ],
+        "/stages/1/0/taskList?length=100000": [
+            {"status": "SUCCESS", "duration": 9000},
+            {"status": "SUCCESS", "duration": 4500},
+            {"status": "FAILED", "duration": 100},
+        ],
+        "/stages/2": [{"status": "COMPLETE", "attemptId": 0, "inputRecords": 0}],  # the commit's stage
+        "/stages/5": [{"status": "COMPLETE", "attemptId": 0, "inputRecords": 100}],
+    }
+    stage = orders_batch.read_stage(api.__getitem__)
+    assert stage == {"stage": 1, "rows": 100, "tasks": 2, "seconds": 9.958, "task_seconds": [4.5, 9.0]}
+    assert orders_batch.read_stage({"/jobs": []}.__getitem__) is None
+
+
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -115,8 +159,9 @@ def test_batch_job_reads_a_store_time_range_into_parquet(
     monkeypatch.setattr(spark, "stop", lambda: None)
     out = tmp_path / "range"
     args = ["--topic", topic, "--name-server", cluster.namesrv_addr, "--from", str(start), "--to", str(end)]
-    summary = orders_batch.main([*args, "--output", str(out)])
-    assert summary["rows"] == 70
+    summary = orders_batch.main([*args, "--output", str(out), "--max-partitions", "1"])
+    assert summary["rows"] == 70 and summary["maxPartitions"] == "1"
+    assert "read_stage" not in summary  # the tests' session runs without the UI
     bodies = sorted(bytes(r.body) for r in spark.read.parquet(str(out)).collect())
     assert bodies == sorted(f"inside-{i}".encode() for i in range(70))
 

@@ -19,7 +19,7 @@ from broker.spark.offsets import (
     resolve_spec,
     sort_offsets,
 )
-from broker.spark.planning import QueueRange, plan_ranges
+from broker.spark.planning import QueueRange, pack_ranges, plan_ranges
 
 A0, A1, A10, B0 = (
     MessageQueue("T", "a", 0),
@@ -141,3 +141,26 @@ def test_find_gaps() -> None:
 )
 def test_plan_ranges(start: dict, end: dict, max_records: int | None, expected: list[QueueRange]) -> None:  # type: ignore[type-arg]
     assert plan_ranges(start, end, max_records) == expected
+
+
+def _r(queue: int, size: int) -> QueueRange:
+    return QueueRange("T", "a", queue, 100, 100 + size)
+
+
+def test_pack_ranges_one_each_unless_capped() -> None:
+    ranges = [_r(q, 10) for q in range(5)]
+    assert pack_ranges(ranges) == [(r,) for r in ranges]
+    assert pack_ranges(ranges, 5) == pack_ranges(ranges, 8) == [(r,) for r in ranges]
+    assert pack_ranges([], 2) == []
+    with pytest.raises(ValueError, match="max_partitions"):
+        pack_ranges(ranges, 0)
+
+
+def test_pack_ranges_balances_offsets_and_keeps_queue_order() -> None:
+    ranges = [_r(0, 90), _r(1, 10), _r(2, 50), _r(3, 40), _r(4, 5), _r(5, 5)]
+    packed = pack_ranges(ranges, 2)
+    assert packed == [(_r(0, 90), _r(1, 10)), (_r(2, 50), _r(3, 40), _r(4, 5), _r(5, 5))]
+    assert sorted(r for p in packed for r in p) == ranges  # every range once
+    assert [sum(r.size for r in p) for p in packed] == [100, 100]
+    assert pack_ranges(list(reversed(ranges)), 2) == packed  # the same partitions whatever the input order
+    assert pack_ranges(ranges, 1) == [tuple(ranges)]

@@ -40,6 +40,8 @@ ENV = {"NAMESRV_ADDR": "ns-from-env:9876"}
         ({"topic": "T", "subExpression": "A || B"}, False, {"sub_expression": "A || B"}),
         ({"topic": "T", "failOnDataLoss": "False"}, False, {"fail_on_data_loss": False}),
         ({"topic": "T", "maxRecordsPerPartition": "100"}, False, {"max_records_per_partition": 100}),
+        ({"topic": "T"}, True, {"max_partitions": None}),
+        ({"topic": "T", "maxPartitions": "2"}, True, {"max_partitions": 2}),
         ({"topic": "T", "maxOffsetsPerTrigger": "7"}, True, {"max_offsets_per_trigger": 7}),
         ({"topic": "T", "progressGroup": "g1"}, True, {"progress_group": "g1"}),
         (

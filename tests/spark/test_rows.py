@@ -3,15 +3,19 @@
 Stored records are built with broker.protocol.message.encode_record: IPv4 and IPv6 hosts, a
 compressed body, a message without UNIQ_KEY (msg_id falls back to the offset id), and a long topic
 (v2 magic). `record_batch` must give the same fields as `decode_record`, cut at `end`, and keep only
-the listed tags.
+the listed tags. Its inline parse of IPv4/v1 records must refuse every malformed record the reference
+parser refuses, with the same error (tests/protocol/test_record_readers.py holds the fields of random
+valid records equal to the reference parser's).
 """
 
 from __future__ import annotations
 
+import struct
 import zlib
 
 import pytest
 
+from broker.protocol import record_layout as layout
 from broker.protocol.message import MessageDecodeError, MessageExt, SysFlag, decode_records, encode_record
 
 pa = pytest.importorskip("pyarrow", reason="the spark extra is not installed (make test installs it)")
@@ -78,3 +82,42 @@ def test_a_truncated_body_is_an_error() -> None:
     body = encode_record(stored(0))
     with pytest.raises(MessageDecodeError):
         record_batch("b", body[:-3], end=10)
+
+
+def _patched(record: bytes, at: int, fmt: str, value: int) -> bytes:
+    out = bytearray(record)
+    struct.pack_into(fmt, out, at, value)
+    return bytes(out)
+
+
+def _malformed() -> list[tuple[str, bytes]]:
+    good = encode_record(stored(0))
+    r = layout.parse_record(good)
+    body_len_at = r.body_at - 4
+    return [
+        ("TOTALSIZE past the body", _patched(good, 0, ">i", len(good) + 1)),
+        ("TOTALSIZE one short", _patched(good, 0, ">i", len(good) - 1)),
+        ("TOTALSIZE below the minimum", _patched(good, 0, ">i", 20)),
+        ("unknown magic", _patched(good, 4, ">i", 0x12345678)),
+        ("negative BODYLEN", _patched(good, body_len_at, ">i", -1)),
+        ("BODYLEN past the record", _patched(good, body_len_at, ">i", len(good))),
+        ("TOPICLEN past the record", _patched(good, r.topic_at - 1, ">B", 255)),
+        ("PROPLEN one short", _patched(good, r.properties_at - 2, ">H", r.properties_len - 1)),
+        ("PROPLEN past the record", _patched(good, r.properties_at - 2, ">H", r.properties_len + 1)),
+        ("cut in the fixed fields", good[:60]),
+        ("cut in the properties", good[:-3]),
+    ]
+
+
+@pytest.mark.parametrize(("what", "record"), _malformed(), ids=[w for w, _ in _malformed()])
+def test_a_malformed_record_fails_as_the_reference_parser_fails(what: str, record: bytes) -> None:
+    with pytest.raises(MessageDecodeError) as reference:
+        layout.parse_record(record)
+    with pytest.raises(MessageDecodeError) as ours:
+        record_batch("b", record, end=10_000)
+    assert str(ours.value) == str(reference.value), what
+    # and in the middle of a pull body: after a good record, and before one
+    good = encode_record(stored(1))
+    for body in (good + record, record + good):
+        with pytest.raises(MessageDecodeError):
+            record_batch("b", body, end=10_000)

@@ -5,6 +5,14 @@ sides differ (another Python minor, another pyarrow, an older `rocketcluster` in
 image), the job fails later and obscurely, or worse, reads rows differently. The example pipelines
 call `check_executors()` first; it runs a few short tasks so every executor answers, compares each
 answer with the driver's own, and raises `EnvironmentMismatch` naming the executor and the field.
+
+The probe tasks are reads of a tiny Python data source (`envcheck_probe`, defined here), not RDD tasks:
+an executor keeps separate pools of Python workers for RDD and SQL tasks (they differ in their
+environment), and Python data sources, the `rocketmq` source among them, read in the SQL pool. So the
+check answers from the very workers that will read, and, as it imports what a read imports, those
+workers start the job's reads warm instead of each paying for a fresh Python process and its imports
+(seconds on a busy node) in its first read task. (`mapInArrow` would also run there, but needs pandas
+on the driver, which the Spark image does not carry.)
 """
 
 from __future__ import annotations
@@ -16,11 +24,13 @@ import platform
 import socket
 import sys
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["EnvironmentMismatch", "check_executors", "differences", "fingerprint"]
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+__all__ = ["EnvironmentMismatch", "ProbeSource", "check_executors", "differences", "fingerprint"]
 
 PACKAGES = ("pyspark", "pyarrow", "rocketcluster")
 
@@ -65,13 +75,34 @@ def differences(driver: Mapping[str, str], executors: Mapping[str, Mapping[str, 
     return lines
 
 
-def _probe(seconds: float) -> Any:
-    def probe(_rows: Iterable[int]) -> Iterator[tuple[str, dict[str, str]]]:
-        # Holding the task slot a moment keeps one fast executor from taking every task.
-        time.sleep(seconds)
-        yield socket.gethostname(), fingerprint()
+class ProbeSource(DataSource):
+    """`spark.read.format("envcheck_probe").option("tasks", n).option("seconds", s)`: n partitions, each
+    read as one row (executor host name, JSON fingerprint) after holding its task slot s seconds."""
 
-    return probe
+    @classmethod
+    def name(cls) -> str:
+        return "envcheck_probe"
+
+    def schema(self) -> str:
+        return "host STRING, fingerprint STRING"
+
+    def reader(self, schema: Any) -> DataSourceReader:
+        return ProbeReader(int(self.options.get("tasks", "1")), float(self.options.get("seconds", "0")))
+
+
+class ProbeReader(DataSourceReader):
+    def __init__(self, tasks: int, seconds: float) -> None:
+        self.tasks, self.seconds = tasks, seconds
+
+    def partitions(self) -> list[InputPartition]:
+        return [InputPartition(i) for i in range(self.tasks)]
+
+    def read(self, partition: InputPartition) -> Iterator[tuple[str, str]]:
+        import broker.spark.reader  # noqa: F401  # what a rocketmq read task imports: loaded once in this worker
+
+        # Holding the task slot a moment keeps one fast executor from taking every task.
+        time.sleep(self.seconds)
+        yield socket.gethostname(), json.dumps(fingerprint())
 
 
 def _registered_executors(spark: Any) -> int:
@@ -91,9 +122,9 @@ def check_executors(
             raise EnvironmentMismatch(f"only {_registered_executors(spark)} of {executors} executors registered")
         time.sleep(1)
     driver = fingerprint()
-    tasks = 4 * executors
-    answers = spark.sparkContext.parallelize(range(tasks), tasks).mapPartitions(_probe(task_seconds)).collect()
-    seen: dict[str, dict[str, str]] = dict(answers)
+    spark.dataSource.register(ProbeSource)
+    probes = spark.read.format("envcheck_probe").options(tasks=str(4 * executors), seconds=str(task_seconds)).load()
+    seen: dict[str, dict[str, str]] = {row.host: json.loads(row.fingerprint) for row in probes.collect()}
     report = {"driver_host": socket.gethostname(), "driver": driver, "executors": seen}
     print("envcheck " + json.dumps(report, sort_keys=True), flush=True)
     problems = differences(driver, seen)

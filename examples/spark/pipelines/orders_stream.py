@@ -16,9 +16,14 @@ Checkpoints are under `<data>/checkpoints`: keep `<data>` on a volume that outli
 NameServer address comes from the NAMESRV_ADDR environment variable (docs/spark.md: Kubernetes), or
 from --name-server.
 
+Latency: each query runs in its own pool of Spark's FAIR scheduler, so a micro-batch of `orders` does
+not queue behind the tasks of a totals batch (and the other way round), and the source packs a
+micro-batch's queue ranges into at most --max-partitions tasks (default: the executors' cores), so a
+batch of a few messages per queue is not one task, one Python round trip and one Parquet file per queue.
+
     orders_stream.py --data /data/orders-pipeline [--topic orders] [--sink-topic orders-per-minute]
                      [--trigger "1 second"] [--watermark "30 seconds"] [--max-offsets-per-trigger 20000]
-                     [--state-partitions 4] [--check-executors 2]
+                     [--max-partitions N] [--state-partitions 4] [--check-executors 2]
 """
 
 from __future__ import annotations
@@ -46,6 +51,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--watermark", default="30 seconds", help="how late an order may arrive")
     parser.add_argument("--max-offsets-per-trigger", type=int, default=20_000)
     parser.add_argument(
+        "--max-partitions",
+        type=int,
+        default=0,
+        help="tasks per micro-batch at most (the source's maxPartitions; default: executor instances x cores)",
+    )
+    parser.add_argument(
         "--state-partitions",
         type=int,
         default=4,
@@ -53,6 +64,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--check-executors", type=int, default=0, help="compare versions on N executors first")
     return parser.parse_args(argv)
+
+
+def executor_cores(spark: Any) -> int:
+    """Task slots the job asked for: spark.executor.instances x spark.executor.cores (local mode: its threads)."""
+    conf = spark.sparkContext.getConf()
+    if conf.get("spark.executor.instances") is None:
+        return int(spark.sparkContext.defaultParallelism)
+    return int(conf.get("spark.executor.instances")) * int(conf.get("spark.executor.cores", "1"))
 
 
 def orders(spark: Any, topic: str, max_offsets: int, options: dict[str, str]) -> Any:
@@ -139,7 +158,8 @@ def main(argv: list[str] | None = None) -> None:
 
     from rocketcluster.spark import RocketMQDataSource
 
-    spark = SparkSession.builder.appName("orders-stream").getOrCreate()
+    # FAIR: the two queries' jobs share the executors instead of queueing behind each other (pools below)
+    spark = SparkSession.builder.appName("orders-stream").config("spark.scheduler.mode", "FAIR").getOrCreate()
     spark.dataSource.register(RocketMQDataSource)
     if args.check_executors:
         check_executors(spark, args.check_executors)
@@ -149,7 +169,10 @@ def main(argv: list[str] | None = None) -> None:
     spark.conf.set("spark.sql.session.timeZone", "UTC")  # minutes in keys and Parquet are UTC
     data = Path(args.data)
     options = {"nameServer": args.name_server} if args.name_server else {}
-    parsed = orders(spark, args.topic, args.max_offsets_per_trigger, options)
+    max_partitions = str(args.max_partitions or executor_cores(spark))
+    parsed = orders(spark, args.topic, args.max_offsets_per_trigger, {**options, "maxPartitions": max_partitions})
+    # A query's jobs run in the scheduler pool set on the thread that starts it.
+    spark.sparkContext.setLocalProperty("spark.scheduler.pool", "orders")
     lake = (
         parsed.writeStream.queryName("orders")
         .format("parquet")
@@ -158,6 +181,7 @@ def main(argv: list[str] | None = None) -> None:
         .trigger(processingTime=args.trigger)
         .start()
     )
+    spark.sparkContext.setLocalProperty("spark.scheduler.pool", "orders-per-minute")
     totals = (
         per_minute(parsed, args.watermark)
         .writeStream.queryName("orders-per-minute")
