@@ -274,7 +274,7 @@ class QueueClient:
                     s.restart(low)
                 elif resp.code == ResponseCode.SUCCESS:
                     s.missing_since = None
-                    if next_offset != f.offset + f.count:  # the chunks asked after this one start elsewhere
+                    if next_offset != f.offset + f.asked:  # the chunks asked after this one start elsewhere
                         s.restart(next_offset)
                     else:
                         s.position = next_offset
@@ -330,7 +330,7 @@ class _InFlight(NamedTuple):
     range: _RangeState
     generation: int
     offset: int
-    count: int
+    asked: int  # messages asked for (a field named `count` would shadow tuple.count)
     task: asyncio.Task[tuple[str, RemotingCommand]]
 
 
