@@ -30,7 +30,7 @@ from broker.server.processors.send import PUT_STATUS_CODES, checked_properties
 from broker.store.results import MessageToStore, PutResult
 
 if TYPE_CHECKING:
-    from broker.server.broker import BrokerController
+    from broker.server.processors.context import ReplyContext
     from broker.transport.connection import RemotingConnection
 
 __all__ = ["PUSH_TIMEOUT", "ReplyProcessor", "find_client"]
@@ -42,7 +42,7 @@ PUSH_TIMEOUT = 10.0
 _MSG_REGION = "DefaultRegion"
 
 
-def find_client(broker: BrokerController, client_id: str) -> RemotingConnection | None:
+def find_client(broker: ReplyContext, client_id: str) -> RemotingConnection | None:
     """The open connection of the client with this id: a producer's first (RocketMQ looks only there),
     then a consumer's, since one client instance shares its connection between both roles, then the
     one its last request came over. The last is ours: the Go client sends its first request before
@@ -61,7 +61,7 @@ def find_client(broker: BrokerController, client_id: str) -> RemotingConnection 
 
 
 class ReplyProcessor:
-    def __init__(self, broker: BrokerController) -> None:
+    def __init__(self, broker: ReplyContext) -> None:
         self.broker = broker
         self.config = broker.config
 

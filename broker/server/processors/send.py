@@ -52,7 +52,7 @@ from broker.server.transaction.messages import rewrite_to_half
 from broker.store.results import PUT_OK, MessageToStore, PutResult, PutStatus
 
 if TYPE_CHECKING:
-    from broker.server.broker import BrokerController
+    from broker.server.processors.context import SendContext
     from broker.transport.connection import RemotingConnection
 
 __all__ = [
@@ -233,7 +233,7 @@ def _host_of(conn: RemotingConnection) -> tuple[str, int]:
 class SendProcessor:
     """Handles 10/310/320 (and the reply variants 324/325 as plain sends)."""
 
-    def __init__(self, broker: BrokerController) -> None:
+    def __init__(self, broker: SendContext) -> None:
         self.broker = broker
         self.config = broker.config
         self.store = broker.store

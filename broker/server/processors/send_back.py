@@ -23,7 +23,7 @@ from broker.server.topics import DLQ_GROUP_TOPIC_PREFIX, PERM_READ, PERM_WRITE, 
 from broker.store.results import MessageToStore
 
 if TYPE_CHECKING:
-    from broker.server.broker import BrokerController
+    from broker.server.processors.context import SendBackContext
     from broker.transport.connection import RemotingConnection
 
 __all__ = ["SendBackProcessor", "build_send_back"]
@@ -65,7 +65,7 @@ def build_send_back(
 
 
 class SendBackProcessor:
-    def __init__(self, broker: BrokerController) -> None:
+    def __init__(self, broker: SendBackContext) -> None:
         self.broker = broker
 
     async def handle(self, conn: RemotingConnection, cmd: RemotingCommand) -> RemotingCommand:
