@@ -34,8 +34,8 @@ if TYPE_CHECKING:
 __all__ = ["PullContext", "ReplyContext", "SendBackContext", "SendContext"]
 
 
-class PullContext(Protocol):
-    """What PULL_MESSAGE reads of the broker (broker.server.processors.pull)."""
+class _MessageContext(Protocol):
+    """The parts every processor that reads or stores messages uses: config, store, topics, groups, meters."""
 
     @property
     def config(self) -> BrokerConfig: ...
@@ -46,6 +46,13 @@ class PullContext(Protocol):
     @property
     def groups(self) -> SubscriptionGroupManager: ...
     @property
+    def meters(self) -> BrokerMeters | None: ...
+
+
+class PullContext(_MessageContext, Protocol):
+    """What PULL_MESSAGE reads of the broker (broker.server.processors.pull)."""
+
+    @property
     def offsets(self) -> ConsumerOffsetManager: ...
     @property
     def consumers(self) -> ConsumerManager: ...
@@ -53,8 +60,6 @@ class PullContext(Protocol):
     def stats(self) -> BrokerStats: ...
     @property
     def get_stats(self) -> GroupGetStats: ...
-    @property
-    def meters(self) -> BrokerMeters | None: ...
     @property
     def hold(self) -> PullHoldService:
         """Exists once the broker started (built after the processor)."""
@@ -66,38 +71,18 @@ class PullContext(Protocol):
         ...
 
 
-class SendContext(Protocol):
+class SendContext(_MessageContext, Protocol):
     """What SEND_MESSAGE (and its batch and v2 forms) reads of the broker (processors.send)."""
 
-    @property
-    def config(self) -> BrokerConfig: ...
-    @property
-    def store(self) -> MessageStore: ...
-    @property
-    def topics(self) -> TopicConfigManager: ...
-    @property
-    def groups(self) -> SubscriptionGroupManager: ...
     @property
     def locks(self) -> RebalanceLockManager: ...
     @property
     def stats(self) -> BrokerStats: ...
-    @property
-    def meters(self) -> BrokerMeters | None: ...
 
 
-class SendBackContext(Protocol):
+class SendBackContext(_MessageContext, Protocol):
     """What CONSUMER_SEND_MSG_BACK reads of the broker (processors.send_back)."""
 
-    @property
-    def config(self) -> BrokerConfig: ...
-    @property
-    def store(self) -> MessageStore: ...
-    @property
-    def topics(self) -> TopicConfigManager: ...
-    @property
-    def groups(self) -> SubscriptionGroupManager: ...
-    @property
-    def meters(self) -> BrokerMeters | None: ...
     def schedule_wakeup(self) -> None:
         """Tell the schedule service a delayed message was stored (it exists once the broker started)."""
         ...
