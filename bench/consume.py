@@ -49,6 +49,7 @@ from rich.console import Console
 from rich.table import Table
 
 from bench.broker import _settle
+from bench.cluster import start_cluster
 from bench.proc import cpu_s
 from broker.client import (
     Admin,
@@ -73,28 +74,6 @@ QUEUES = 4
 KINDS = ("push-concurrent", "push-orderly", "pull")
 
 # The child process: NameServer + broker on one uvloop, the NameServer port printed for the parent.
-_CLUSTER = """
-import asyncio, sys
-from broker.namesrv.config import NamesrvConfig
-from broker.namesrv.controller import NamesrvController
-from broker.server.broker import BrokerController
-from broker.server.config import load_broker_config
-from broker.client.consume import Listener
-from broker.transport.loop import run
-
-async def main(root, broker_name):
-    ns = NamesrvController(NamesrvConfig.model_validate({"listenPort": 0, "kvConfigPath": root + "/kv.json"}))
-    await ns.start()
-    broker = BrokerController(load_broker_config({
-        "brokerClusterName": "BenchCluster", "brokerName": broker_name, "listenPort": "0",
-        "brokerIP1": "127.0.0.1", "storePathRootDir": root + "/store", "namesrvAddr": f"127.0.0.1:{ns.port}",
-        "mappedFileSizeCommitLog": str(256 << 20)}))
-    await broker.start()
-    print(ns.port, flush=True)
-    await asyncio.Event().wait()
-
-run(main(sys.argv[1], sys.argv[2]))
-"""
 
 
 @dataclass(slots=True)
@@ -155,21 +134,6 @@ class Window:
 def _own_cpu_s() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
-
-
-def _start_cluster(root: Path) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-c", _CLUSTER, str(root), BROKER_NAME],
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "NAMESRV_ADDR": ""},
-    )
-    assert proc.stdout is not None
-    port = proc.stdout.readline().strip()
-    if not port:
-        proc.kill()
-        raise SystemExit("the benchmark's NameServer and broker did not start")
-    return proc, f"127.0.0.1:{port}"
 
 
 async def _create_topic(namesrv: str) -> None:
@@ -283,7 +247,7 @@ async def _pull(namesrv: str, args: argparse.Namespace, broker_pid: int, round_n
 
 async def _run(args: argparse.Namespace, console: Console) -> tuple[list[Phase], float]:
     root = Path(tempfile.mkdtemp(prefix="bench-consume-"))
-    proc, namesrv = _start_cluster(root)
+    proc, namesrv = start_cluster(root, BROKER_NAME)
     try:
         await _create_topic(namesrv)
         console.print(f"filling {TOPIC} with {args.num:,} messages of {args.size} B ...")

@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.cluster import start_cluster
 from broker.client import ClientConfig, ConsumeFromWhere, Message, MessageQueue, Producer, PullConsumer
 from broker.client.blocking import LoopThread
 
@@ -40,36 +41,6 @@ WARM_TOPIC = "SparkBenchWarm"
 QUEUES = 4
 
 # The child process: NameServer + broker on one uvloop, ports printed for the parent.
-_CLUSTER = """
-import asyncio, sys
-from broker.namesrv.config import NamesrvConfig
-from broker.namesrv.controller import NamesrvController
-from broker.server.broker import BrokerController
-from broker.server.config import load_broker_config
-from broker.transport.loop import run
-
-async def main(root):
-    ns = NamesrvController(NamesrvConfig.model_validate({"listenPort": 0, "kvConfigPath": root + "/kv.json"}))
-    await ns.start()
-    broker = BrokerController(load_broker_config({
-        "brokerClusterName": "BenchCluster", "brokerName": "broker-bench", "listenPort": "0",
-        "brokerIP1": "127.0.0.1", "storePathRootDir": root + "/store", "namesrvAddr": f"127.0.0.1:{ns.port}",
-        "mappedFileSizeCommitLog": str(256 << 20)}))
-    await broker.start()
-    print(ns.port, flush=True)
-    await asyncio.Event().wait()
-
-run(main(sys.argv[1]))
-"""
-
-
-def _start_cluster(root: Path) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen([sys.executable, "-c", _CLUSTER, str(root)], stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    port = proc.stdout.readline().strip()
-    if not port:
-        raise RuntimeError("the benchmark cluster did not start")
-    return proc, f"127.0.0.1:{port}"
 
 
 async def _create_topics(namesrv: str, topics: list[str]) -> None:
@@ -186,7 +157,7 @@ def main(argv: list[str] | None = None) -> None:
     n = args.messages
     uptime_before = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
     root = Path(tempfile.mkdtemp(prefix="bench-spark-"))
-    proc, namesrv = _start_cluster(root)
+    proc, namesrv = start_cluster(root, "broker-bench")
     lt = LoopThread("bench-spark")
     results: dict[str, float] = {}
     batches: list[tuple[int, float]] = []
