@@ -1,0 +1,178 @@
+"""Send throughput with metrics on against off in one broker process: `python -m bench.metrics_toggle`.
+
+Issue 26's target is at most 3% less send throughput with metricsExporterType=PROM. bench/metrics.py
+measures it with two mqbroker processes in turn, and its rounds scatter by +-10% on a shared host, more
+than the cost it looks for. Here one broker child process, started with metricsExporterType=PROM,
+switches the metrics' send path off and on between bursts of pipelined sends (bench.broker's generator
+over TCP, 64 in flight, 1 KiB bodies, ASYNC_FLUSH): off means what a broker without metrics runs, no
+rpc meter on the dispatcher and no meters in the send processor (the same two switches
+bench/metrics_parts.py uses); its /metrics endpoint stays up. Bursts alternate off/on/on/off, so that
+every burst has a neighbour of the other kind a few hundred milliseconds away, and the median of the
+neighbours' ratios is the cost: send throughput (wall time of the burst) and the child's CPU per message
+(its own process clock, read when each burst starts and ends).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from rich.progress import Progress
+
+from bench.broker import _PROPS as PROPS
+from bench.broker import QUEUES, BenchConnection, _pipelined, _send_template
+from broker.protocol.properties import encode_properties
+from broker.transport.loop import run
+
+__all__ = ["main"]
+
+
+# ------------------------------------------------------------------ the broker child
+
+
+async def _child(root: Path) -> None:
+    """A PROM broker that reads "on" / "off" lines on stdin and answers each with its process CPU time."""
+    from bench.metrics_ab import PROM, _broker
+
+    broker = await _broker(root, "toggle", PROM)
+    assert broker.server is not None and broker.meters is not None
+    dispatcher, send = broker.server.dispatcher, broker.send
+    parts = {"on": (dispatcher.meter, broker.meters), "off": (None, None)}
+    loop = asyncio.get_running_loop()
+    done = loop.create_future()
+
+    def command(line: str) -> None:
+        word = line.strip()
+        if word in parts:
+            dispatcher.meter, send.meters = parts[word]
+            print(time.process_time(), flush=True)
+        elif not done.done():  # "quit" or stdin closed
+            done.set_result(None)
+
+    def read_stdin() -> None:
+        for line in sys.stdin:
+            loop.call_soon_threadsafe(command, line)
+        loop.call_soon_threadsafe(command, "")
+
+    threading.Thread(target=read_stdin, daemon=True).start()
+    print(broker.port, flush=True)
+    try:
+        await done
+    finally:
+        await broker.shutdown()
+
+
+# ------------------------------------------------------------------ the measuring parent
+
+
+class _Broker:
+    """The child process: switch its metrics, read its CPU clock."""
+
+    def __init__(self, root: Path) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "bench.metrics_toggle", "--child", str(root)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "NAMESRV_ADDR": ""},
+        )
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline().strip()
+        if not line.isdigit():
+            self.proc.kill()
+            raise SystemExit(f"the benchmark's broker did not start: {line!r}")
+        self.port = int(line)
+
+    def switch(self, metrics: str) -> float:
+        """Metrics "on" or "off" from now; the child's process CPU seconds at the switch."""
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(metrics + "\n")
+        self.proc.stdin.flush()
+        return float(self.proc.stdout.readline())
+
+    def stop(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def _order(bursts: int) -> list[str]:
+    """off on on off off on on off ...: each kind as often first as second in a neighbouring pair."""
+    return ["off" if n % 4 in (0, 3) else "on" for n in range(bursts)]
+
+
+async def _measure(args: argparse.Namespace) -> dict[str, list[tuple[float, float]]]:
+    """(messages/s, CPU µs per message) per burst, by "on" / "off", in the order they ran."""
+    root = Path(tempfile.mkdtemp(prefix="bench-metrics-toggle-"))
+    broker = _Broker(root)
+    runs: dict[str, list[tuple[float, float]]] = {"on": [], "off": []}
+    try:
+        loop = asyncio.get_running_loop()
+        _t, conn = await loop.create_connection(BenchConnection, "127.0.0.1", broker.port)
+        templates = [_send_template(q, os.urandom(args.size), props=encode_properties(PROPS)) for q in range(QUEUES)]
+        with Progress(transient=True) as progress:
+            await _pipelined(conn, templates, args.burst, 64, 1, progress, "warm-up")
+            for n, metrics in enumerate(_order(args.bursts)):
+                cpu = broker.switch(metrics)
+                sent = await _pipelined(conn, templates, args.burst, 64, 1, progress, f"burst {n + 1} {metrics}")
+                cpu_us = (broker.switch(metrics) - cpu) / sent.messages * 1e6
+                if sent.errors:
+                    raise SystemExit(f"{sent.errors} sends failed in burst {n + 1}")
+                runs[metrics].append((sent.rate, cpu_us))
+    finally:
+        broker.stop()
+        shutil.rmtree(root, ignore_errors=True)
+    return runs
+
+
+def _ratios(on: list[float], off: list[float]) -> list[float]:
+    """on / off of each burst pair (the n-th on with the n-th off: neighbours, by `_order`)."""
+    return [a / b for a, b in zip(on, off, strict=True)]
+
+
+def _quartiles(values: list[float]) -> str:
+    q1, q2, q3 = statistics.quantiles(values, n=4)
+    return f"median {q2:.3f} (quartiles {q1:.3f}-{q3:.3f})"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.metrics_toggle", description=__doc__.split("\n")[0])
+    parser.add_argument("--bursts", type=int, default=200, help="bursts in all, half with metrics on")
+    parser.add_argument("--burst", type=int, default=4000, help="sends per burst")
+    parser.add_argument("--size", type=int, default=1024, help="body bytes")
+    parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        run(_child(args.child))
+        return
+    load = os.getloadavg()[0]
+    started = time.monotonic()
+    runs = run(_measure(args))
+    rates = _ratios([r for r, _ in runs["on"]], [r for r, _ in runs["off"]])
+    cpus = _ratios([c for _, c in runs["on"]], [c for _, c in runs["off"]])
+    print(
+        f"{args.bursts} bursts of {args.burst} sends ({args.size} B, 64 in flight), metrics switched in one "
+        f"broker; load {load:.1f} -> {os.getloadavg()[0]:.1f}, {time.monotonic() - started:.0f} s"
+    )
+    for kind in ("off", "on"):
+        rate = statistics.median(r for r, _ in runs[kind])
+        cpu = statistics.median(c for _, c in runs[kind])
+        print(f"  metrics {kind:3}: {rate:9,.0f} msgs/s, broker CPU {cpu:5.1f} µs/msg (medians)")
+    print(f"  send throughput on/off: {_quartiles(rates)}")
+    print(f"  broker CPU per message on/off: {_quartiles(cpus)}")
+
+
+if __name__ == "__main__":
+    main()
