@@ -11,9 +11,10 @@ examples/spark/k8s/rocketcluster.yaml: 2 broker groups.
   SPARK_E2E_MESSAGES for fewer on a slow machine, or more to measure throughput with start-up costs
   spread over more data) with 2 executors, in 2 tasks (--max-partitions 2), after checking that the
   driver and both executors run the same Python and packages; its Parquet holds exactly the orders of
-  the range (count, positions and a checksum of the bodies). A pod on the node pulls the same topic
-  with the Python client, for the throughput ratio; the test prints it against the read stage (as
-  Spark's REST API times it) and against the whole write.
+  the range (count, positions and a checksum of the bodies). With --measure-read the job first reads
+  the range into Spark's noop sink (a read and nothing else). A pod on the node pulls the same topic
+  with the Python client, for the throughput ratio; the test prints it against that read's stage (as
+  Spark's REST API times it), the Parquet write's stage and the whole write.
 - The same job again, with an executor pod killed while its tasks run: still exactly the range.
 - The streaming job runs while a producer sends; its driver pod is deleted mid-stream, and the job is
   resubmitted on the same checkpoint. The orders Parquet holds every order exactly once, and the per-
@@ -41,8 +42,9 @@ import pyarrow as pa  # type: ignore[import-untyped]  # the spark extra; no stub
 import pyarrow.parquet as pq  # type: ignore[import-untyped]
 import pytest
 import yaml  # type: ignore[import-untyped]  # the `operator` extra, which e2e needs; no stubs
-from operator_harness import CRD_FILE, OperatorProcess
-from spark_harness import (
+
+from e2e.operator_harness import CRD_FILE, OperatorProcess
+from e2e.spark_harness import (
     EXAMPLES,
     MINUTE_MS,
     Order,
@@ -60,7 +62,7 @@ from spark_harness import (
 )
 
 if TYPE_CHECKING:
-    from conftest import Kube
+    from e2e.conftest import Kube
 
 # Each test starts JVM pods on 2 shared cores; the streaming tests run for minutes by design.
 pytestmark = [pytest.mark.k8s, pytest.mark.node, pytest.mark.timeout(1200)]
@@ -208,6 +210,7 @@ def test_batch_job_reads_a_time_range_on_two_executors(env: Env, batch_range: Ba
     pod = "batch-1-driver"
     started = time.monotonic()
     args = [*_range_args(batch_range, "/data/batch-1"), "--check-executors", "2", "--max-partitions", "2"]
+    args.append("--measure-read")
     proc = env.jobs.submit("batch", pod, args)
     log = env.jobs.finish(pod, proc, timeout=600)
     wall = time.monotonic() - started
@@ -223,22 +226,28 @@ def test_batch_job_reads_a_time_range_on_two_executors(env: Env, batch_range: Ba
     assert summary["startingTimestamp"] == str(batch_range.start_ms)
     _check_batch_output(env, "/data/batch-1", batch_range)
 
-    stage = summary["read_stage"]
-    assert stage["rows"] == BATCH_MESSAGES and stage["tasks"] == 2, stage
+    read, write = summary["read_stage"], summary["write_stage"]
+    for stage in (read, write):
+        assert stage["rows"] == BATCH_MESSAGES and stage["tasks"] == 2, stage
 
     # The baseline of the throughput target: the Python client pulling the whole topic from a pod.
     total = BATCH_MESSAGES + 1000
     raw = _raw_pull(env, total)
-    spark_rate = BATCH_MESSAGES / summary["seconds"]
-    stage_rate = stage["rows"] / stage["seconds"]
     raw_rate = raw["messages"] / raw["seconds"]
+    read_rate = read["rows"] / read["seconds"]
+    write_rate = write["rows"] / write["seconds"]
+    spark_rate = BATCH_MESSAGES / summary["seconds"]
     print(
         f"\nbatch job, cluster mode, 2 executors: {BATCH_MESSAGES} orders; read stage (Spark's stage "
-        f"{stage['stage']}: {stage['tasks']} tasks of {stage['task_seconds']} s, reading the topic and writing "
-        f"Parquet) {stage['seconds']:.2f} s = {stage_rate:,.0f} msgs/s; whole write {summary['seconds']:.1f} s = "
+        f"{read['stage']}, noop sink: {read['tasks']} tasks of {read['task_seconds']} s, JVM CPU "
+        f"{read['task_jvm_cpu_seconds']} s) {read['seconds']:.2f} s = "
+        f"{read_rate:,.0f} msgs/s (whole read job {summary['read_seconds']:.1f} s); Parquet write stage (stage "
+        f"{write['stage']}: tasks of {write['task_seconds']} s, reading the topic again and writing Parquet) "
+        f"{write['seconds']:.2f} s = {write_rate:,.0f} msgs/s; whole write {summary['seconds']:.1f} s = "
         f"{spark_rate:,.0f} msgs/s (submit to driver exit {wall:.0f} s); raw pull from a pod: {raw['messages']} "
-        f"in {raw['seconds']:.2f} s = {raw_rate:,.0f} msgs/s; ratio read stage / raw {stage_rate / raw_rate:.2f}, "
-        f"whole write / raw {spark_rate / raw_rate:.2f}; load {os.getloadavg()[0]:.1f}"
+        f"in {raw['seconds']:.2f} s = {raw_rate:,.0f} msgs/s; ratios to the raw pull: read stage "
+        f"{read_rate / raw_rate:.2f}, write stage {write_rate / raw_rate:.2f}, whole write "
+        f"{spark_rate / raw_rate:.2f}; load {os.getloadavg()[0]:.1f}"
     )
 
 

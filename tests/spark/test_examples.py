@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from spark_harness import ThreadedCluster
 
 from broker.client import Message
+from tests.spark.spark_harness import ThreadedCluster
 
 PIPELINES = Path(__file__).resolve().parents[2] / "examples" / "spark" / "pipelines"
 sys.path.insert(0, str(PIPELINES))
@@ -125,15 +125,22 @@ def test_batch_read_stage_from_sparks_rest_api() -> None:
             },
         ],
         "/stages/1/0/taskList?length=100000": [
-            {"status": "SUCCESS", "duration": 9000},
-            {"status": "SUCCESS", "duration": 4500},
+            {"status": "SUCCESS", "duration": 9000, "taskMetrics": {"executorCpuTime": 7_250_000_000}},
+            {"status": "SUCCESS", "duration": 4500, "taskMetrics": {"executorCpuTime": 3_000_000_000}},
             {"status": "FAILED", "duration": 100},
         ],
         "/stages/2": [{"status": "COMPLETE", "attemptId": 0, "inputRecords": 0}],  # the commit's stage
         "/stages/5": [{"status": "COMPLETE", "attemptId": 0, "inputRecords": 100}],
     }
     stage = orders_batch.read_stage(api.__getitem__)
-    assert stage == {"stage": 1, "rows": 100, "tasks": 2, "seconds": 9.958, "task_seconds": [4.5, 9.0]}
+    assert stage == {
+        "stage": 1,
+        "rows": 100,
+        "tasks": 2,
+        "seconds": 9.958,
+        "task_seconds": [4.5, 9.0],
+        "task_jvm_cpu_seconds": [3.0, 7.25],
+    }
     assert orders_batch.read_stage({"/jobs": []}.__getitem__) is None
 
 
