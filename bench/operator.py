@@ -19,17 +19,15 @@ import json
 import os
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "e2e"))
+from e2e.operator_harness import CRD_FILE, OperatorProcess
 
-from operator_harness import CRD_FILE, OperatorProcess  # noqa: E402
+REPO = Path(__file__).resolve().parent.parent
 
 CACHE = Path(os.environ.get("ROCKETCLUSTER_CACHE", Path.home() / ".cache" / "rocketcluster"))
 KUBECONFIG = REPO / ".data" / "k8s" / "kubeconfig"

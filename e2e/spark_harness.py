@@ -34,7 +34,7 @@ from broker.client.blocking import LoopThread
 from broker.spark.client import PullSpec, QueueClient
 
 if TYPE_CHECKING:
-    from conftest import Kube
+    from e2e.conftest import Kube
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples" / "spark"

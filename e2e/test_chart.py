@@ -25,14 +25,14 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 import yaml  # type: ignore[import-untyped]  # the `operator` extra, which e2e needs; no stubs
-from operator_harness import CRD_FILE, REPO, OperatorProcess
 
+from e2e.operator_harness import CRD_FILE, REPO, OperatorProcess
 from rocketcluster.model import parse_spec
 from rocketcluster.names import ClusterRef
 from rocketcluster.render import render_broker_group
 
 if TYPE_CHECKING:
-    from conftest import Kube
+    from e2e.conftest import Kube
 
 pytestmark = pytest.mark.k8s
 

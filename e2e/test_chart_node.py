@@ -18,10 +18,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from operator_harness import REPO
+
+from e2e.operator_harness import REPO
 
 if TYPE_CHECKING:
-    from conftest import Kube
+    from e2e.conftest import Kube
 
 pytestmark = [pytest.mark.k8s, pytest.mark.node]
 

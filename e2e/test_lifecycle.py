@@ -29,14 +29,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from operator_harness import CRD_FILE, REPO, OperatorProcess, running_operator
 
 from broker.client import ConsumeStatus, Message, MessageQueue
 from broker.client.blocking import BlockingAdmin, BlockingProducer, BlockingPullConsumer, BlockingPushConsumer
 from broker.client.errors import TopicNotExist
+from e2e.operator_harness import CRD_FILE, REPO, OperatorProcess, running_operator
 
 if TYPE_CHECKING:
-    from conftest import Kube
+    from e2e.conftest import Kube
 
 pytestmark = [pytest.mark.k8s, pytest.mark.node]
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from conftest import Kube
+    from e2e.conftest import Kube
 
 pytestmark = [pytest.mark.k8s, pytest.mark.node]
 

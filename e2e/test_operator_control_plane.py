@@ -16,11 +16,12 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from operator_harness import CRD_FILE, OperatorProcess, running_operator
 from prometheus_client.parser import text_string_to_metric_families
 
+from e2e.operator_harness import CRD_FILE, OperatorProcess, running_operator
+
 if TYPE_CHECKING:
-    from conftest import Kube
+    from e2e.conftest import Kube
 
 pytestmark = pytest.mark.k8s
 

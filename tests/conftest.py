@@ -16,9 +16,9 @@ import inspect
 from collections.abc import Callable
 
 import pytest
-from peers import PEERS, PeerRun, capture, ensure_peers
 
 from broker.transport.loop import run
+from tests.peers import PEERS, PeerRun, capture, ensure_peers
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -18,10 +18,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from local_cluster import SMALL_INDEX
-
 from broker.protocol.codes import RequestCode
 from broker.protocol.command import FrameDecoder, RemotingCommand, encode
+from tests.local_cluster import SMALL_INDEX
 
 __all__ = ["BrokerProcs", "RawClient", "free_port", "pull_header", "rss_mib", "running_pair", "send_header"]
 

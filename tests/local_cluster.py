@@ -1,10 +1,11 @@
 """An in-process NameServer and broker on loopback TCP, with the store under a test's tmp dir.
 
-The server, client and feature test harnesses build on this (pytest puts tests/ on sys.path through
-tests/conftest.py). pytest-asyncio is not installed: tests run their scenario with asyncio and open a
-cluster with `async with local_cluster(tmp_path, **broker_conf) as cluster:`, where the keyword
-arguments are broker.conf keys (e.g. `messageDelayLevel="1s 1s"`). `restart_broker()` stops the broker
-and starts it again on the same port and store.
+The server, client and feature test harnesses build on this (`from tests.local_cluster import ...`:
+tests/ and e2e/ are packages, and pytest puts the repo root on sys.path). pytest-asyncio is not installed:
+tests run their scenario with asyncio and open a cluster with
+`async with local_cluster(tmp_path, **broker_conf) as cluster:`, where the keyword arguments are
+broker.conf keys (e.g. `messageDelayLevel="1s 1s"`). `restart_broker()` stops the broker and starts it
+again on the same port and store.
 """
 
 from __future__ import annotations

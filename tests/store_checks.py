@@ -1,4 +1,4 @@
-"""Checks on a live MessageStore shared by the store and server tests (pytest puts tests/ on sys.path)."""
+"""Checks on a live MessageStore shared by the store and server tests (`from tests.store_checks import ...`)."""
 
 from __future__ import annotations
 

@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "interop"))
-from interop_harness import ServerPair
+from tests.interop.interop_harness import ServerPair
 
 MQADMIN = Path(sys.executable).parent / "mqadmin"
 Run = Callable[..., subprocess.CompletedProcess[str]]

@@ -11,13 +11,13 @@ import json
 import re
 
 import pytest
-from conftest import Run
-from interop_harness import BROKER_NAME, CLUSTER, ServerPair
-from mqadmin_checks import fails, ok, ok_or_missing, table
 
 from broker.client import Admin, BlockingProducer, BlockingPushConsumer, ConsumeStatus, Message
 from broker.client.message import MessageQueue
 from broker.transport.loop import run
+from tests.cli.conftest import Run
+from tests.cli.mqadmin_checks import fails, ok, ok_or_missing, table
+from tests.interop.interop_harness import BROKER_NAME, CLUSTER, ServerPair
 
 TOPIC = "GroupTopic"
 GROUP = "ProgressGroup"

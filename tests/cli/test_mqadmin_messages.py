@@ -8,9 +8,10 @@ import json
 import time
 
 import pytest
-from conftest import Run
-from interop_harness import BROKER_NAME, CLUSTER, ServerPair
-from mqadmin_checks import fails, ok, table
+
+from tests.cli.conftest import Run
+from tests.cli.mqadmin_checks import fails, ok, table
+from tests.interop.interop_harness import BROKER_NAME, CLUSTER, ServerPair
 
 TOPIC = "MsgTopic"
 

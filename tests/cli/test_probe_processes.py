@@ -12,13 +12,12 @@ import socket
 import sys
 from pathlib import Path
 
-from local_cluster import LocalCluster, local_cluster
-
 from broker.client import Message, Producer, SendStatus
 from broker.namesrv.config import NamesrvConfig
 from broker.namesrv.controller import NamesrvController
 from broker.server.broker import BrokerController
 from broker.server.config import load_broker_config
+from tests.local_cluster import LocalCluster, local_cluster
 
 PROBE = str(Path(sys.executable).with_name("rocketcluster-probe"))
 # the broker registers every second, so a NameServer that went away shows within a few seconds

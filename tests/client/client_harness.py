@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from local_cluster import LocalCluster, local_cluster
+from tests.local_cluster import LocalCluster, local_cluster
 
 __all__ = ["LiveCluster", "live_cluster"]
 

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from local_cluster import LocalCluster, local_cluster, wait_for
 
 from broker.client import Admin, Message, MessageQueue, Producer, SendStatus
 from broker.client.admin_requests import (
@@ -27,6 +26,7 @@ from broker.client.runtime_info import BrokerRuntimeInfo
 from broker.protocol.bodies import TopicConfig
 from broker.server.broker import BrokerController
 from broker.server.config import load_broker_config
+from tests.local_cluster import LocalCluster, local_cluster, wait_for
 
 # ---------------------------------------------------------------------------------------- pure parts
 

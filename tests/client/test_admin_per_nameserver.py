@@ -9,9 +9,8 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
-from local_cluster import SMALL_INDEX, local_cluster
-
 from broker.client import Admin
+from tests.local_cluster import SMALL_INDEX, local_cluster
 
 
 def _closed_port() -> int:

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from client_harness import LiveCluster, live_cluster
 
 from broker.client import ConsumeStatus, Message, MessageExt, Producer, PullConsumer
 from broker.client.config import ConsumerConfig
@@ -35,6 +34,7 @@ from broker.client.process_queue import ProcessQueue
 from broker.protocol.message import decode_records
 from broker.protocol.properties import Prop
 from broker.transport.loop import run
+from tests.client.client_harness import LiveCluster, live_cluster
 
 GROUP = "CG-svc"
 RETRY = f"%RETRY%{GROUP}"

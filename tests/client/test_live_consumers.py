@@ -13,8 +13,6 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-from client_harness import LiveCluster, live_cluster
-
 from broker.client import (
     ClientConfig,
     ConsumeStatus,
@@ -27,6 +25,7 @@ from broker.client import (
     SendStatus,
 )
 from broker.transport.loop import run
+from tests.client.client_harness import LiveCluster, live_cluster
 
 TAGS = ("a", "b", "c")
 

@@ -8,8 +8,6 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from client_harness import live_cluster
-
 from broker.client import (
     Admin,
     BlockingProducer,
@@ -26,6 +24,7 @@ from broker.client import (
 from broker.client.errors import ClientError, MessageTooLarge
 from broker.protocol.message import SysFlag
 from broker.transport.loop import run
+from tests.client.client_harness import live_cluster
 
 
 async def wait_for(predicate, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]

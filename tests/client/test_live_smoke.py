@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from client_harness import live_cluster
-
 from broker.client import Message, Producer, PullConsumer, SendStatus
 from broker.transport.loop import run
+from tests.client.client_harness import live_cluster
 
 
 def test_send_and_poll_round_trip(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from local_cluster import LocalCluster, local_cluster, wait_for
+from tests.local_cluster import LocalCluster, local_cluster, wait_for
 
 __all__ = ["FeaturesCluster", "features_cluster", "wait_for"]
 

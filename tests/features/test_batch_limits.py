@@ -9,7 +9,6 @@ import time
 from pathlib import Path
 
 import pytest
-from features_harness import features_cluster
 
 from broker.client import Message, Producer
 from broker.client.batch import check_batch
@@ -21,6 +20,7 @@ from broker.protocol.message import SysFlag
 from broker.protocol.properties import encode_properties
 from broker.transport.client import connect
 from broker.transport.loop import run
+from tests.features.features_harness import features_cluster
 
 MiB = 1 << 20
 

@@ -10,7 +10,6 @@ import time
 from pathlib import Path
 
 import orjson
-from features_harness import features_cluster, wait_for
 
 from broker.client import ConsumeStatus, Message, MessageExt, Producer, PushConsumer
 from broker.protocol.bodies import fastjson_loads
@@ -21,6 +20,7 @@ from broker.protocol.properties import Prop
 from broker.server.topics import PERM_WRITE
 from broker.transport.client import connect
 from broker.transport.loop import run
+from tests.features.features_harness import features_cluster, wait_for
 
 FAST_LEVELS = "1s 1s 1s 1s 1s 1s"
 

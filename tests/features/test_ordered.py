@@ -9,7 +9,6 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from features_harness import FeaturesCluster, features_cluster, wait_for
 
 from broker.client import ConsumeStatus, Message, MessageExt, Producer, PushConsumer, select_by_hash
 from broker.client import push_consumer as push_consumer_module
@@ -17,6 +16,7 @@ from broker.protocol.bodies import MessageQueue
 from broker.protocol.message import decode_records
 from broker.protocol.properties import Prop
 from broker.transport.loop import run
+from tests.features.features_harness import FeaturesCluster, features_cluster, wait_for
 
 ORDERS = [f"order-{n}" for n in range(6)]
 STEPS = 8

@@ -11,7 +11,6 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-from features_harness import features_cluster, wait_for
 
 from broker.cli.mqadmin import main as mqadmin
 from broker.cli.mqadmin import parse_reset_timestamp
@@ -19,6 +18,7 @@ from broker.client import Admin, ConsumeStatus, Message, MessageExt, Producer, P
 from broker.client.errors import RocketError
 from broker.protocol.javahash import java_string_hash
 from broker.transport.loop import run
+from tests.features.features_harness import features_cluster, wait_for
 
 
 def test_query_by_key_time_range_and_uniq_key_returns_exact_matches(tmp_path: Path) -> None:

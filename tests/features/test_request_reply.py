@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 
 import pytest
-from features_harness import FeaturesCluster, features_cluster
 
 from broker.client import ConsumeStatus, Message, MessageExt, Producer, PushConsumer
 from broker.client.errors import BrokerSystemError
@@ -19,6 +18,7 @@ from broker.client.request import RequestTimeoutError, create_reply_message, req
 from broker.protocol.message import decode_records
 from broker.protocol.reply import ARRIVE_TIME, CORRELATION_ID, MSG_TYPE, PUSH_REPLY_TIME, REPLY_TO_CLIENT, TTL
 from broker.transport.loop import run
+from tests.features.features_harness import FeaturesCluster, features_cluster
 
 REPLY_TOPIC = "FeatureCluster_REPLY_TOPIC"
 

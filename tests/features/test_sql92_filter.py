@@ -10,7 +10,6 @@ from pathlib import Path
 
 import orjson
 import pytest
-from features_harness import features_cluster, wait_for
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -26,6 +25,7 @@ from broker.protocol.message import decode_records, encode_record
 from broker.server.property_filter import record_properties
 from broker.transport.client import connect
 from broker.transport.loop import run
+from tests.features.features_harness import features_cluster, wait_for
 
 # ---------------------------------------------------------------------------------------- pure: tables
 

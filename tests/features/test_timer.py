@@ -12,14 +12,14 @@ import time
 from pathlib import Path
 
 import pytest
-from features_harness import FeaturesCluster, features_cluster, wait_for
-from hostile_cluster import running_pair
 
 from broker.client import Message, MessageQueue, Producer, PullConsumer
 from broker.client.errors import BrokerSystemError, MessageIllegal
 from broker.protocol.message import MessageExt, decode_records
 from broker.server.timer_message import TIMER_DEQUEUE_MS, TIMER_ENQUEUE_MS, TIMER_OUT_MS, TIMER_TOPIC
 from broker.transport.loop import run
+from tests.features.features_harness import FeaturesCluster, features_cluster, wait_for
+from tests.hostile_cluster import running_pair
 
 
 def _now_ms() -> int:

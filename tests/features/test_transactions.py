@@ -9,8 +9,6 @@ import asyncio
 from collections import Counter
 from pathlib import Path
 
-from features_harness import FeaturesCluster, features_cluster, wait_for
-
 from broker.client import LocalTransactionState, Message, MessageExt, PullConsumer, TransactionProducer
 from broker.client.transaction import end_transaction_command
 from broker.protocol.codes import ResponseCode
@@ -20,6 +18,7 @@ from broker.server.topics import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from broker.server.transaction.messages import parse_op_body
 from broker.transport.client import connect
 from broker.transport.loop import run
+from tests.features.features_harness import FeaturesCluster, features_cluster, wait_for
 
 TOPIC = "TxT"
 FAST_CHECKS = {"transactionCheckInterval": 300, "transactionTimeOut": 600, "transactionCheckMax": 3}

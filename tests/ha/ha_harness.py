@@ -1,7 +1,7 @@
 """Harness for the in-process HA tests: a NameServer, a master and a slave BrokerController on loopback,
 one event loop, small CommitLog files (rolling is exercised), short HA intervals.
 
-The real-process fault tests use netns_harness.py instead. Test modules import this file by name.
+The real-process fault tests use netns_harness.py instead. Test modules import it as `tests.ha.ha_harness`.
 """
 
 from __future__ import annotations
@@ -13,12 +13,11 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
-from local_cluster import SMALL_INDEX
-
 from broker.namesrv.config import NamesrvConfig
 from broker.namesrv.controller import NamesrvController
 from broker.server.broker import BrokerController
 from broker.server.config import load_broker_config
+from tests.local_cluster import SMALL_INDEX
 
 FILE_SIZE = 1 << 20  # 1 MiB CommitLog files: a few hundred KiB of messages cross files
 

@@ -6,8 +6,8 @@ test process's (root) namespace and one namespace per broker host hang off it wi
 one /24 (root .1, hosts .2, .3 ...). The NameServer and the SDK clients run in the root namespace.
 Needs root with `ip` and `iptables` (scripts/system-deps.sh installs them). Without them
 `NetLab.loopback()` runs every host on 127.0.0.1 with distinct ports instead: the kill and fail-over
-scenario still runs, the link-cut one skips (it needs a namespace to cut in). Test modules import this
-file by name.
+scenario still runs, the link-cut one skips (it needs a namespace to cut in). Test modules import it as
+`tests.ha.netns_harness`.
 """
 
 from __future__ import annotations
@@ -25,12 +25,12 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from local_cluster import SMALL_INDEX
 
 from broker.protocol.codes import RequestCode
 from broker.protocol.command import RemotingCommand
 from broker.transport.client import connect
 from broker.transport.connection import RemotingConnection
+from tests.local_cluster import SMALL_INDEX
 
 BIN = Path(sys.executable).parent  # the venv's bin: mqnamesrv and mqbroker live next to python
 FILE_SIZE = 1 << 20

@@ -21,16 +21,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from netns_harness import (
-    Brokers,
-    NetLab,
-    Proc,
-    close_connections,
-    commit_log_bytes,
-    request,
-    runtime_info,
-    wait_for,
-)
 
 from broker.client import (
     ClientConfig,
@@ -46,6 +36,16 @@ from broker.protocol.codes import RequestCode, ResponseCode
 from broker.protocol.command import RemotingCommand
 from broker.protocol.message import decode_records
 from broker.protocol.properties import encode_properties
+from tests.ha.netns_harness import (
+    Brokers,
+    NetLab,
+    Proc,
+    close_connections,
+    commit_log_bytes,
+    request,
+    runtime_info,
+    wait_for,
+)
 
 QUEUES = 4
 

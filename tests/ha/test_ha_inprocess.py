@@ -11,7 +11,6 @@ from pathlib import Path
 
 import orjson
 import pytest
-from ha_harness import FILE_SIZE, Pair, commit_log_bytes, eventually, pair
 
 from broker.client import Message, Producer, PullConsumer, SendStatus
 from broker.protocol.codes import RequestCode, ResponseCode
@@ -20,6 +19,7 @@ from broker.protocol.message import decode_records
 from broker.protocol.properties import encode_properties
 from broker.server.broker import BrokerController
 from broker.transport.client import connect
+from tests.ha.ha_harness import FILE_SIZE, Pair, commit_log_bytes, eventually, pair
 
 BODY = os.urandom(8000)  # incompressible: the producer compresses bodies over 4 KiB
 

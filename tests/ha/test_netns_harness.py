@@ -6,7 +6,8 @@ from __future__ import annotations
 import os
 
 import pytest
-from netns_harness import LAB_PREFIX, NetLab, _sh, free_subnet, sweep_stale_labs
+
+from tests.ha.netns_harness import LAB_PREFIX, NetLab, _sh, free_subnet, sweep_stale_labs
 
 
 def _dead_pid() -> int:

@@ -12,7 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from interop_harness import ServerPair
+
+from tests.interop.interop_harness import ServerPair
 
 
 @pytest.fixture(scope="session")

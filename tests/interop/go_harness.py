@@ -17,9 +17,9 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-import interop_harness
-from interop_harness import PeerProc, Record
-from peers import REPO
+from tests.interop import interop_harness
+from tests.interop.interop_harness import PeerProc, Record
+from tests.peers import REPO
 
 __all__ = ["GO_DIR", "GoProc", "check_intact", "ensure_go", "go"]
 

@@ -24,8 +24,6 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from local_cluster import SMALL_INDEX
-from peers import PEERS, REPO
 
 from broker.client import (
     BlockingAdmin,
@@ -37,6 +35,8 @@ from broker.client import (
     MessageExt,
 )
 from broker.client.message import MessageQueue
+from tests.local_cluster import SMALL_INDEX
+from tests.peers import PEERS, REPO
 
 __all__ = [
     "CONSUMER_EXIT",

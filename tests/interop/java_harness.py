@@ -19,9 +19,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import interop_harness
-from interop_harness import PeerProc, Record, ServerPair
-from peers import REPO
+from tests.interop import interop_harness
+from tests.interop.interop_harness import PeerProc, Record, ServerPair
+from tests.peers import REPO
 
 __all__ = [
     "JAVA_BROKER_CONF",

@@ -20,7 +20,9 @@ from itertools import pairwise
 from pathlib import Path
 
 import pytest
-from interop_harness import (
+
+from broker.client import BlockingAdmin
+from tests.interop.interop_harness import (
     CONSUMER_EXIT,
     PEER_ORIGINS,
     PeerProc,
@@ -33,8 +35,6 @@ from interop_harness import (
     run_all,
     sdk_produce,
 )
-
-from broker.client import BlockingAdmin
 
 pytestmark = pytest.mark.peers
 

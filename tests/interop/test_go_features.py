@@ -19,8 +19,13 @@ from collections import Counter
 from collections.abc import Iterator
 
 import pytest
-from go_harness import GoProc, check_intact, ensure_go, go
-from interop_harness import (
+
+from broker.client import BlockingAdmin, BlockingProducer, BlockingPushConsumer, ConsumeStatus, MessageExt, Producer
+from broker.client.request import create_reply_message
+from broker.protocol.reply import CORRELATION_ID, MSG_TYPE, REPLY_TO_CLIENT
+from broker.transport.loop import run
+from tests.interop.go_harness import GoProc, check_intact, ensure_go, go
+from tests.interop.interop_harness import (
     CLUSTER,
     Record,
     ServerPair,
@@ -31,13 +36,8 @@ from interop_harness import (
     sdk_produce,
     sdk_pull_all,
 )
-from java_harness import JAVA_BROKER_CONF
-from test_java_features import dead_letters
-
-from broker.client import BlockingAdmin, BlockingProducer, BlockingPushConsumer, ConsumeStatus, MessageExt, Producer
-from broker.client.request import create_reply_message
-from broker.protocol.reply import CORRELATION_ID, MSG_TYPE, REPLY_TO_CLIENT
-from broker.transport.loop import run
+from tests.interop.java_harness import JAVA_BROKER_CONF
+from tests.interop.test_java_features import dead_letters
 
 pytestmark = pytest.mark.peers
 

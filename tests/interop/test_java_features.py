@@ -15,10 +15,10 @@ from collections import Counter
 from collections.abc import Iterator
 
 import pytest
-from interop_harness import Record, ServerPair, fields, home_for, sdk_produce, sdk_pull_all
-from java_harness import JavaProc, check_intact, ensure_java, java, java_server_pair
 
 from broker.client import BlockingAdmin, MessageExt
+from tests.interop.interop_harness import Record, ServerPair, fields, home_for, sdk_produce, sdk_pull_all
+from tests.interop.java_harness import JavaProc, check_intact, ensure_java, java, java_server_pair
 
 pytestmark = pytest.mark.peers
 

@@ -16,11 +16,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
-from interop_harness import BROKER_NAME, CLUSTER, ServerPair, home_for, sdk_message
-from java_harness import JAVA_DIR, JVM_OPTIONS, JavaProc, ensure_java, java, java_server_pair
 
 from broker.client import BlockingAdmin, BlockingProducer, BlockingPushConsumer, ConsumeStatus
 from broker.config.properties import load_properties
+from tests.interop.interop_harness import BROKER_NAME, CLUSTER, ServerPair, home_for, sdk_message
+from tests.interop.java_harness import JAVA_DIR, JVM_OPTIONS, JavaProc, ensure_java, java, java_server_pair
 
 pytestmark = pytest.mark.peers
 

@@ -13,10 +13,10 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 
 import pytest
-from interop_harness import Record, ServerPair, home_for, run_all, sdk_produce
-from java_harness import JavaProc, check_intact, client_log_lines, ensure_java, java, java_server_pair
 
 from broker.client import BlockingAdmin
+from tests.interop.interop_harness import Record, ServerPair, home_for, run_all, sdk_produce
+from tests.interop.java_harness import JavaProc, check_intact, client_log_lines, ensure_java, java, java_server_pair
 
 pytestmark = pytest.mark.peers
 

@@ -13,13 +13,22 @@ import threading
 from collections.abc import Iterator
 
 import pytest
-from interop_harness import CLUSTER, Record, ServerPair, fields, home_for, run_all, sdk_message, sdk_pull_all
-from java_harness import JavaProc, check_intact, client_log_lines, ensure_java, java, java_server_pair
 
 from broker.client import BlockingProducer, BlockingPushConsumer, ConsumeStatus, MessageExt, Producer
 from broker.client.request import create_reply_message
 from broker.protocol.reply import CORRELATION_ID, MSG_TYPE, REPLY_TO_CLIENT
 from broker.transport.loop import run
+from tests.interop.interop_harness import (
+    CLUSTER,
+    Record,
+    ServerPair,
+    fields,
+    home_for,
+    run_all,
+    sdk_message,
+    sdk_pull_all,
+)
+from tests.interop.java_harness import JavaProc, check_intact, client_log_lines, ensure_java, java, java_server_pair
 
 pytestmark = pytest.mark.peers
 

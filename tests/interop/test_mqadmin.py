@@ -10,7 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from interop_harness import BROKER_NAME, CLUSTER, ServerPair
+
+from tests.interop.interop_harness import BROKER_NAME, CLUSTER, ServerPair
 
 MQADMIN = Path(sys.executable).parent / "mqadmin"
 

@@ -16,7 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from interop_harness import (
+
+from broker.client import BlockingAdmin
+from tests.interop.interop_harness import (
     CONSUMER_EXIT,
     PEER_ORIGINS,
     PeerProc,
@@ -28,8 +30,6 @@ from interop_harness import (
     run_all,
     sdk_produce,
 )
-
-from broker.client import BlockingAdmin
 
 pytestmark = pytest.mark.peers
 

@@ -16,9 +16,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from interop_harness import PEER_ORIGINS, PeerProc, ServerPair, check_intact, home_for, sdk_message
 
 from broker.client import BlockingAdmin, BlockingProducer
+from tests.interop.interop_harness import PEER_ORIGINS, PeerProc, ServerPair, check_intact, home_for, sdk_message
 
 pytestmark = pytest.mark.peers
 

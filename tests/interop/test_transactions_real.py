@@ -18,7 +18,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from interop_harness import PEER_ORIGINS, PeerProc, Record, ServerPair, check_intact, home_for, sdk_pull_all
+
+from tests.interop.interop_harness import (
+    PEER_ORIGINS,
+    PeerProc,
+    Record,
+    ServerPair,
+    check_intact,
+    home_for,
+    sdk_pull_all,
+)
 
 pytestmark = pytest.mark.peers
 

@@ -1,6 +1,6 @@
 """Scraping a /metrics endpoint over real TCP and reading it with prometheus-client's own text parser.
 
-The metrics tests import this by name (pytest puts tests/metrics on sys.path).
+The metrics tests import it as `tests.metrics.metrics_scrape`.
 """
 
 from __future__ import annotations

@@ -7,11 +7,10 @@ import asyncio
 import random
 from pathlib import Path
 
-from local_cluster import local_cluster, wait_for
-from metrics_scrape import Scrape, scrape
-
 from broker.client import Admin, Message, Producer, PullConsumer, SendStatus
 from broker.transport.loop import run
+from tests.local_cluster import local_cluster, wait_for
+from tests.metrics.metrics_scrape import Scrape, scrape
 
 PROM = {"metricsExporterType": "PROM", "metricsPromExporterHost": "127.0.0.1", "metricsPromExporterPort": "0"}
 TOPIC = "MetricsTopic"

@@ -15,8 +15,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from local_cluster import SMALL_INDEX, local_cluster
-from metrics_scrape import Scrape, http_get, scrape
 
 from broker.client import Admin
 from broker.config.errors import ConfigError
@@ -26,6 +24,8 @@ from broker.namesrv.controller import NamesrvController
 from broker.server.broker import BrokerController
 from broker.server.config import load_broker_config
 from broker.transport.loop import run
+from tests.local_cluster import SMALL_INDEX, local_cluster
+from tests.metrics.metrics_scrape import Scrape, http_get, scrape
 
 PROM = {"metricsExporterType": "PROM", "metricsPromExporterHost": "127.0.0.1", "metricsPromExporterPort": "0"}
 

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from user_harness import BIN, user_env
+from tests.newuser.user_harness import BIN, user_env
 
 __all__ = ["Server", "Servers", "free_port"]
 

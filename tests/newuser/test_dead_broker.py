@@ -15,10 +15,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from processes import Servers
-from user_harness import mqadmin, user_env
 
 from broker.client.send_failure import Backoff
+from tests.newuser.processes import Servers
+from tests.newuser.user_harness import mqadmin, user_env
 
 
 @pytest.mark.parametrize(

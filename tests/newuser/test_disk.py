@@ -10,8 +10,8 @@ import sys
 import time
 from pathlib import Path
 
-from processes import free_port
-from user_harness import user_env
+from tests.newuser.processes import free_port
+from tests.newuser.user_harness import user_env
 
 REPO = Path(__file__).resolve().parents[2]
 MIB = 1 << 20

@@ -6,12 +6,12 @@ import re
 from pathlib import Path
 
 import pytest
-from local_cluster import local_cluster
-from user_harness import python_program, user_env
 
 import broker.client
 import rocketcluster
 from broker.transport.loop import run
+from tests.local_cluster import local_cluster
+from tests.newuser.user_harness import python_program, user_env
 
 HEAVY = ("kopf", "kubernetes", "aiohttp", "pyspark")
 

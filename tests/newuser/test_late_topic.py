@@ -11,8 +11,8 @@ import sys
 import textwrap
 from pathlib import Path
 
-from local_cluster import local_cluster
-from user_harness import mqadmin, user_env
+from tests.local_cluster import local_cluster
+from tests.newuser.user_harness import mqadmin, user_env
 
 CONSUMER = """
     import asyncio, logging, sys

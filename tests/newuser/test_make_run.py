@@ -16,9 +16,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from processes import free_port
-from terminal import TerminalRun
-from user_harness import BIN, user_env
+
+from tests.newuser.processes import free_port
+from tests.newuser.terminal import TerminalRun
+from tests.newuser.user_harness import BIN, user_env
 
 REPO = Path(__file__).resolve().parents[2]
 RUNNING = "RocketCluster is running"

@@ -11,9 +11,8 @@ import os
 import signal
 from pathlib import Path
 
-from test_make_run import REPO, RUNNING, MakeRun
-
 from broker.logs.formats import TEXT_LINE
+from tests.newuser.test_make_run import REPO, RUNNING, MakeRun
 
 
 def _make_run(data: Path, broker_conf: Path) -> MakeRun:

@@ -9,13 +9,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from local_cluster import local_cluster
-from user_harness import mqadmin, python_program, user_env
 
 from broker.client.config import resolve_namesrv_addr
 from broker.client.errors import NoNameServerError
 from broker.spark.options import OptionError, source_options
 from broker.transport.loop import run
+from tests.local_cluster import local_cluster
+from tests.newuser.user_harness import mqadmin, python_program, user_env
 
 PROPERTY = "rocketmq.namesrv.addr"
 

@@ -16,8 +16,9 @@ import time
 from pathlib import Path
 
 import pytest
-from processes import free_port
-from user_harness import user_env
+
+from tests.newuser.processes import free_port
+from tests.newuser.user_harness import user_env
 
 REPO = Path(__file__).resolve().parents[2]
 README_ADDR = "127.0.0.1:9876"

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from local_cluster import local_cluster
-from user_harness import mqadmin, user_env
-
 from broker.client import Admin
+from tests.local_cluster import local_cluster
+from tests.newuser.user_harness import mqadmin, user_env
 
 NO_TOPIC = "topic NoSuchTopic does not exist: the NameServer has no route for it (mqadmin topicList lists the topics)"
 NO_GROUP = "consumer group NoSuchGroup does not exist: no broker has its subscription or committed offsets"

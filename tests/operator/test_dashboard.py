@@ -37,7 +37,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from local_cluster import SMALL_INDEX, wait_for
 from prometheus_client import start_http_server
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -48,6 +47,7 @@ from broker.server.broker import BrokerController
 from broker.server.config import load_broker_config
 from broker.transport.loop import run
 from rocketcluster import metrics as operator_metrics
+from tests.local_cluster import SMALL_INDEX, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "rocketcluster-operator"

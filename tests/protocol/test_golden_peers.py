@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from peers import PeerRun
 
 from broker.protocol.bodies import ConsumeType, HeartbeatData, MessageModel
 from broker.protocol.codes import LanguageCode, RequestCode, SerializeType
@@ -20,6 +19,7 @@ from broker.protocol.headers import (
     parse_send_request_header,
 )
 from broker.protocol.properties import Prop, decode_properties
+from tests.peers import PeerRun
 
 pytestmark = pytest.mark.peers
 

@@ -2,8 +2,8 @@
 and a minimal test client built directly on the transport (the SDK is tested elsewhere).
 
 pytest-asyncio is not installed: each test runs its scenario with `run()` (uvloop), and `cluster()`
-is an async context manager that starts and stops the real parts. Test modules import this file by
-name (pytest puts tests/server on sys.path); conftest.py only holds fixtures.
+is an async context manager that starts and stops the real parts. Test modules import it as
+`tests.server.server_harness`; conftest.py only holds fixtures.
 """
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from local_cluster import LocalCluster, local_cluster
 
 from broker.protocol.command import RemotingCommand
 from broker.protocol.message import MessageExt, decode_records
 from broker.protocol.properties import encode_properties
 from broker.transport.client import connect
 from broker.transport.connection import RemotingConnection
+from tests.local_cluster import LocalCluster, local_cluster
 
 
 class Cluster(LocalCluster):

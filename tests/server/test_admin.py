@@ -6,9 +6,9 @@ import asyncio
 from pathlib import Path
 
 import orjson
-from server_harness import cluster
 
 from broker.protocol.message import decode_offset_msg_id, decode_record
+from tests.server.server_harness import cluster
 
 CLUSTER_LIST_KEYS = {
     "brokerVersionDesc",

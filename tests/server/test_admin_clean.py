@@ -7,12 +7,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from local_cluster import local_cluster, wait_for
-from server_harness import Cluster
-
 from broker.protocol.codes import RequestCode as RC
 from broker.protocol.codes import ResponseCode as R
 from broker.protocol.properties import Prop
+from tests.local_cluster import local_cluster, wait_for
+from tests.server.server_harness import Cluster
 
 BIG = b"x" * 20_000  # three fill a 64 KiB CommitLog file
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"

@@ -10,13 +10,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import orjson
-from server_harness import cluster
 
 from broker.config.properties import load_properties
 from broker.protocol.bodies import MessageQueue, fastjson_loads
 from broker.protocol.codes import RequestCode as RC
 from broker.protocol.codes import ResponseCode
 from broker.protocol.codes import ResponseCode as R
+from tests.server.server_harness import cluster
 
 
 async def test_progress_codes_report_offsets_and_lag(tmp_path: Path) -> None:

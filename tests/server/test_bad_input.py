@@ -8,11 +8,11 @@ import time
 from pathlib import Path
 
 import pytest
-from server_harness import cluster
 
 from broker.protocol.batch import BatchMessage, encode_batch
 from broker.protocol.command import RemotingCommand
 from broker.server.processors.send import check_properties
+from tests.server.server_harness import cluster
 
 
 async def test_unknown_code_and_bad_sends_store_nothing(tmp_path: Path) -> None:

@@ -6,12 +6,12 @@ import asyncio
 from pathlib import Path
 
 import orjson
-from server_harness import TestClient, cluster
 
 from broker.protocol.codes import RequestCode
 from broker.protocol.command import RemotingCommand
 from broker.transport.client import connect
 from broker.transport.dispatcher import Dispatcher
+from tests.server.server_harness import TestClient, cluster
 
 
 async def test_heartbeat_registers_group_retry_topic_and_notifies(tmp_path: Path) -> None:

@@ -7,12 +7,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from server_harness import cluster
 
 from broker.protocol.bodies import MessageQueue, fastjson_loads
 from broker.protocol.codes import RequestCode as RC
 from broker.protocol.codes import ResponseCode as R
 from broker.server.get_stats import DAY, HOUR, MINUTE, GroupGetStats
+from tests.server.server_harness import cluster
 
 
 class Clock:

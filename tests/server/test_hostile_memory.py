@@ -20,11 +20,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hostile_cluster import BrokerProcs, RawClient, pull_header, rss_mib, running_pair, send_header
 
 from broker.protocol.codes import RequestCode
 from broker.protocol.command import FrameDecoder, RemotingCommand, encode
 from broker.protocol.message import decode_records
+from tests.hostile_cluster import BrokerProcs, RawClient, pull_header, rss_mib, running_pair, send_header
 
 MIB = 1024 * 1024
 INCOMPLETE_FRAMES_LIMIT_MIB = 256  # the broker's default serverIncompleteFramesMaxBytes

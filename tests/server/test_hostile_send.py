@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from hostile_cluster import BrokerProcs, RawClient, pull_header, running_pair, send_header
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -20,6 +19,7 @@ from broker.protocol.codes import RequestCode
 from broker.protocol.command import RemotingCommand
 from broker.protocol.message import LAYOUT_SYS_FLAGS, MessageExt, SysFlag, decode_records, sender_sys_flag
 from broker.protocol.properties import encode_properties
+from tests.hostile_cluster import BrokerProcs, RawClient, pull_header, running_pair, send_header
 
 TOPIC = "Hostile"
 QUEUES = 4

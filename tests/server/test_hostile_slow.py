@@ -14,10 +14,10 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from hostile_cluster import BrokerProcs, RawClient, running_pair
 
 from broker.protocol.codes import RequestCode
 from broker.protocol.command import RemotingCommand, encode
+from tests.hostile_cluster import BrokerProcs, RawClient, running_pair
 
 FRAME_TIMEOUT_S = 1.0
 REGISTER_PERIOD_S = 30.0

@@ -7,7 +7,7 @@ import asyncio
 import time
 from pathlib import Path
 
-from server_harness import cluster, messages
+from tests.server.server_harness import cluster, messages
 
 
 async def test_waiting_pull_returns_soon_after_a_message_arrives(tmp_path: Path) -> None:

@@ -7,11 +7,11 @@ import re
 from pathlib import Path
 
 import orjson
-from server_harness import cluster
 
 from broker.protocol.codes import RequestCode as RC
 from broker.protocol.properties import Prop
 from broker.server.runtime_figures import human_bytes
+from tests.server.server_harness import cluster
 
 
 def test_human_bytes_as_java_formats_them() -> None:

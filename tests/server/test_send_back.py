@@ -5,10 +5,9 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from server_harness import cluster, messages
-
 from broker.protocol.message import MessageExt, decode_offset_msg_id
 from broker.server.processors.send_back import build_send_back
+from tests.server.server_harness import cluster, messages
 
 FAST_LEVELS = "1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s"
 

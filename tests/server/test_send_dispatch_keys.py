@@ -10,13 +10,13 @@ from pathlib import Path
 
 from hypothesis import given
 from hypothesis import strategies as st
-from server_harness import cluster
-from store_checks import assert_requests_match_records
 
 from broker.protocol.properties import decode_properties
 from broker.server.errors import RequestError
 from broker.server.processors.send import check_properties, checked_properties
 from broker.store.dispatch_request import DispatchRequest
+from tests.server.server_harness import cluster
+from tests.store_checks import assert_requests_match_records
 
 SHAPES = [
     "",

@@ -5,11 +5,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from server_harness import cluster, messages
-
 from broker.protocol.batch import BatchMessage, encode_batch
 from broker.protocol.message import decode_offset_msg_id
 from broker.protocol.properties import encode_properties
+from tests.server.server_harness import cluster, messages
 
 PULL_FIELDS = {"suggestWhichBrokerId", "nextBeginOffset", "minOffset", "maxOffset"}
 

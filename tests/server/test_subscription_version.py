@@ -12,10 +12,10 @@ from pathlib import Path
 
 import orjson
 import pytest
-from server_harness import TestClient, cluster
 
 from broker.protocol.codes import RequestCode, ResponseCode
 from broker.server.clients import SubscriptionData, merge_subscriptions
+from tests.server.server_harness import TestClient, cluster
 
 
 def sub(topic: str, version: int, expression: str = "*", kind: str = "TAG") -> SubscriptionData:

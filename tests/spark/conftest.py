@@ -10,7 +10,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from spark_harness import ThreadedCluster, spark_session
+
+from tests.spark.spark_harness import ThreadedCluster, spark_session
 
 
 @pytest.fixture(scope="session")

@@ -17,8 +17,6 @@ from collections.abc import Coroutine, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from local_cluster import SMALL_INDEX
-
 from broker.client import (
     Admin,
     ClientConfig,
@@ -35,6 +33,7 @@ from broker.namesrv.controller import NamesrvController
 from broker.server.broker import BrokerController
 from broker.server.config import load_broker_config
 from broker.transport.loop import new_event_loop
+from tests.local_cluster import SMALL_INDEX
 
 __all__ = ["ThreadedCluster", "spark_conf", "spark_session"]
 

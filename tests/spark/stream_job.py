@@ -1,7 +1,7 @@
 """A streaming query run as its own driver process, so tests can kill -9 it and restart it.
 
-Used by test_exactly_once.py: `python stream_job.py --namesrv ... --topic ... --checkpoint ...
---out ... [--available-now]`. It reads the topic from earliest with maxOffsetsPerTrigger and
+Used by test_exactly_once.py, from the repo root: `python -m tests.spark.stream_job --namesrv ... --topic ...
+--checkpoint ... --out ... [--available-now]`. It reads the topic from earliest with maxOffsetsPerTrigger and
 appends (topic, broker, queue_id, queue_offset, body) to parquet files: Spark's file sink commits
 each batch's files in its `_spark_metadata` log, which with the checkpoint makes the output
 exactly-once. With --available-now it drains what exists and exits; otherwise it runs until killed.
@@ -14,7 +14,7 @@ import os
 import sys
 from pathlib import Path
 
-from spark_harness import spark_conf
+from tests.spark.spark_harness import spark_conf
 
 
 def main() -> None:

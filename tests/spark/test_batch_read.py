@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from spark_harness import ThreadedCluster
 
 from broker.client import Message, SendResult
+from tests.spark.spark_harness import ThreadedCluster
 
 TOPIC = "SparkBatch"
 OTHER = "SparkBatchOther"

@@ -17,13 +17,13 @@ from typing import Any
 
 import pyarrow.compute as pc  # type: ignore[import-untyped]
 import pytest
-from spark_harness import ThreadedCluster
 
 from broker.client import Message
 from broker.spark import client as client_module
 from broker.spark.client import PullSpec, QueueClient
 from broker.spark.rows import record_batch
 from broker.transport.connection import CloseReason
+from tests.spark.spark_harness import ThreadedCluster
 
 
 def test_calls_and_pulls_reconnect_after_the_servers_close_idle_connections(

@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from local_cluster import SMALL_INDEX
-from spark_harness import ThreadedCluster
 
 from broker.client import Message
+from tests.local_cluster import SMALL_INDEX
+from tests.spark.spark_harness import ThreadedCluster
 
 TOPIC = "SparkLoss"
 BODY = b"x" * 1000

@@ -20,18 +20,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from spark_harness import ThreadedCluster
 
 from broker.client import Message
+from tests.spark.spark_harness import ThreadedCluster
 
 TOPIC = "SparkKill9"
-JOB = Path(__file__).with_name("stream_job.py")
+REPO = Path(__file__).resolve().parents[2]  # stream_job runs as `python -m tests.spark.stream_job` from here
 
 
 def start_job(cluster: ThreadedCluster, tmp: Path, available_now: bool, log: Path) -> subprocess.Popen[bytes]:
     cmd = [
         sys.executable,
-        str(JOB),
+        "-m",
+        "tests.spark.stream_job",
         f"--namesrv={cluster.namesrv_addr}",
         f"--topic={TOPIC}",
         f"--checkpoint={tmp / 'ckpt'}",
@@ -43,12 +44,10 @@ def start_job(cluster: ThreadedCluster, tmp: Path, available_now: bool, log: Pat
         cmd.append("--available-now")
     env = {
         **os.environ,
-        "PYTHONPATH": os.pathsep.join(
-            p for p in (str(JOB.parent), str(JOB.parent.parent), os.environ.get("PYTHONPATH")) if p
-        ),
+        "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p),
     }
     with log.open("ab") as out:
-        return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=REPO, start_new_session=True)
 
 
 def batch_ids(directory: Path) -> set[int]:

@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from spark_harness import ThreadedCluster
 
 from broker.client import Message
+from tests.spark.spark_harness import ThreadedCluster
 
 
 def test_batch_write_is_readable_by_a_push_consumer(spark: Any, cluster: ThreadedCluster) -> None:

@@ -8,9 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from spark_harness import ThreadedCluster
-
 from broker.client import Message
+from tests.spark.spark_harness import ThreadedCluster
 
 TOPIC = "SparkStreamCap"
 GROUP = "spark-progress-group"

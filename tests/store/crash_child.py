@@ -1,8 +1,9 @@
-"""Child process of test_crash.py: writes with SYNC_FLUSH under load and prints every acknowledged put.
+"""Child process of test_crash.py and test_dispatch_sink.py: writes with SYNC_FLUSH under load and prints
+every acknowledged put.
 
-Usage: python crash_child.py ROOT ROUND. Each line on stdout is `ack <key> <queue_id> <queue_offset>`,
-written and flushed only after the store answered PUT_OK (so after the group-commit fdatasync). The
-parent kills this process with SIGKILL at a random moment.
+Usage, from the repo root: `python -m tests.store.crash_child ROOT ROUND`. Each line on stdout is
+`ack <key> <queue_id> <queue_offset>`, written and flushed only after the store answered PUT_OK (so after
+the group-commit fdatasync). The parent kills this process with SIGKILL at a random moment.
 """
 
 from __future__ import annotations
@@ -11,9 +12,8 @@ import asyncio
 import sys
 from pathlib import Path
 
-from store_helpers import message, small_config
-
 from broker.store import MessageStore, PutStatus
+from tests.store.store_helpers import message, small_config
 
 WRITERS = 24
 

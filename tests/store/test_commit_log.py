@@ -8,12 +8,12 @@ import zlib
 from pathlib import Path
 
 import pytest
-from store_helpers import RecordingSink
 
 from broker.protocol.message import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, decode_record, decode_records
 from broker.store.commit_log import CommitLog
 from broker.store.config import StoreConfig
 from broker.store.results import MessageToStore, PutStatus
+from tests.store.store_helpers import RecordingSink
 
 FILE_SIZE = 4096
 

@@ -16,20 +16,19 @@ import time
 from pathlib import Path
 
 import pytest
-from store_helpers import small_config
 
 from broker.protocol.message import decode_record
 from broker.store import GetStatus, MessageStore
+from tests.store.store_helpers import small_config
 
-HERE = Path(__file__).parent
-REPO = HERE.parent.parent
+REPO = Path(__file__).resolve().parents[2]  # crash_child runs as `python -m tests.store.crash_child` from here
 
 
 def run_round(root: Path, round_no: int, rng: random.Random) -> list[tuple[str, int, int]]:
     """Start the writer, let it write for a random while, SIGKILL it; returns the acknowledged puts."""
-    env = dict(os.environ, PYTHONPATH=f"{REPO}{os.pathsep}{HERE}")
+    env = dict(os.environ, PYTHONPATH=str(REPO))
     proc = subprocess.Popen(
-        [sys.executable, str(HERE / "crash_child.py"), str(root), str(round_no)],
+        [sys.executable, "-m", "tests.store.crash_child", str(root), str(round_no)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=env,

@@ -12,13 +12,13 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from store_helpers import dispatched, small_config
 
 from broker.protocol.javahash import tags_code
 from broker.protocol.properties import encode_properties
 from broker.store import MessageStore, MessageToStore, PutStatus
 from broker.store.consume_queue import ConsumeQueue
 from broker.store.dispatch_request import DispatchRequest, parse_record
+from tests.store.store_helpers import dispatched, small_config
 
 TOPIC = "DirectTopic"
 

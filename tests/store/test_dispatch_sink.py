@@ -19,8 +19,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-from store_helpers import RecordingSink, dispatched, message, small_config
-
 from broker.ha.master import HAMaster
 from broker.ha.settings import HASettings
 from broker.ha.slave import HAClient
@@ -32,9 +30,9 @@ from broker.store.consume_queue import ConsumeQueueStore
 from broker.store.dispatch import ReputService
 from broker.store.dispatch_request import BLANK, DispatchRequest, parse_record
 from broker.store.mapped_file_queue import MappedFileQueue
+from tests.store.store_helpers import RecordingSink, dispatched, message, small_config
 
-HERE = Path(__file__).parent
-REPO = HERE.parent.parent
+REPO = Path(__file__).resolve().parents[2]  # crash_child runs as `python -m tests.store.crash_child` from here
 FILE_SIZE = 64 * 1024
 
 
@@ -154,9 +152,9 @@ def test_hot_path_dispatch_sees_every_record_once_in_order(tmp_path: Path) -> No
 
 def _write_and_get_killed(root: Path) -> None:
     """crash_child.py writes with SYNC_FLUSH from 24 writers until it is killed with SIGKILL."""
-    env = dict(os.environ, PYTHONPATH=f"{REPO}{os.pathsep}{HERE}")
+    env = dict(os.environ, PYTHONPATH=str(REPO))
     proc = subprocess.Popen(
-        [sys.executable, str(HERE / "crash_child.py"), str(root), "1"],
+        [sys.executable, "-m", "tests.store.crash_child", str(root), "1"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=env,

@@ -10,12 +10,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from store_helpers import message, small_config
-
 from broker.protocol.message import decode_record
 from broker.store import MessageStore, PutStatus, index_service
 from broker.store.dispatch_request import DispatchRequest
 from broker.store.index_service import GATHER_RECORDS, GATHER_S, IndexService
+from tests.store.store_helpers import message, small_config
 
 T0 = 1_700_000_000_000
 
@@ -100,10 +99,11 @@ def test_a_store_query_right_after_the_put_finds_the_message(tmp_path: Path) -> 
     asyncio.run(run())
 
 
+REPO = Path(__file__).resolve().parents[2]  # the child imports tests.store.store_helpers from here
 _CRASH_CHILD = """
 import asyncio, os, sys
 from pathlib import Path
-from store_helpers import message, small_config
+from tests.store.store_helpers import message, small_config
 from broker.store import MessageStore, PutStatus, index_service
 
 index_service.GATHER_S = 3600.0  # a slow disk must not let the timer write the gathered records
@@ -129,8 +129,8 @@ asyncio.run(crash())
 def test_gathered_records_lost_in_a_crash_are_indexed_by_recovery(tmp_path: Path) -> None:
     child = subprocess.run(
         [sys.executable, "-c", _CRASH_CHILD, str(tmp_path)],
-        cwd=Path(__file__).parent,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
         capture_output=True,
         text=True,
         timeout=60,

@@ -16,7 +16,6 @@ import time
 from pathlib import Path
 
 import pytest
-from store_helpers import dispatched, message, process_gone, small_config, wait_for
 
 from broker.protocol.message import SysFlag
 from broker.store import MessageStore, MessageToStore, PutStatus, StoreConfig
@@ -24,7 +23,9 @@ from broker.store import index_process as index_process_module
 from broker.store.config import INDEX_HELPER_MIN_FILE_SIZE
 from broker.store.index_file import key_hash
 from broker.store.index_process import IndexProcess
+from tests.store.store_helpers import dispatched, message, process_gone, small_config, wait_for
 
+REPO = Path(__file__).resolve().parents[2]  # the child scripts import tests.store.store_helpers from here
 TOPIC = "TopicTest"
 FAR_FUTURE = 1 << 62
 
@@ -217,10 +218,9 @@ def test_the_helper_exits_when_the_broker_is_killed_and_recovery_indexes_the_res
     # a "broker" that puts messages, prints the helper's pid, keeps putting, and dies by SIGKILL
     script = textwrap.dedent(
         f"""
-        import asyncio, sys
-        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        import asyncio
         from pathlib import Path
-        from store_helpers import message, process_gone, small_config, wait_for
+        from tests.store.store_helpers import message, process_gone, small_config, wait_for
         from broker.store import MessageStore
 
         async def main():
@@ -239,7 +239,13 @@ def test_the_helper_exits_when_the_broker_is_killed_and_recovery_indexes_the_res
         asyncio.run(main())
         """
     )
-    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    parent = subprocess.Popen(
+        [sys.executable, "-c", script],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert parent.stdout is not None
     helper_pid = int(parent.stdout.readline())
     assert parent.stdout.readline().strip() == "500"

@@ -5,10 +5,9 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from store_helpers import message, small_config
-
 from broker.protocol.message import decode_record, decode_records
 from broker.store import GetStatus, MessageStore, PutStatus
+from tests.store.store_helpers import message, small_config
 
 
 def test_put_get_query_and_clean_restart(tmp_path: Path) -> None:

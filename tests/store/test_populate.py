@@ -19,13 +19,13 @@ import time
 from pathlib import Path
 
 import pytest
-from store_helpers import message, process_gone, small_config, wait_for
 
 from broker.store import MessageStore, PutStatus
 from broker.store.mapped_file import MappedFile, file_name_for
 from broker.store.mapped_file_queue import MappedFileQueue
 from broker.store.populate import MIN_FILE_SIZE, PagePopulator
 from broker.store.populate_helper import populate_ahead
+from tests.store.store_helpers import message, process_gone, small_config, wait_for
 
 PAGE = mmap.PAGESIZE
 MIB = 1 << 20

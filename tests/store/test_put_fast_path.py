@@ -6,11 +6,10 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from store_checks import assert_requests_match_records
-from store_helpers import message, small_config
-
 from broker.store import MessageStore, PutResult, PutStatus
 from broker.store.dispatch_request import DispatchRequest
+from tests.store.store_helpers import message, small_config
+from tests.store_checks import assert_requests_match_records
 
 
 def test_first_commit_log_file_is_created_at_start(tmp_path: Path) -> None:

@@ -8,10 +8,10 @@ import os
 from pathlib import Path
 
 import pytest
-from store_helpers import message, small_config
 
 from broker.protocol.message import decode_record
 from broker.store import GetStatus, MessageStore
+from tests.store.store_helpers import message, small_config
 
 
 def fill(root: Path, count: int) -> list[tuple[int, int]]:

@@ -10,11 +10,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from store_helpers import dispatched, message, small_config
 
 from broker.protocol.message import decode_record
 from broker.store import GetStatus, MessageStore, PutStatus
 from broker.store.retention import CleanService
+from tests.store.store_helpers import dispatched, message, small_config
 
 
 def test_retention_deletes_expired_files_but_never_the_active_one(tmp_path: Path) -> None:
