@@ -94,7 +94,9 @@ class BrokerCollector(Collector):
         bytes_out = node.counter(
             "rocketmq_throughput_out_total", "Bytes returned by pulls (whole records)", ["topic", "consumer_group"]
         )
-        for (topic, group), (count, nbytes) in sorted(m.out_cells.items()):
+        # the broker's own pull counters (GroupGetStats, always on), keyed topic@group as RocketMQ's stats
+        for key, (count, nbytes, _pulls) in sorted(self.broker.get_stats.counts.items()):
+            topic, _, group = key.partition("@")
             messages_out.add_metric(node(topic, group), count)
             bytes_out.add_metric(node(topic, group), nbytes)
         dlq = node.counter(
@@ -173,7 +175,7 @@ class BrokerCollector(Collector):
         """Per (group, topic) with committed offsets, summed over its queues (RocketMQ's ConsumerLagCalculator):
         lag = queue end - committed, in flight = pulled to - committed, ready = queue end - pulled to."""
         b = self.broker
-        pulled_to = self.meters.pulled_to
+        pulled_to = b.get_stats.pulled_to
         system_topics = b.topics.system_topics
         labels = ["topic", "consumer_group", "is_retry", "is_system"]
         lag_f = node.gauge("rocketmq_consumer_lag_messages", "Messages not yet consumed (committed)", labels)

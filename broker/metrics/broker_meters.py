@@ -9,9 +9,10 @@ type). `fold` moves `puts` into the cells once a read (the rpc meter calls it af
 puts of one normal topic, all in one size bucket (the common case), are folded by a few C calls
 (`fold`), anything else one put at a time (`count_put`, the reference tests/metrics/test_broker_meters.py
 holds the fold equal to). A batch send and a put answered with another code than SUCCESS count at once
-(`count_batch`). The pull processor calls `pulled` for every pull that returns messages, the send-back
-and retry paths `dead_lettered`. `BrokerCollector` reads the dicts when Prometheus scrapes. With metrics
-off the broker holds no BrokerMeters at all and the processors skip all of it (one `is None` test).
+(`count_batch`). The send-back and retry paths call `dead_lettered`. What pulls return is not counted
+here: the broker always counts it (broker/server/get_stats.py, for mqadmin's consume statistics), and
+`BrokerCollector` publishes those counters. It reads the dicts when Prometheus scrapes. With metrics off
+the broker holds no BrokerMeters at all and the processors skip all of it (one `is None` test).
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ def message_type(props: dict[str, str]) -> str:
 
 
 class BrokerMeters:
-    __slots__ = ("dlq", "in_cells", "normal_cells", "out_cells", "pulled_to", "puts", "rpc")
+    __slots__ = ("dlq", "in_cells", "normal_cells", "puts", "rpc")
 
     def __init__(self) -> None:
         self.rpc = RpcMeter(after_read=self.fold)
@@ -57,11 +58,7 @@ class BrokerMeters:
         self.normal_cells: dict[str, Cell] = {}  # topic -> its "normal" cell (the same list): a str key
         # Stored single puts not in the cells yet: (InKey, record bytes), appended by the send processor
         self.puts: list[tuple[InKey, int]] = []
-        self.out_cells: dict[tuple[str, str], list[int]] = {}  # (topic, group) -> [messages, bytes]
         self.dlq: dict[tuple[str, str], int] = {}  # (original topic, group) -> messages
-        # (group, topic, queue) -> the next offset after the group's last pull that found messages: how far
-        # the consumer has read (RocketMQ's pull offset), for in-flight and ready messages
-        self.pulled_to: dict[tuple[str, str, int], int] = {}
 
     def in_cell(self, topic: str, mtype: str) -> Cell:
         """The cell of (topic, message type), made on first use."""
@@ -106,15 +103,6 @@ class BrokerMeters:
         cell = self.cell_of(key)
         SIZE_BUCKETS.observe(cell, wrote_bytes // messages, messages)
         cell[-1] += wrote_bytes - wrote_bytes // messages * messages  # the sum stays the bytes stored
-
-    def pulled(self, group: str, topic: str, queue_id: int, messages: int, nbytes: int, next_offset: int) -> None:
-        key = (topic, group)
-        cell = self.out_cells.get(key)
-        if cell is None:
-            cell = self.out_cells[key] = [0, 0]
-        cell[0] += messages
-        cell[1] += nbytes
-        self.pulled_to[(group, topic, queue_id)] = next_offset
 
     def dead_lettered(self, topic: str, group: str) -> None:
         key = (topic, group)

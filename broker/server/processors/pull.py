@@ -188,9 +188,8 @@ class PullProcessor:
         if code == ResponseCode.SUCCESS:
             body = read.body
             b.stats.get(len(read.records))
+            # always counted; the metrics' rocketmq_messages_out_total and in-flight gauges read it too
             b.get_stats.pulled(h.consumer_group, h.topic, h.queue_id, len(read.records), len(body), next_begin)
-            if b.meters is not None:
-                b.meters.pulled(h.consumer_group, h.topic, h.queue_id, len(read.records), len(body), next_begin)
         if allow_suspend and h.sys_flag & FLAG_COMMIT_OFFSET and self.config.is_master:
             b.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
         if code == ResponseCode.PULL_NOT_FOUND and allow_suspend and h.sys_flag & FLAG_SUSPEND:
