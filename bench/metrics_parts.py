@@ -32,12 +32,15 @@ _BATCH = 200  # distinct reads prepared at a time (each carries fresh UNIQ_KEYs)
 
 class _FoldOnly:
     """The counting's part of the dispatcher's meter: the puts counted into their cells once a read (the
-    broker's rpc meter does this after timing the read's answers)."""
+    broker's rpc meter does this when told a read ended)."""
 
     def __init__(self, meters: BrokerMeters) -> None:
         self.meters = meters
 
-    def answered(self, batches: object, read_ns: int) -> None:
+    def answered(self, requests: object, replies: object, read_ns: int, written_ns: int) -> None:
+        pass
+
+    def read_done(self) -> None:
         self.meters.fold()
 
 

@@ -24,12 +24,13 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from rich.progress import Progress
 
 from bench.broker import _PROPS as PROPS
-from bench.broker import QUEUES, BenchConnection, _pipelined, _send_template
+from bench.broker import QUEUES, BenchConnection, PhaseResult, _consume, _pipelined, _queue_depths, _send_template
 from broker.protocol.properties import encode_properties
 from broker.transport.loop import run
 
@@ -113,28 +114,41 @@ def _order(bursts: int) -> list[str]:
     return ["off" if n % 4 in (0, 3) else "on" for n in range(bursts)]
 
 
-async def _measure(args: argparse.Namespace) -> dict[str, list[tuple[float, float]]]:
-    """(messages/s, CPU µs per message) per burst, by "on" / "off", in the order they ran."""
+Runs = dict[str, list[tuple[float, float]]]  # "on" / "off" -> (messages/s, CPU µs per message) per burst
+
+
+async def _bursts(broker: _Broker, bursts: int, burst: Callable[[str], Awaitable[PhaseResult]]) -> Runs:
+    runs: Runs = {"on": [], "off": []}
+    for n, metrics in enumerate(_order(bursts)):
+        cpu = broker.switch(metrics)
+        result = await burst(f"burst {n + 1} {metrics}")
+        cpu_us = (broker.switch(metrics) - cpu) / result.messages * 1e6
+        if result.errors:
+            raise SystemExit(f"{result.errors} requests failed in {result.name}")
+        runs[metrics].append((result.rate, cpu_us))
+    return runs
+
+
+async def _measure(args: argparse.Namespace) -> dict[str, Runs]:
+    """The send bursts, then the consume bursts (each pulls the same first `--burst` messages stored, 32 a
+    pull, 64 pulls in flight, without committing offsets)."""
     root = Path(tempfile.mkdtemp(prefix="bench-metrics-toggle-"))
     broker = _Broker(root)
-    runs: dict[str, list[tuple[float, float]]] = {"on": [], "off": []}
     try:
         loop = asyncio.get_running_loop()
         _t, conn = await loop.create_connection(BenchConnection, "127.0.0.1", broker.port)
         templates = [_send_template(q, os.urandom(args.size), props=encode_properties(PROPS)) for q in range(QUEUES)]
         with Progress(transient=True) as progress:
             await _pipelined(conn, templates, args.burst, 64, 1, progress, "warm-up")
-            for n, metrics in enumerate(_order(args.bursts)):
-                cpu = broker.switch(metrics)
-                sent = await _pipelined(conn, templates, args.burst, 64, 1, progress, f"burst {n + 1} {metrics}")
-                cpu_us = (broker.switch(metrics) - cpu) / sent.messages * 1e6
-                if sent.errors:
-                    raise SystemExit(f"{sent.errors} sends failed in burst {n + 1}")
-                runs[metrics].append((sent.rate, cpu_us))
+            sends = await _bursts(
+                broker, args.bursts, lambda name: _pipelined(conn, templates, args.burst, 64, 1, progress, name)
+            )
+            backlog = {q: min(n, args.burst // QUEUES) for q, n in (await _queue_depths(broker.port)).items()}
+            pulls = await _bursts(broker, args.bursts, lambda _name: _consume(conn, backlog, 64, progress))
     finally:
         broker.stop()
         shutil.rmtree(root, ignore_errors=True)
-    return runs
+    return {"send": sends, "consume": pulls}
 
 
 def _ratios(on: list[float], off: list[float]) -> list[float]:
@@ -149,8 +163,8 @@ def _quartiles(values: list[float]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.metrics_toggle", description=__doc__.split("\n")[0])
-    parser.add_argument("--bursts", type=int, default=200, help="bursts in all, half with metrics on")
-    parser.add_argument("--burst", type=int, default=4000, help="sends per burst")
+    parser.add_argument("--bursts", type=int, default=100, help="bursts of each kind, half with metrics on")
+    parser.add_argument("--burst", type=int, default=20_000, help="messages sent, or pulled, per burst")
     parser.add_argument("--size", type=int, default=1024, help="body bytes")
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -159,19 +173,21 @@ def main(argv: list[str] | None = None) -> None:
         return
     load = os.getloadavg()[0]
     started = time.monotonic()
-    runs = run(_measure(args))
-    rates = _ratios([r for r, _ in runs["on"]], [r for r, _ in runs["off"]])
-    cpus = _ratios([c for _, c in runs["on"]], [c for _, c in runs["off"]])
+    measured = run(_measure(args))
     print(
-        f"{args.bursts} bursts of {args.burst} sends ({args.size} B, 64 in flight), metrics switched in one "
-        f"broker; load {load:.1f} -> {os.getloadavg()[0]:.1f}, {time.monotonic() - started:.0f} s"
+        f"{args.bursts} bursts each of {args.burst} sends ({args.size} B, 64 in flight) and of pulls of them (32 a "
+        f"pull, 64 in flight), metrics switched in one broker; load {load:.1f} -> {os.getloadavg()[0]:.1f}, "
+        f"{time.monotonic() - started:.0f} s"
     )
-    for kind in ("off", "on"):
-        rate = statistics.median(r for r, _ in runs[kind])
-        cpu = statistics.median(c for _, c in runs[kind])
-        print(f"  metrics {kind:3}: {rate:9,.0f} msgs/s, broker CPU {cpu:5.1f} µs/msg (medians)")
-    print(f"  send throughput on/off: {_quartiles(rates)}")
-    print(f"  broker CPU per message on/off: {_quartiles(cpus)}")
+    for phase, runs in measured.items():
+        for kind in ("off", "on"):
+            rate = statistics.median(r for r, _ in runs[kind])
+            cpu = statistics.median(c for _, c in runs[kind])
+            print(f"  {phase:7} metrics {kind:3}: {rate:9,.0f} msgs/s, broker CPU {cpu:5.2f} µs/msg (medians)")
+        rates = _ratios([r for r, _ in runs["on"]], [r for r, _ in runs["off"]])
+        cpus = _ratios([c for _, c in runs["on"]], [c for _, c in runs["off"]])
+        print(f"  {phase:7} throughput on/off: {_quartiles(rates)}")
+        print(f"  {phase:7} broker CPU per message on/off: {_quartiles(cpus)}")
 
 
 if __name__ == "__main__":

@@ -4,8 +4,8 @@ Every stored message is one observation of its record size in the message size h
 (topic, message type): the cell's count is rocketmq_messages_in_total and its sum
 rocketmq_throughput_in_total. A send that stores one message only appends (key, record bytes) to `puts`
 (broker/server/processors/send.py): the key is the topic for a normal message, else (topic, message
-type). `fold` moves `puts` into the cells once a read (the rpc meter calls it after each read,
-`RpcMeter.after_read`) and before every scrape, so the cells are exact whenever they are read; a read's
+type). `fold` moves `puts` into the cells once a read (the rpc meter calls it at the end of each read,
+`RpcMeter.read_done`) and before every scrape, so the cells are exact whenever they are read; a read's
 puts of one normal topic, all in one size bucket (the common case), are folded by a few C calls
 (`fold`), anything else one put at a time (`count_put`, the reference tests/metrics/test_broker_meters.py
 holds the fold equal to). A batch send and a put answered with another code than SUCCESS count at once

@@ -3,15 +3,16 @@ request to its answer (RocketMQ's unit and buckets; RocketMQ counts from the req
 wait in a thread pool's queue included).
 
 `instrument(dispatcher, meter)` runs once, after the broker or NameServer has registered its handlers.
-Synchronous handlers (every send) are not wrapped: the connection's hot loop gives the meter, once a
-read, the requests it answered inline in batches, each with the replies and the clock when they were
-written (`RpcMeter.answered`, the dispatcher's AnswerMeter). A request is timed from its read's arrival,
-`RemotingConnection.read_ns` (the requests before it in the same read are its queueing), to the write of
-its reply; a request flow control held back, from when it was held (`received_at`). That is one clock
-read per 16 replies, not per request: a wrapper reading the clock per request cost the broker 9-11% of
-a send (docs/benchmarks.md). Coroutine handlers are wrapped and timed from their start to their answer.
-A handler that returns None answers later itself: the send path observes its late answers with
-`observe_late`; a long-polled pull is not observed, nor is a one-way request (no answer; docs/metrics.md).
+Synchronous handlers (every send and pull) are not wrapped: at each write the connection's hot loop gives
+the meter the requests it answered inline since the last write, with their replies and the clock
+(`RpcMeter.answered`, the dispatcher's AnswerMeter), and tells it when a read ends (`read_done`). A
+request is timed from its read's arrival, `RemotingConnection.read_ns` (the requests before it in the
+same read are its queueing), to the write of its reply; a request flow control held back, from when it
+was held (`received_at`). That is one clock read per 16 replies, not per request: a wrapper reading the
+clock per request cost the broker 9-11% of a send (docs/benchmarks.md). Coroutine handlers are wrapped
+and timed from their start to their answer. A handler that returns None answers later itself: the send
+path observes its late answers with `observe_late`; a long-polled pull is not observed, nor is a one-way
+request (no answer; docs/metrics.md).
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ class RpcMeter:
     def __init__(self, after_read: Callable[[], object] | None = None) -> None:
         self.cells: dict[tuple[int, int], Cell] = {}
         self.ok_cells: dict[int, Cell] = {}  # request code -> its (code, SUCCESS) cell, the same list
-        # Called at the end of every `answered`, i.e. once a read: the broker folds its counted puts there
+        # Called by `read_done`, once a read: the broker folds its counted puts there
         self.after_read = after_read
 
     def cell(self, code: int, response_code: int) -> Cell:
@@ -95,32 +96,33 @@ class RpcMeter:
     def observe(self, code: int, response: RemotingCommand | bytes, elapsed_ns: int) -> None:
         RPC_BUCKETS.observe(self.cell(code, _response_code(response)), elapsed_ns)
 
-    def answered(self, batches: list[tuple[list[RemotingCommand], list[bytes], int]], read_ns: int) -> None:
-        """A read's requests answered inline, in batches of (requests, their reply frames, when written):
-        RemotingConnection._process calls this once a read, with no batches when it answered nothing inline
-        (the AnswerMeter of broker/transport/dispatcher.py); `after_read` runs last.
+    def answered(self, requests: list[RemotingCommand], replies: list[bytes], read_ns: int, written_ns: int) -> None:
+        """Requests answered inline by `replies`, written at `written_ns`: RemotingConnection._process calls
+        this at each write of replies (the AnswerMeter of broker/transport/dispatcher.py).
 
-        A batch of sends is the common case: one request code, every reply a SUCCESS frame. That is
-        checked at C speed (map, no Python code per request) and counted into one cell at once; anything
+        A batch of sends or pulls is the common case: one request code, every reply a SUCCESS frame. That
+        is checked at C speed (map, no Python code per request) and counted into one cell at once; anything
         else is observed one request at a time by `answered_plainly`, the reference the tests hold the
         fast path equal to (tests/metrics/test_rpc_meter.py). A batch is one read's requests or requests
         flow control held back (each with its `received_at`), never both: the first one tells which."""
-        for requests, replies, written_ns in batches:
-            if (
-                len(replies) == len(requests)
-                and not requests[0].received_at
-                # our JSON frames start {"code": at byte 8, so byte 16 is the code's first digit: "0" only for 0
-                and bytes(map(_FIRST_CODE_DIGIT, replies)) == b"0" * len(replies)
-                and len(set(map(_code_of, requests))) == 1
-            ):
-                code = requests[0].code
-                elapsed = written_ns - read_ns
-                cell = self.ok_cells.get(code) or self.cell(code, 0)
-                times = len(requests)
-                cell[bisect_left(_BOUNDS, elapsed)] += times
-                cell[-1] += elapsed * times
-            else:
-                self.answered_plainly(requests, replies, read_ns, written_ns)
+        if (
+            len(replies) == len(requests)
+            and not requests[0].received_at
+            # our JSON frames start {"code": at byte 8, so byte 16 is the code's first digit: "0" only for 0
+            and bytes(map(_FIRST_CODE_DIGIT, replies)) == b"0" * len(replies)
+            and len(set(map(_code_of, requests))) == 1
+        ):
+            code = requests[0].code
+            elapsed = written_ns - read_ns
+            cell = self.ok_cells.get(code) or self.cell(code, 0)
+            times = len(requests)
+            cell[bisect_left(_BOUNDS, elapsed)] += times
+            cell[-1] += elapsed * times
+        else:
+            self.answered_plainly(requests, replies, read_ns, written_ns)
+
+    def read_done(self) -> None:
+        """A read's end: `after_read` (the broker folds the read's counted puts there)."""
         if self.after_read is not None:
             self.after_read()
 

@@ -39,7 +39,7 @@ from broker.protocol.codes import FLAG_ONEWAY, FLAG_RESPONSE, ResponseCode, Seri
 from broker.protocol.command import DEFAULT_MAX_FRAME_LENGTH, FrameDecoder, RemotingCommand, encode, encode_binary
 from broker.protocol.errors import RemoteProtocolError
 from broker.transport.budget import LARGE_FRAME, FrameBudget, Reservation
-from broker.transport.dispatcher import Dispatcher, Route
+from broker.transport.dispatcher import AnswerMeter, Dispatcher, Route
 from broker.transport.errors import (
     CloseReason,
     ConnectionClosedError,
@@ -295,9 +295,9 @@ class RemotingConnection(asyncio.Protocol):
         The hot loop of both ends: responses complete our pending requests, synchronous handlers are
         answered inline (their replies gathered in `_out`), coroutine handlers get a task.
 
-        With metrics on (`Dispatcher.meter`), each write notes the batch of requests answered inline since
-        the last one, `commands[first:n]`, with their replies, `out[first_out:]` (one each, in order), and
-        the clock; the meter gets the read's batches at its end, in one call. A command that gets no reply
+        With metrics on (`Dispatcher.meter`), each write first hands the meter the batch of requests answered
+        inline since the last one, `commands[first:n]`, with their replies, `out[first_out:]` (one each, in
+        order), and the clock; the meter is told when the read ends. A command that gets no reply
         here (a response, an unknown code, a coroutine handler, an answer later or none) first closes the
         batch before it and starts the next one after it, so the common path adds nothing per request to
         keep that pairing (what metrics cost per request: docs/benchmarks.md).
@@ -310,7 +310,6 @@ class RemotingConnection(asyncio.Protocol):
         high_water = self.config.write_high_water
         max_tasks = self.config.max_in_flight_handlers
         meter = self._dispatcher.meter
-        batches: list[tuple[list[RemotingCommand], list[bytes], int]] = []
         first = 0  # the first command not in a batch yet, its reply at out[first_out]
         first_out = len(out)
         handled = len(commands)
@@ -325,7 +324,7 @@ class RemotingConnection(asyncio.Protocol):
                 flag = cmd.flag
                 if flag & FLAG_RESPONSE:
                     if meter is not None:
-                        self._batch(batches, commands, first, index, first_out)
+                        self._batch(meter, commands, first, index, first_out)
                         first, first_out = index + 1, len(out)
                     entry = pending.pop(cmd.opaque, None)
                     if entry is None:
@@ -340,7 +339,7 @@ class RemotingConnection(asyncio.Protocol):
                 route = routes.get(cmd.code, default)
                 if route is None:
                     if meter is not None:
-                        self._batch(batches, commands, first, index, first_out)
+                        self._batch(meter, commands, first, index, first_out)
                     self._reply(
                         cmd,
                         cmd.response(
@@ -350,7 +349,7 @@ class RemotingConnection(asyncio.Protocol):
                     first, first_out = index + 1, len(out)
                 elif route.is_async:
                     if meter is not None:
-                        self._batch(batches, commands, first, index, first_out)
+                        self._batch(meter, commands, first, index, first_out)
                         first, first_out = index + 1, len(out)
                     self._start_task(route, cmd)
                 else:
@@ -366,35 +365,28 @@ class RemotingConnection(asyncio.Protocol):
                         out.append(response)
                         self._out_bytes += len(response)
                     elif meter is not None:  # no reply now (answered later, or one-way): not in a batch
-                        self._batch(batches, commands, first, index, first_out)
+                        self._batch(meter, commands, first, index, first_out)
                         first, first_out = index + 1, len(out)
                 if len(out) >= _REPLIES_PER_WRITE or self._out_bytes >= high_water:
                     # Hand replies over in slices rather than one write per read: the peer starts on the
                     # first ones while we decode the rest, instead of both sides taking turns (this
                     # doubled round trips at 64 in flight). Big replies also let pause_writing stop us.
                     if meter is not None:
-                        self._batch(batches, commands, first, index + 1, first_out)
+                        self._batch(meter, commands, first, index + 1, first_out)
                     self._flush()
                     first, first_out = index + 1, 0
         finally:
             self._in_receive = False
         if meter is not None:  # told of every read, even one answered later or not at all
-            self._batch(batches, commands, first, handled, first_out)
-            meter.answered(batches, self.read_ns)
+            self._batch(meter, commands, first, handled, first_out)
+            meter.read_done()
         self._flush()
 
-    def _batch(
-        self,
-        batches: list[tuple[list[RemotingCommand], list[bytes], int]],
-        commands: list[RemotingCommand],
-        first: int,
-        end: int,
-        first_out: int,
-    ) -> None:
-        """Close the batch `commands[first:end]`, answered inline by the replies from `_out[first_out]` on,
-        as written now."""
+    def _batch(self, meter: AnswerMeter, commands: list[RemotingCommand], first: int, end: int, first_out: int) -> None:
+        """Tell the meter of the batch `commands[first:end]`, answered inline by the replies from
+        `_out[first_out]` on, written now."""
         if end > first:
-            batches.append((commands[first:end], self._out[first_out:], _monotonic_ns()))
+            meter.answered(commands[first:end], self._out[first_out:], self.read_ns, _monotonic_ns())
 
     def _keep(self, commands: list[RemotingCommand]) -> None:
         """Hold commands back (flow control), stamped with the time their read arrived (first time only)."""

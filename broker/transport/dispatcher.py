@@ -32,13 +32,19 @@ Handler: TypeAlias = SyncHandler | AsyncHandler | Any  # Any: an object with a `
 
 
 class AnswerMeter(Protocol):
-    """Told about the requests synchronous handlers answered, once per read (broker/metrics/rpc.py times
-    them): one call a read, one clock read per batch of replies written, nothing per request."""
+    """Told about the requests synchronous handlers answered (broker/metrics/rpc.py times them): one call
+    per write of replies with the batch it answered, one call at the end of each read, nothing per
+    request."""
 
-    def answered(self, batches: list[tuple[list[RemotingCommand], list[bytes], int]], read_ns: int) -> None:
-        """Each batch: requests, the encoded frames that answered them (one each, in order, unless a handler
-        also wrote frames of its own on the connection) and time.monotonic_ns() when they were written;
-        `read_ns`: when their read arrived (a request flow control held back carries its `received_at`)."""
+    def answered(self, requests: list[RemotingCommand], replies: list[bytes], read_ns: int, written_ns: int) -> None:
+        """`requests` answered inline by `replies`, the encoded frames about to be written (one each, in
+        order, unless a handler also wrote frames of its own on the connection), at time.monotonic_ns()
+        `written_ns`; `read_ns`: when their read arrived (a request flow control held back carries its
+        `received_at`). Called before the write, so that no frame is kept after it: holding a read's pull
+        replies (32 KiB each) until the read's end made the allocator fault in fresh pages for the next."""
+
+    def read_done(self) -> None:
+        """The end of a read, after its last batch (told of every read, even one answered later or not at all)."""
 
 
 class Route(NamedTuple):

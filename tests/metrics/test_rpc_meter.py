@@ -1,5 +1,5 @@
-"""rocketmq_rpc_latency's counting (broker/metrics/rpc.py): the connection hands the meter each read's inline
-answers in batches, and the meter counts a batch of one code's SUCCESS frames at once. These hold that fast
+"""rocketmq_rpc_latency's counting (broker/metrics/rpc.py): the connection hands the meter the inline answers
+at each write, in batches, and the meter counts a batch of one code's SUCCESS frames at once. These hold that fast
 path equal to observing every request plainly, and the connection's batches to what each request got."""
 
 from __future__ import annotations
@@ -51,7 +51,8 @@ def test_fast_path_counts_what_plain_observation_counts() -> None:
     own = RemotingCommand(code=40, opaque=7)  # a request the handler sent: no response flag
     batches.append((requests, [replies[0], encode(own), replies[1], replies[2]], written))
     fast, plain = RpcMeter(), RpcMeter()
-    fast.answered(batches, read_ns=0)
+    for reqs, reps, written_ns in batches:
+        fast.answered(reqs, reps, 0, written_ns)
     for reqs, reps, written_ns in batches:
         plain.answered_plainly(reqs, reps, 0, written_ns)
     assert fast.cells == plain.cells
@@ -70,7 +71,7 @@ def test_held_request_counts_from_when_it_was_held() -> None:
         held_at = asyncio.get_running_loop().time() - 0.05  # held back 50 ms ago
         for cmd in requests:
             cmd.received_at = held_at
-        meter.answered([(requests, replies, 0)], read_ns=0)
+        meter.answered(requests, replies, 0, 0)
         return meter
 
     cell = run(main()).cells[(310, 0)]
@@ -106,9 +107,9 @@ def test_connection_reports_each_inline_answer_once_with_its_own_reply() -> None
     recorded: list[Batch] = []
 
     class Recording(RpcMeter):
-        def answered(self, batches: list[Batch], read_ns: int) -> None:
-            recorded.extend(batches)
-            super().answered(batches, read_ns)
+        def answered(self, requests: list[RemotingCommand], replies: list[bytes], read_ns: int, now: int) -> None:
+            recorded.append((requests, replies, now))
+            super().answered(requests, replies, read_ns, now)
 
     async def main() -> RpcMeter:
         server = RemotingServer("127.0.0.1", 0)
