@@ -126,7 +126,10 @@ async def close(**_: Any) -> None:
 @kopf.on.update(*RESOURCE)
 @kopf.on.resume(*RESOURCE)
 async def on_change(body: kopf.Body, **_: Any) -> None:
-    outcome = await reconcile(body)
+    try:
+        outcome = await reconcile(body)
+    except OSError as exc:  # the API server dropped or refused the connection: retried, no traceback
+        raise kopf.TemporaryError(str(exc), delay=5) from exc
     # Waiting for pods needs no retry: their events start the next pass (on_pod). Anything else the plan
     # waits for (a slave catching up, a drain, a registration) is polled by retrying this handler.
     if outcome.wait is not None and not outcome.pods_settling:

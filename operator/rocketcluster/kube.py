@@ -43,6 +43,9 @@ _PLURALS = {
     "StorageClass": "storageclasses",
 }
 _CLUSTER_SCOPED = {"StorageClass"}
+# Sent once more when the server dropped the connection under it: server-side apply is idempotent, but
+# aiohttp retries only GET, HEAD, OPTIONS, TRACE, PUT and DELETE itself
+_RETRIED_HERE = frozenset(("PATCH",))
 _INSTANCE = socket.gethostname()  # the pod's name in a pod: which operator replica reported an Event
 _TOKEN_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
 
@@ -119,20 +122,32 @@ class Kube:
         content_type: str = "application/json",
         params: Mapping[str, str] | None = None,
     ) -> Any:
+        """The decoded JSON answer. A non-2xx answer raises ApiError; a connection the API server dropped or
+        refused raises ConnectionError (an OSError, which every caller treats as passing), after one retry
+        of an idempotent request (aiohttp's own, or `_RETRIED_HERE`)."""
         url = f"{path}?{urlencode(params)}" if params else path
         data = json.dumps(body, separators=(",", ":")) if body is not None else None
-        session = self._session_now()
         headers = self._headers(content_type if data is not None else None)
-        async with session.request(method, url, data=data, headers=headers) as resp:
-            text = await resp.text()
-            if resp.status >= 400:
-                try:
-                    status = json.loads(text)
-                    message, reason = status.get("message", text), status.get("reason", resp.reason or "")
-                except ValueError:
-                    message, reason = text[:500], resp.reason or ""
-                raise ApiError(resp.status, reason, message)
-            return json.loads(text) if text else None
+        for attempt in (1, 2):
+            try:
+                async with self._session_now().request(method, url, data=data, headers=headers) as resp:
+                    text = await resp.text()
+                    status_code, reason = resp.status, resp.reason or ""
+                break
+            except aiohttp.ServerDisconnectedError as exc:
+                if attempt == 1 and method in _RETRIED_HERE:
+                    continue
+                raise ConnectionError(f"{method} {path}: the API server closed the connection") from exc
+            except aiohttp.ClientConnectionError as exc:  # aiohttp's own, not all of them OSErrors
+                raise ConnectionError(f"{method} {path}: {exc or type(exc).__name__}") from exc
+        if status_code >= 400:
+            try:
+                status = json.loads(text)
+                message, reason = status.get("message", text), status.get("reason", reason)
+            except ValueError:
+                message = text[:500]
+            raise ApiError(status_code, reason, message)
+        return json.loads(text) if text else None
 
     async def apply(self, obj: Mapping[str, Any]) -> dict[str, Any]:
         """Server-side apply, owning every field the operator renders (force: the operator is the owner)."""
