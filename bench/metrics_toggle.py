@@ -9,7 +9,9 @@ rpc meter on the dispatcher and no meters in the send processor (the same two sw
 bench/metrics_parts.py uses); its /metrics endpoint stays up. Bursts alternate off/on/on/off, so that
 every burst has a neighbour of the other kind a few hundred milliseconds away, and the median of the
 neighbours' ratios is the cost: send throughput (wall time of the burst) and the child's CPU per message
-(its own process clock, read when each burst starts and ends).
+(its own process clock, read when each burst starts and ends). Plain sends are counted when Prometheus
+scrapes, from the ConsumeQueues (broker/metrics/queue_scan.py): between the send and the consume bursts
+it times the scrape that reads every message sent, and one that finds nothing new.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -65,7 +68,8 @@ async def _child(root: Path) -> None:
         loop.call_soon_threadsafe(command, "")
 
     threading.Thread(target=read_stdin, daemon=True).start()
-    print(broker.port, flush=True)
+    assert broker.metrics is not None
+    print(broker.port, broker.metrics.port, flush=True)
     try:
         await done
     finally:
@@ -88,10 +92,17 @@ class _Broker:
         )
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline().strip()
-        if not line.isdigit():
+        if not line.replace(" ", "").isdigit():
             self.proc.kill()
             raise SystemExit(f"the benchmark's broker did not start: {line!r}")
-        self.port = int(line)
+        self.port, self.metrics_port = map(int, line.split())
+
+    def scrape_ms(self) -> float:
+        """Wall milliseconds of one GET /metrics."""
+        started = time.perf_counter()
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=60) as answer:
+            answer.read()
+        return (time.perf_counter() - started) * 1000
 
     def switch(self, metrics: str) -> float:
         """Metrics "on" or "off" from now; the child's process CPU seconds at the switch."""
@@ -129,9 +140,10 @@ async def _bursts(broker: _Broker, bursts: int, burst: Callable[[str], Awaitable
     return runs
 
 
-async def _measure(args: argparse.Namespace) -> dict[str, Runs]:
+async def _measure(args: argparse.Namespace) -> tuple[dict[str, Runs], tuple[float, float]]:
     """The send bursts, then the consume bursts (each pulls the same first `--burst` messages stored, 32 a
-    pull, 64 pulls in flight, without committing offsets)."""
+    pull, 64 pulls in flight, without committing offsets). Between the two, the scrape that reads every
+    message sent from the ConsumeQueues (none was scraped before), and one that finds nothing new."""
     root = Path(tempfile.mkdtemp(prefix="bench-metrics-toggle-"))
     broker = _Broker(root)
     try:
@@ -143,12 +155,13 @@ async def _measure(args: argparse.Namespace) -> dict[str, Runs]:
             sends = await _bursts(
                 broker, args.bursts, lambda name: _pipelined(conn, templates, args.burst, 64, 1, progress, name)
             )
+            scrapes = (await asyncio.to_thread(broker.scrape_ms), await asyncio.to_thread(broker.scrape_ms))
             backlog = {q: min(n, args.burst // QUEUES) for q, n in (await _queue_depths(broker.port)).items()}
             pulls = await _bursts(broker, args.bursts, lambda _name: _consume(conn, backlog, 64, progress))
     finally:
         broker.stop()
         shutil.rmtree(root, ignore_errors=True)
-    return {"send": sends, "consume": pulls}
+    return {"send": sends, "consume": pulls}, scrapes
 
 
 def _ratios(on: list[float], off: list[float]) -> list[float]:
@@ -173,7 +186,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     load = os.getloadavg()[0]
     started = time.monotonic()
-    measured = run(_measure(args))
+    measured, (first_scrape, next_scrape) = run(_measure(args))
     print(
         f"{args.bursts} bursts each of {args.burst} sends ({args.size} B, 64 in flight) and of pulls of them (32 a "
         f"pull, 64 in flight), metrics switched in one broker; load {load:.1f} -> {os.getloadavg()[0]:.1f}, "
@@ -188,6 +201,11 @@ def main(argv: list[str] | None = None) -> None:
         cpus = _ratios([c for _, c in runs["on"]], [c for _, c in runs["off"]])
         print(f"  {phase:7} throughput on/off: {_quartiles(rates)}")
         print(f"  {phase:7} broker CPU per message on/off: {_quartiles(cpus)}")
+    sent = args.burst * (args.bursts + 1)  # the warm-up too
+    print(
+        f"  scrape reading the {sent:,} messages sent: {first_scrape:.0f} ms; the next, nothing new: "
+        f"{next_scrape:.1f} ms; {(first_scrape - next_scrape) * 1e6 / sent:.0f} ns a message"
+    )
 
 
 if __name__ == "__main__":

@@ -1,9 +1,10 @@
 """BrokerCollector: what a scrape of a broker publishes, read at that moment from the broker itself.
 
-Counters and histograms come from BrokerMeters (added to by the hot path); gauges are computed here from
-the broker's tables and its store: topics, groups, connections, consumer lag per group and topic, store
-size and backlogs, replication lag. Everything runs on the event loop (broker.metrics.http), so the lag
-published is the offset table and the queue ends as they are between two requests.
+Counters and histograms come from BrokerMeters (read from the ConsumeQueues, or counted by the hot path);
+gauges are computed here from the broker's tables and its store: topics, groups, connections, consumer lag
+per group and topic, store size and backlogs, replication lag. Everything runs on the event loop
+(broker.metrics.http), so the lag published is the offset table and the queue ends as they are between two
+requests.
 """
 
 from __future__ import annotations
@@ -73,7 +74,6 @@ class BrokerCollector(Collector):
 
     def _traffic(self, node: NodeLabels) -> Iterator[Metric]:
         m = self.meters
-        m.fold()  # the puts since the last read (a scrape runs on the loop: nothing is appended meanwhile)
         messages_in = node.counter("rocketmq_messages_in_total", "Messages stored by sends", ["topic", "message_type"])
         bytes_in = node.counter(
             "rocketmq_throughput_in_total", "Bytes stored by sends (whole records)", ["topic", "message_type"]
@@ -81,7 +81,7 @@ class BrokerCollector(Collector):
         size = node.histogram(
             "rocketmq_message_size", "Size of stored messages in bytes (whole records)", ["topic", "message_type"]
         )
-        for (topic, mtype), cell in sorted(m.in_cells.items()):
+        for (topic, mtype), cell in sorted(m.in_cells().items()):
             # one cell counts all three: a message is one observation of its stored size
             labels = node(topic, mtype)
             buckets, total = SIZE_BUCKETS.publish(cell)

@@ -1,35 +1,36 @@
-"""What the broker's hot path counts for its metrics: plain lists in dicts, added to on the event loop.
+"""What the broker counts for its metrics, and how a scrape reads the messages it stored.
 
-Every stored message is one observation of its record size in the message size histogram cell of its
+A stored message is one observation of its record size in the message size histogram cell of its
 (topic, message type): the cell's count is rocketmq_messages_in_total and its sum
-rocketmq_throughput_in_total. A send that stores one message only appends (key, record bytes) to `puts`
-(broker/server/processors/send.py): the key is the topic for a normal message, else (topic, message
-type). `fold` moves `puts` into the cells once a read (the rpc meter calls it at the end of each read,
-`RpcMeter.read_done`) and before every scrape, so the cells are exact whenever they are read; a read's
-puts of one normal topic, all in one size bucket (the common case), are folded by a few C calls
-(`fold`), anything else one put at a time (`count_put`, the reference tests/metrics/test_broker_meters.py
-holds the fold equal to). A batch send and a put answered with another code than SUCCESS count at once
-(`count_batch`). The send-back and retry paths call `dead_lettered`. What pulls return is not counted
-here: the broker always counts it (broker/server/get_stats.py, for mqadmin's consume statistics), and
-`BrokerCollector` publishes those counters. It reads the dicts when Prometheus scrapes. With metrics off
-the broker holds no BrokerMeters at all and the processors skip all of it (one `is None` test).
+rocketmq_throughput_in_total. Who counts it depends on the put:
+- a plain send (a normal message, alone or in a batch, or a stored reply) is counted by nobody as it is
+  sent: a scrape reads what the topic's ConsumeQueues gained (QueueScan, broker/metrics/queue_scan.py),
+  less what the store reported of the other puts into them (`reported`), so the send path pays nothing;
+- a typed send (transaction, FIFO, delay or delivery time) and a send to a retry topic is counted at its
+  answer (`count_typed`): its type is in its properties, not in the queue, and such sends are few. The
+  send processor puts it with MessageStore.append_reported, as the broker puts what it moves itself (a
+  delay's or a timer's delivery, a committed transaction, a consumer's retry); the store tells
+  `reported_put` of each in the step that appends it.
+A slave counts nothing: its queues hold what it replicated. What pulls return is not counted here: the
+broker always counts it (broker/server/get_stats.py, for mqadmin's consume statistics), and
+`BrokerCollector` publishes those counters. The send-back and retry paths call `dead_lettered`. With
+metrics off the broker holds no BrokerMeters at all and the processors skip all of it (one `is None` test).
 """
 
 from __future__ import annotations
 
-from bisect import bisect_left
-from typing import TypeAlias
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from broker.metrics.histogram import MESSAGE_SIZE_BUCKETS, Buckets, Cell
+from broker.metrics.histogram import Cell
+from broker.metrics.queue_scan import SIZE_BUCKETS, QueueScan
 from broker.metrics.rpc import RpcMeter
 from broker.protocol.properties import Prop
 
-__all__ = ["SIZE_BUCKETS", "TYPED_PROPERTIES", "BrokerMeters", "InKey", "message_type"]
+if TYPE_CHECKING:
+    from broker.store import MessageStore
 
-SIZE_BUCKETS = Buckets(MESSAGE_SIZE_BUCKETS)
-_BOUNDS = SIZE_BUCKETS.bounds
-# What a stored message counts into: its topic (a normal message), or (topic, message type)
-InKey: TypeAlias = str | tuple[str, str]
+__all__ = ["SIZE_BUCKETS", "TYPED_PROPERTIES", "BrokerMeters", "message_type", "plain_sends"]
 
 _DELAY_KEYS = (Prop.DELAY, "__STARTDELIVERTIME", "TIMER_DELIVER_MS", "TIMER_DELAY_SEC", "TIMER_DELAY_MS")
 # A send with none of these properties is "normal"
@@ -49,60 +50,72 @@ def message_type(props: dict[str, str]) -> str:
     return "normal"
 
 
+def plain_sends(stored: Cell, reported: Cell | None, published: Cell | None) -> Cell:
+    """A topic's plain sends: what its queues gained less what the store reported, slot by slot, never
+    below what was `published` before. A reported record the queues do not show yet (dispatch retrying
+    after a full disk) would otherwise take the counter back for a scrape."""
+    now = stored if reported is None else [s - r for s, r in zip(stored, reported, strict=True)]
+    floor = published or [0] * len(stored)
+    return [max(value, least) for value, least in zip(now, floor, strict=True)]
+
+
 class BrokerMeters:
-    __slots__ = ("dlq", "in_cells", "normal_cells", "puts", "rpc")
+    __slots__ = ("_store", "dlq", "plain", "reported", "rpc", "scan", "typed")
 
     def __init__(self) -> None:
-        self.rpc = RpcMeter(after_read=self.fold)
-        self.in_cells: dict[tuple[str, str], Cell] = {}  # (topic, message_type) -> SIZE_BUCKETS cell
-        self.normal_cells: dict[str, Cell] = {}  # topic -> its "normal" cell (the same list): a str key
-        # Stored single puts not in the cells yet: (InKey, record bytes), appended by the send processor
-        self.puts: list[tuple[InKey, int]] = []
+        self.rpc = RpcMeter()
+        self.typed: dict[tuple[str, str], Cell] = {}  # (topic, message_type) -> cell, counted at the answer
+        self.reported: dict[str, Cell] = {}  # topic -> cell of the reported puts into it
+        self.plain: dict[str, Cell] = {}  # topic -> the plain sends' cell as last published
+        self.scan: QueueScan | None = None  # on a master, once attached
+        self._store: MessageStore | None = None
         self.dlq: dict[tuple[str, str], int] = {}  # (original topic, group) -> messages
 
-    def in_cell(self, topic: str, mtype: str) -> Cell:
-        """The cell of (topic, message type), made on first use."""
-        key = (topic, mtype)
-        cell = self.in_cells.get(key)
+    def attach(self, store: MessageStore, *, master: bool, skip: frozenset[str]) -> None:
+        """Count `store`'s messages from now on: its reported puts, and on a master its ConsumeQueues but
+        those of the topics in `skip` (the broker's own stores: delays, transactions, the timer)."""
+        self._store = store
+        store.put_reporter = self.reported_put
+        if master:
+            self.scan = QueueScan(skip.__contains__)
+            store.reput.catch_up()  # what was put before now is in the queues, and not counted
+            self.scan.start(store.consume_queue_store.by_key)
+
+    def reported_put(self, topic: str, sizes: Sequence[int]) -> None:
+        """The store's put_reporter: records a put that is not a plain send stored in `topic`."""
+        cell = self.reported.get(topic)
         if cell is None:
-            cell = self.in_cells[key] = SIZE_BUCKETS.cell()
-            if mtype == "normal":
-                self.normal_cells[topic] = cell
-        return cell
+            cell = self.reported[topic] = SIZE_BUCKETS.cell()
+        for size in sizes:
+            SIZE_BUCKETS.observe(cell, size)
 
-    def cell_of(self, key: InKey) -> Cell:
-        if type(key) is str:
-            return self.normal_cells.get(key) or self.in_cell(key, "normal")
-        return self.in_cell(*key)
-
-    def fold(self) -> None:
-        """Count the stored puts in `puts` into their cells (see the module docstring)."""
-        puts = self.puts
-        if not puts:
-            return
-        keys, sizes = zip(*puts, strict=True)
-        puts.clear()
-        first = keys[0]
-        if type(first) is str and keys.count(first) == len(keys):
-            bucket = bisect_left(_BOUNDS, min(sizes))
-            if bucket == bisect_left(_BOUNDS, max(sizes)):  # one normal topic, one size bucket
-                cell = self.normal_cells.get(first) or self.in_cell(first, "normal")
-                cell[bucket] += len(keys)
-                cell[-1] += sum(sizes)
-                return
-        for key, size in zip(keys, sizes, strict=True):
-            self.count_put(key, size)
-
-    def count_put(self, key: InKey, wrote_bytes: int) -> None:
-        """One stored message of `wrote_bytes` (the record): what `fold` does for each of `puts`."""
-        SIZE_BUCKETS.observe(self.cell_of(key), wrote_bytes)
-
-    def count_batch(self, key: InKey, messages: int, wrote_bytes: int) -> None:
-        """A stored batch: `messages` records of `wrote_bytes` in all. It adds `messages` observations of its
-        average size (RocketMQ adds one), so that the histogram's count stays rocketmq_messages_in_total."""
-        cell = self.cell_of(key)
+    def count_typed(self, key: tuple[str, str], messages: int, wrote_bytes: int) -> None:
+        """A stored typed send of `messages` records, `wrote_bytes` in all: `messages` observations of
+        their average size (RocketMQ adds one a batch), so that the histogram's count stays
+        rocketmq_messages_in_total and its sum the bytes stored."""
+        cell = self.typed.get(key)
+        if cell is None:
+            cell = self.typed[key] = SIZE_BUCKETS.cell()
         SIZE_BUCKETS.observe(cell, wrote_bytes // messages, messages)
-        cell[-1] += wrote_bytes - wrote_bytes // messages * messages  # the sum stays the bytes stored
+        cell[-1] += wrote_bytes - wrote_bytes // messages * messages
+
+    def in_cells(self) -> dict[tuple[str, str], Cell]:
+        """Every (topic, message type) cell, as of now: the typed sends, plus each topic's plain sends read
+        from its ConsumeQueues (dispatch caught up first, so that they show every put reported so far)."""
+        cells = {key: cell.copy() for key, cell in self.typed.items()}
+        store, scan = self._store, self.scan
+        if store is None or scan is None:
+            return cells
+        store.reput.catch_up()
+        scan.scan(store.consume_queue_store.by_key)
+        for topic, stored in scan.cells.items():
+            plain = self.plain[topic] = plain_sends(stored, self.reported.get(topic), self.plain.get(topic))
+            if not any(plain):  # a topic only the broker put into (a retry topic): no series
+                continue
+            key = (topic, "normal")
+            typed = cells.get(key)  # sends to a retry topic are counted at their answer
+            cells[key] = plain if typed is None else [a + b for a, b in zip(plain, typed, strict=True)]
+        return cells
 
     def dead_lettered(self, topic: str, group: str) -> None:
         key = (topic, group)

@@ -5,7 +5,7 @@ wait in a thread pool's queue included).
 `instrument(dispatcher, meter)` runs once, after the broker or NameServer has registered its handlers.
 Synchronous handlers (every send and pull) are not wrapped: at each write the connection's hot loop gives
 the meter the requests it answered inline since the last write, with their replies and the clock
-(`RpcMeter.answered`, the dispatcher's AnswerMeter), and tells it when a read ends (`read_done`). A
+(`RpcMeter.answered`, the dispatcher's AnswerMeter). A
 request is timed from its read's arrival, `RemotingConnection.read_ns` (the requests before it in the
 same read are its queueing), to the write of its reply; a request flow control held back, from when it
 was held (`received_at`). That is one clock read per 16 replies, not per request: a wrapper reading the
@@ -76,13 +76,11 @@ def _response_code(response: RemotingCommand | bytes) -> int:
 class RpcMeter:
     """Cells keyed by (request code, response code); read by the collectors at scrape time."""
 
-    __slots__ = ("after_read", "cells", "ok_cells")
+    __slots__ = ("cells", "ok_cells")
 
-    def __init__(self, after_read: Callable[[], object] | None = None) -> None:
+    def __init__(self) -> None:
         self.cells: dict[tuple[int, int], Cell] = {}
         self.ok_cells: dict[int, Cell] = {}  # request code -> its (code, SUCCESS) cell, the same list
-        # Called by `read_done`, once a read: the broker folds its counted puts there
-        self.after_read = after_read
 
     def cell(self, code: int, response_code: int) -> Cell:
         key = (code, response_code)
@@ -120,11 +118,6 @@ class RpcMeter:
             cell[-1] += elapsed * times
         else:
             self.answered_plainly(requests, replies, read_ns, written_ns)
-
-    def read_done(self) -> None:
-        """A read's end: `after_read` (the broker folds the read's counted puts there)."""
-        if self.after_read is not None:
-            self.after_read()
 
     def answered_plainly(self, requests: list[RemotingCommand], replies: list[bytes], read_ns: int, now: int) -> None:
         """One observation per request, answered at `now`: from its read, or from when flow control held it."""

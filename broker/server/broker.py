@@ -46,7 +46,8 @@ from broker.server.schedule import ScheduleService
 from broker.server.slave_sync import SlaveSynchronize
 from broker.server.stats import BrokerStats
 from broker.server.timer import TimerService
-from broker.server.topics import TopicConfig, TopicConfigManager
+from broker.server.timer_message import TIMER_TOPIC
+from broker.server.topics import SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, TopicConfig, TopicConfigManager
 from broker.server.transaction.processor import EndTransactionProcessor
 from broker.server.transaction.service import TransactionService
 from broker.store import MessageStore
@@ -82,6 +83,10 @@ def ha_settings(c: BrokerConfig, sc: StoreConfig) -> HASettings:
         slave_read_enable=c.slave_read_enable,
         memory_ratio_percent=c.access_message_in_memory_max_ratio,
     )
+
+
+# Topics only the broker itself writes to (delays, transactions, the timer): metrics do not read their queues
+_BROKER_OWN_TOPICS = frozenset((SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, TIMER_TOPIC))
 
 
 class BrokerController:
@@ -204,6 +209,8 @@ class BrokerController:
         except BaseException:
             await server.shutdown(0.5)
             raise
+        if self.meters is not None:  # before any put: plain sends are counted from the ConsumeQueues from here
+            self.meters.attach(self._store, master=c.is_master, skip=_BROKER_OWN_TOPICS)
         self._schedule = ScheduleService(self._store, c.delay_levels_ms, Path(c.store_path_root_dir) / "config")
         self._schedule.load()
         self._timer = TimerService(self._store, Path(c.store_path_root_dir) / "config")

@@ -133,7 +133,7 @@ class ScheduleService:
                 if due_time(msg, delay) > now:
                     return delivered
                 if Prop.REAL_TOPIC in msg.properties:
-                    result = await self.store.put_message(restore_real_target(msg))
+                    result = await self.store.put_reported(restore_real_target(msg))  # not a send (metrics)
                     if not result.ok:
                         log.warning(
                             "re-putting delayed message to %s failed: %s; will retry",

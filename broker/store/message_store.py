@@ -14,7 +14,7 @@ import fcntl
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from broker.protocol.message import MessageExt, decode_record
@@ -41,13 +41,27 @@ from broker.store.results import (
 )
 from broker.store.retention import CleanService
 
-__all__ = ["MessageStore", "TagsFilter"]
+__all__ = ["MessageStore", "PutReporter", "TagsFilter", "record_sizes"]
 
 log = logging.getLogger(__name__)
 
 LOCK_WAIT_S = 10.0  # see start()
 
 TagsFilter = set[int] | frozenset[int] | Callable[[int, "dict[str, str] | None"], bool] | None
+
+
+# Told of a reported put (`MessageStore.append_reported`) in the step that appends it: its topic and the
+# size of each record it stored
+PutReporter = Callable[[str, Sequence[int]], None]
+
+
+def record_sizes(result: PutResult) -> Sequence[int]:
+    """The size of each record a successful put stored: one, or a batch's from its records' offsets."""
+    offsets = result.offsets
+    if not offsets:
+        return (result.wrote_bytes,)
+    ends = [*offsets[1:], result.commit_log_offset + result.wrote_bytes]
+    return [end - start for start, end in zip(offsets, ends, strict=True)]
 
 
 class Replica(Protocol):
@@ -87,6 +101,8 @@ class MessageStore:
         self.clean_service: CleanService | None = None
         self.recovery_report: RecoveryReport | None = None
         self._replica: Replica | None = None
+        # Told of each put made by `append_reported` (the broker's metrics: broker/metrics/broker_meters.py)
+        self.put_reporter: PutReporter | None = None
         self._running = False
         self._lock_fd = -1
         self._sync = config.sync_flush
@@ -332,6 +348,36 @@ class MessageStore:
 
     async def put_message(self, msg: MessageToStore) -> PutResult:
         result = self.append_message(msg)
+        return result if type(result) is PutResult else await result  # type: ignore[misc]
+
+    def append_reported(
+        self, msgs: MessageToStore | list[MessageToStore], *, wait: bool = True
+    ) -> PutResult | asyncio.Future[PutResult]:
+        """`append_message` (`append_messages` for a list), and `put_reporter` is told of what it stored in
+        the same step as the append, before any wait for the flush or a slave and whether or not the file
+        must roll first. The broker puts this way what its metrics must tell apart from a plain send (a
+        delay's delivery, a commit, a typed send): they count plain sends from the ConsumeQueues, less
+        these, so a plain send pays nothing for them."""
+        if self._refusal is not None:
+            return PutResult(self._refusal)
+        topic = msgs[0].topic if isinstance(msgs, list) else msgs.topic
+
+        def append() -> PutResult | None:
+            if isinstance(msgs, list):
+                result = self.commit_log.append_messages(msgs)
+            else:
+                result = self.commit_log.append_message(msgs)
+            if result is not None and result.status is PUT_OK and self.put_reporter is not None:
+                self.put_reporter(topic, record_sizes(result))
+            return result
+
+        result = append()
+        if result is None:
+            return asyncio.ensure_future(self._roll_and_put(append, wait))
+        return self._after_append(result, wait)
+
+    async def put_reported(self, msg: MessageToStore) -> PutResult:
+        result = self.append_reported(msg)
         return result if type(result) is PutResult else await result  # type: ignore[misc]
 
     async def put_messages(self, msgs: list[MessageToStore]) -> PutResult:

@@ -297,7 +297,7 @@ class RemotingConnection(asyncio.Protocol):
 
         With metrics on (`Dispatcher.meter`), each write first hands the meter the batch of requests answered
         inline since the last one, `commands[first:n]`, with their replies, `out[first_out:]` (one each, in
-        order), and the clock; the meter is told when the read ends. A command that gets no reply
+        order), and the clock. A command that gets no reply
         here (a response, an unknown code, a coroutine handler, an answer later or none) first closes the
         batch before it and starts the next one after it, so the common path adds nothing per request to
         keep that pairing (what metrics cost per request: docs/benchmarks.md).
@@ -377,9 +377,8 @@ class RemotingConnection(asyncio.Protocol):
                     first, first_out = index + 1, 0
         finally:
             self._in_receive = False
-        if meter is not None:  # told of every read, even one answered later or not at all
+        if meter is not None and handled > first:
             self._batch(meter, commands, first, handled, first_out)
-            meter.read_done()
         self._flush()
 
     def _batch(self, meter: AnswerMeter, commands: list[RemotingCommand], first: int, end: int, first_out: int) -> None:

@@ -33,8 +33,7 @@ Handler: TypeAlias = SyncHandler | AsyncHandler | Any  # Any: an object with a `
 
 class AnswerMeter(Protocol):
     """Told about the requests synchronous handlers answered (broker/metrics/rpc.py times them): one call
-    per write of replies with the batch it answered, one call at the end of each read, nothing per
-    request."""
+    per write of replies with the batch it answered, nothing per request."""
 
     def answered(self, requests: list[RemotingCommand], replies: list[bytes], read_ns: int, written_ns: int) -> None:
         """`requests` answered inline by `replies`, the encoded frames about to be written (one each, in
@@ -42,9 +41,6 @@ class AnswerMeter(Protocol):
         `written_ns`; `read_ns`: when their read arrived (a request flow control held back carries its
         `received_at`). Called before the write, so that no frame is kept after it: holding a read's pull
         replies (32 KiB each) until the read's end made the allocator fault in fresh pages for the next."""
-
-    def read_done(self) -> None:
-        """The end of a read, after its last batch (told of every read, even one answered later or not at all)."""
 
 
 class Route(NamedTuple):

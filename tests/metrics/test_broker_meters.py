@@ -1,84 +1,223 @@
-"""The send counting of broker/metrics/broker_meters.py: the send processor appends each stored message to
-`BrokerMeters.puts`, and `fold` counts a read's puts into the message size cells, at once when they are
-one normal topic's in one size bucket. These hold `fold` equal to counting each put by itself
-(`count_put`), for every shape the fast path must take or refuse."""
+"""How the broker's metrics count stored messages (broker/metrics/broker_meters.py, queue_scan.py): plain
+sends read from the ConsumeQueues at scrape time, less the puts the store reports, and typed sends counted
+at their answer. On real store files; the vectorised tally is held equal to observing each unit plainly."""
 
 from __future__ import annotations
 
-import random
+import asyncio
+from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from broker.metrics.broker_meters import SIZE_BUCKETS, BrokerMeters, InKey
+from broker.metrics import queue_scan
+from broker.metrics.broker_meters import BrokerMeters, plain_sends
+from broker.metrics.histogram import Cell
+from broker.metrics.queue_scan import SIZE_BUCKETS, tally_units
+from broker.store import MessageStore, PutResult
+from broker.store.consume_queue import BLANK_UNIT_SIZE, UNIT
+from tests.store.store_helpers import message, small_config
 
 TOPIC = "TopicTest"
-BIG = 4096 + 1  # the third bucket
-READS: dict[str, list[tuple[InKey, int]]] = {
-    "one topic, one bucket": [(TOPIC, 1200 + i) for i in range(64)],
-    "one topic, first bucket to its bound": [(TOPIC, size) for size in (1, 500, 1024)],
-    "one topic, two buckets": [(TOPIC, 1024), (TOPIC, 1025)],
-    "two topics": [(TOPIC, 1200), ("Other", 1200), (TOPIC, 1300)],
-    "a typed message among normal ones": [(TOPIC, 1200), ((TOPIC, "delay"), 1200), (TOPIC, 1200)],
-    "typed only": [((TOPIC, "fifo"), 300), ((TOPIC, "fifo"), 300)],
-    "past the last bound": [(TOPIC, 5 * 1024 * 1024), (TOPIC, 5 * 1024 * 1024 + 7)],
-    "one put": [(TOPIC, BIG)],
-}
+SKIP = frozenset({"SCHEDULE_TOPIC_XXXX"})
+
+_EDGES = [b + d for b in SIZE_BUCKETS.bounds for d in (-1, 0, 1)]
+_SIZES = st.one_of(st.sampled_from([*_EDGES, BLANK_UNIT_SIZE, 1]), st.integers(1, 8 * 1024 * 1024))
 
 
-def _plainly(reads: list[list[tuple[InKey, int]]]) -> BrokerMeters:
+def _observed_plainly(sizes: list[int]) -> Cell:
+    """The reference: each non-blank unit observed by itself, as Buckets.observe does."""
+    cell = SIZE_BUCKETS.cell()
+    for _offset, size, _tags in UNIT.iter_unpack(b"".join(UNIT.pack(i * 100, s, 7) for i, s in enumerate(sizes))):
+        if size != BLANK_UNIT_SIZE:
+            SIZE_BUCKETS.observe(cell, size)
+    return cell
+
+
+@given(st.lists(_SIZES, max_size=300))
+def test_the_tally_of_units_equals_observing_each(sizes: list[int]) -> None:
+    units = b"".join(UNIT.pack(i * 100, s, 7) for i, s in enumerate(sizes))
+    cell = SIZE_BUCKETS.cell()
+    tally_units(memoryview(units), cell)
+    assert cell == _observed_plainly(sizes)
+
+
+@pytest.mark.parametrize(
+    ("stored", "reported", "published", "expected"),
+    [
+        ([3, 0, 300], None, None, [3, 0, 300]),  # nothing reported, first scrape
+        ([3, 1, 2300], [0, 1, 2000], None, [3, 0, 300]),  # a delivery subtracted
+        ([3, 1, 2300], [0, 1, 2000], [3, 0, 300], [3, 0, 300]),  # unchanged since the last scrape
+        ([3, 0, 300], [0, 1, 2000], [3, 0, 300], [3, 0, 300]),  # reported, not in the queues yet: no step back
+        ([3, 0, 300], [0, 1, 2000], None, [3, 0, 0]),  # ... nor below zero
+        ([5, 2, 4500], [0, 1, 2000], [3, 0, 300], [5, 1, 2500]),  # then it shows, with new sends
+    ],
+)
+def test_plain_sends_are_stored_less_reported_and_never_go_back(
+    stored: Cell, reported: Cell | None, published: Cell | None, expected: Cell
+) -> None:
+    assert plain_sends(stored, reported, published) == expected
+
+
+def test_a_typed_batch_counts_each_message_at_its_average_size() -> None:
     meters = BrokerMeters()
-    for puts in reads:
-        for key, size in puts:
-            meters.count_put(key, size)
-    return meters
-
-
-def _folded(reads: list[list[tuple[InKey, int]]]) -> BrokerMeters:
-    meters = BrokerMeters()
-    for puts in reads:
-        meters.puts.extend(puts)
-        meters.fold()
-        assert meters.puts == []
-    return meters
-
-
-@pytest.mark.parametrize("name", list(READS))
-def test_fold_counts_what_counting_each_put_counts(name: str) -> None:
-    reads = [READS[name], READS[name]]
-    folded, plain = _folded(reads), _plainly(reads)
-    assert folded.in_cells == plain.in_cells
-    assert folded.normal_cells == plain.normal_cells
-    assert sum(SIZE_BUCKETS.count(cell) for cell in folded.in_cells.values()) == 2 * len(READS[name])
-    assert sum(cell[-1] for cell in folded.in_cells.values()) == 2 * sum(size for _key, size in READS[name])
-
-
-def test_fold_of_random_reads_counts_what_counting_each_put_counts() -> None:
-    rng = random.Random(26)
-    keys: list[InKey] = [TOPIC, "Other", (TOPIC, "delay"), (TOPIC, "transaction")]
-    bounds = [*SIZE_BUCKETS.bounds, SIZE_BUCKETS.bounds[-1] * 2]
-    reads = []
-    for _ in range(300):
-        size = rng.choice([1, 4, 64]) if rng.random() < 0.8 else rng.randrange(1, 65)
-        one_key = rng.random() < 0.6
-        key = rng.choice(keys)
-        bound = rng.choice(bounds)
-        reads.append(
-            [
-                (
-                    key if one_key else rng.choice(keys),
-                    rng.randrange(bound - 2, bound + 3) if rng.random() < 0.5 else 1200,
-                )
-                for _ in range(size)
-            ]
-        )
-    folded, plain = _folded(reads), _plainly(reads)
-    assert folded.in_cells == plain.in_cells
-    assert sum(SIZE_BUCKETS.count(cell) for cell in folded.in_cells.values()) == sum(map(len, reads))
-
-
-def test_a_batch_counts_each_message_at_its_average_size() -> None:
-    meters = BrokerMeters()
-    meters.count_batch((TOPIC, "normal"), 3, 3000 + 2)  # 1000 each on average, 2 bytes left over
-    cell = meters.normal_cells[TOPIC]
+    meters.count_typed((TOPIC, "fifo"), 3, 3000 + 2)  # 1000 each on average, 2 bytes left over
+    cell = meters.in_cells()[(TOPIC, "fifo")]
     assert cell[0] == 3 and SIZE_BUCKETS.count(cell) == 3
     assert cell[-1] == 3002
+
+
+# ---------------------------------------------------------------------- on a real store
+
+
+async def _started(root: Path, **config: object) -> MessageStore:
+    store = MessageStore(small_config(root, **config))
+    await store.start()
+    return store
+
+
+async def _put(store: MessageStore, *msgs: object) -> list[PutResult]:
+    return [await store.put_message(m) for m in msgs]  # type: ignore[arg-type]
+
+
+def _record_cell(results: list[PutResult]) -> Cell:
+    cell = SIZE_BUCKETS.cell()
+    for result in results:
+        SIZE_BUCKETS.observe(cell, result.wrote_bytes)
+    return cell
+
+
+def test_plain_sends_are_read_from_the_queues_from_the_attach_on(tmp_path: Path) -> None:
+    """What the queues held before is not counted; puts after it are, by their record sizes, in every
+    topic but the skipped ones; reported puts are not; a batch counts each message by its own size."""
+
+    async def main() -> None:
+        store = await _started(tmp_path)
+        try:
+            await _put(store, *(message(i) for i in range(5)))
+            meters = BrokerMeters()
+            meters.attach(store, master=True, skip=SKIP)
+            plain = await _put(store, *(message(i, queue_id=i % 2, size=50 + 700 * i) for i in range(6)))
+            batch = await store.put_messages([message(100 + i, queue_id=1, size=30 + 1500 * i) for i in range(3)])
+            await _put(store, message(1, topic="SCHEDULE_TOPIC_XXXX"), message(2, topic="Other"))
+            reported = await store.put_reported(message(3, size=3000))  # a delivery: into TOPIC, not a send
+            assert reported.ok
+            cells = meters.in_cells()
+            expected = _record_cell(plain)
+            batch_cell = _record_cell(
+                [PutResult(batch.status, wrote_bytes=b - a) for a, b in _pairs(batch)]
+            )  # each message of the batch by its own record size
+            assert cells[(TOPIC, "normal")] == [a + b for a, b in zip(expected, batch_cell, strict=True)]
+            assert SIZE_BUCKETS.count(cells[("Other", "normal")]) == 1
+            assert set(cells) == {(TOPIC, "normal"), ("Other", "normal")}  # SCHEDULE_TOPIC_XXXX skipped
+            assert meters.in_cells() == cells  # a scrape with nothing new changes nothing
+        finally:
+            await store.shutdown()
+
+    asyncio.run(main())
+
+
+def _pairs(batch: PutResult) -> list[tuple[int, int]]:
+    ends = [*batch.offsets[1:], batch.commit_log_offset + batch.wrote_bytes]
+    return list(zip(batch.offsets, ends, strict=True))
+
+
+def test_a_backlog_longer_than_a_read_and_than_a_file_is_read_in_steps(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Consume queue files of 50 units, 7 units a read: 130 puts since the last scrape are all counted."""
+    monkeypatch.setattr(queue_scan, "_READ_UNITS", 7)
+
+    async def main() -> None:
+        store = await _started(tmp_path)
+        try:
+            meters = BrokerMeters()
+            meters.attach(store, master=True, skip=SKIP)
+            results = await _put(store, *(message(i, size=10 + 37 * i) for i in range(130)))
+            assert meters.in_cells()[(TOPIC, "normal")] == _record_cell(results)
+        finally:
+            await store.shutdown()
+
+    asyncio.run(main())
+
+
+def test_deleted_and_new_topics(tmp_path: Path) -> None:
+    """A deleted topic's queues are forgotten, and a topic made (again) later counts from its start."""
+
+    async def main() -> None:
+        store = await _started(tmp_path)
+        try:
+            await _put(store, *(message(i, topic="Gone") for i in range(4)))
+            meters = BrokerMeters()
+            meters.attach(store, master=True, skip=SKIP)
+            await _put(store, message(1, topic="Gone"))
+            assert SIZE_BUCKETS.count(meters.in_cells()[("Gone", "normal")]) == 1
+            store.consume_queue_store.delete_topic("Gone")
+            meters.in_cells()
+            assert all(topic != "Gone" for topic, _queue in meters.scan.read_to)  # type: ignore[union-attr]
+            await _put(store, message(2, topic="Gone"), message(3, topic="New"), message(4, topic="New"))
+            cells = meters.in_cells()
+            assert SIZE_BUCKETS.count(cells[("Gone", "normal")]) == 2  # the counter goes on from 1
+            assert SIZE_BUCKETS.count(cells[("New", "normal")]) == 2
+        finally:
+            await store.shutdown()
+
+    asyncio.run(main())
+
+
+def test_a_slave_reads_no_queue(tmp_path: Path) -> None:
+    """A slave's queues hold what it replicated: it counts typed sends only (and it gets none)."""
+
+    async def main() -> None:
+        store = await _started(tmp_path)
+        try:
+            meters = BrokerMeters()
+            meters.attach(store, master=False, skip=SKIP)
+            await _put(store, message(1))
+            assert meters.in_cells() == {}
+        finally:
+            await store.shutdown()
+
+    asyncio.run(main())
+
+
+# ---------------------------------------------------------------------- MessageStore.append_reported
+
+
+def test_the_store_reports_a_put_in_the_step_that_appends_it(tmp_path: Path) -> None:
+    """Single puts, a batch (each record's size), puts that roll the CommitLog file, and a put the
+    SYNC_FLUSH group commit answers later: each reported once, before any await, with what it stored."""
+
+    async def main() -> None:
+        store = await _started(tmp_path, flushDiskType="SYNC_FLUSH")
+        reports: list[tuple[str, list[int]]] = []
+        store.put_reporter = lambda topic, sizes: reports.append((topic, list(sizes)))
+        try:
+            early = 0
+            for i in range(150):  # 64 KiB CommitLog files: several rolls
+                before = len(reports)
+                put = store.append_reported(message(i, size=900))
+                assert isinstance(put, asyncio.Future)  # SYNC_FLUSH: answered after the group commit
+                if len(reports) == before + 1:  # reported at the append, before the answer
+                    assert not put.done()
+                    early += 1
+                result = await put
+                assert result.ok and len(reports) == before + 1
+                assert reports[-1] == (TOPIC, [result.wrote_bytes])
+            assert early >= 140  # all but the puts that rolled to a new file first
+            total = 150
+            batch = [message(500 + i, size=100 * (i + 1)) for i in range(4)]
+            result = await store.put_messages(batch)  # not reported
+            assert len(reports) == total
+            put = store.append_reported(batch)
+            result = put if isinstance(put, PutResult) else await put
+            assert reports[-1] == (TOPIC, [b - a for a, b in _pairs(result)])
+            assert len(reports) == total + 1
+        finally:
+            await store.shutdown()
+        refused = store.append_reported(message(1))  # shut down: refused, nothing stored, nothing reported
+        assert isinstance(refused, PutResult) and not refused.ok
+        assert len(reports) == total + 1
+
+    asyncio.run(main())

@@ -7,7 +7,20 @@ import asyncio
 import random
 from pathlib import Path
 
-from broker.client import Admin, Message, Producer, PullConsumer, SendStatus
+from broker.client import (
+    Admin,
+    ConsumeStatus,
+    LocalTransactionState,
+    Message,
+    MessageExt,
+    Producer,
+    PullConsumer,
+    PushConsumer,
+    SendStatus,
+    TransactionProducer,
+)
+from broker.protocol.properties import Prop
+from broker.store import MessageStore
 from broker.transport.loop import run
 from tests.local_cluster import local_cluster, wait_for
 from tests.metrics.metrics_scrape import Scrape, scrape
@@ -161,7 +174,7 @@ def test_scrape_while_sending(tmp_path: Path) -> None:
 
 def test_sends_answered_after_the_flush_are_counted_exactly(tmp_path: Path) -> None:
     """SYNC_FLUSH answers a send once its group commit is on disk, after the read that brought it: such a
-    put reaches the counts at the next read or the next scrape (BrokerMeters.fold), never later or twice."""
+    put is in the ConsumeQueues by then, and counted once (broker/metrics/queue_scan.py)."""
 
     async def main() -> None:
         async with local_cluster(
@@ -183,3 +196,67 @@ def test_sends_answered_after_the_flush_are_counted_exactly(tmp_path: Path) -> N
                     assert s.total("rocketmq_rpc_latency_count", request_code="send_message_v2") == sent
 
     run(main())
+
+
+def test_each_send_counts_once_under_its_type(tmp_path: Path) -> None:
+    """Plain sends and a batch (read from the ConsumeQueues), a delayed, a FIFO and a transactional send
+    (counted at their answer): each once, under its message_type. What the broker moves itself, the delay's
+    delivery, the commit and a consumer's retry, is not a send. After a restart the counters start at zero,
+    as RocketMQ's do, although the queues hold the earlier messages."""
+
+    async def main() -> None:
+        async with local_cluster(
+            tmp_path, cluster_name="MetricsCluster", broker_name="broker-m", messageDelayLevel="1s 1s 1s 1s", **PROM
+        ) as cluster:
+            await cluster.create_topic(TOPIC, queues=2)
+            retried: list[bytes] = []
+
+            def listener(msgs: list[MessageExt]) -> ConsumeStatus:
+                if any(m.body == b"retry-me" and m.reconsume_times == 0 for m in msgs):
+                    retried.append(b"retry-me")
+                    return ConsumeStatus.RECONSUME_LATER
+                return ConsumeStatus.CONSUME_SUCCESS
+
+            consumer = PushConsumer("CG-types", client_config=cluster.client_config(), consume_from_where=4)
+            consumer.subscribe(TOPIC, "*")
+            consumer.register_listener(listener)
+            await consumer.start()
+            tx = TransactionProducer("PG-tx", client_config=cluster.client_config(), checker=lambda _m: None)
+            await tx.start()
+            try:
+                async with Producer("PG-types", client_config=cluster.client_config()) as producer:
+                    for body in (b"one", b"two", b"retry-me"):
+                        await producer.send(Message(TOPIC, body))
+                    await producer.send_batch([Message(TOPIC, b"b" * n) for n in (10, 2000, 5000)])
+                    await producer.send(Message(TOPIC, b"later", delay_time_level=1))
+                    await producer.send(Message(TOPIC, b"fifo", properties={Prop.SHARDING_KEY: "order-7"}))
+                commit = LocalTransactionState.COMMIT_MESSAGE
+                await tx.send_message_in_transaction(Message(TOPIC, b"tx"), lambda _m, _a: commit, None)
+                store = cluster.running_broker.store
+                retry_topic = "%RETRY%CG-types"
+                await wait_for(lambda: _stored(store, TOPIC) == 9, 20, "the delivery and the commit")
+                await wait_for(lambda: bool(retried) and _stored(store, retry_topic) == 1, 20, "the retry")
+            finally:
+                await tx.shutdown()
+                await consumer.shutdown()
+            s = await scrape(cluster.running_broker.metrics.port)
+            for mtype, count in (("normal", 6), ("delay", 1), ("fifo", 1), ("transaction", 1)):
+                labels = {"topic": TOPIC, "message_type": mtype, **NODE}
+                assert s.value("rocketmq_messages_in_total", **labels) == count, mtype
+                assert s.value("rocketmq_message_size_count", **labels) == count, mtype
+            assert s.total("rocketmq_messages_in_total") == 9  # no series for the retry topic or the broker's own
+            normal = {"topic": TOPIC, "message_type": "normal", **NODE}
+            assert s.value("rocketmq_message_size_bucket", le="1024.0", **normal) == 4  # three plain, one of the batch
+            assert s.value("rocketmq_message_size_bucket", le="4096.0", **normal) == 5
+
+            await cluster.restart_broker()
+            async with Producer("PG-types", client_config=cluster.client_config()) as producer:
+                await producer.send(Message(TOPIC, b"after the restart"))
+            s = await scrape(cluster.running_broker.metrics.port)
+            assert s.total("rocketmq_messages_in_total") == 1
+
+    run(main())
+
+
+def _stored(store: MessageStore, topic: str) -> int:
+    return sum(store.get_max_offset_in_queue(topic, q) for q in range(4))

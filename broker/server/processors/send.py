@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import orjson
 
-from broker.metrics.broker_meters import TYPED_PROPERTIES, InKey, message_type
+from broker.metrics.broker_meters import TYPED_PROPERTIES, message_type
 from broker.protocol.batch import MAX_PROPERTIES_LENGTH, BatchFormatError, decode_batch, merge_batch_properties
 from broker.protocol.codes import CURRENT_VERSION, FLAG_RESPONSE, RequestCode, ResponseCode
 from broker.protocol.command import RemotingCommand, frame
@@ -202,7 +202,7 @@ class _PendingPut(NamedTuple):
     future: asyncio.Future[PutResult]
     queue_id: int
     uniq: str
-    meter_key: InKey | None  # what metrics count it into once stored (None: metrics off)
+    meter_key: tuple[str, str] | None  # a typed send's (topic, message type) for metrics, once stored
 
 
 _SHARDING_KEY = Prop.SHARDING_KEY  # a module constant: one lookup less per send
@@ -363,7 +363,8 @@ class SendProcessor:
             msg.sys_flag |= SysFlag.MULTI_TAGS
         to_dlq = False
         meters = self.meters
-        if header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+        retry = header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
+        if retry:
             outcome = self._retry_or_dlq(header, msg, cmd.version)
             if outcome is None:
                 return cmd.response(ResponseCode.SUCCESS)  # dropped: DLQ not writable (Java answers SUCCESS too)
@@ -394,11 +395,11 @@ class SendProcessor:
         # WAIT=false: answer once stored, before the flush and the slave (Java's isWaitStoreMsgOK).
         wait = props.get(Prop.WAIT) != "false"
         # Like Java, the reply names the queue the producer chose, even when a delay rewrote the target.
-        key: InKey | None = None
-        if meters is not None:  # the common case, a normal message, counts by its topic alone
-            typed = half or delayed or timed or _SHARDING_KEY in props
-            key = (header.topic, message_type(props)) if typed else header.topic
-        return self._reply_to_put(cmd, self.store.append_message(msg, wait=wait), queue_id, uniq, key)
+        if meters is not None and (half or delayed or timed or retry or _SHARDING_KEY in props):
+            # metrics count it at its answer, and read plain sends from the ConsumeQueues (broker_meters.py)
+            put = self.store.append_reported(msg, wait=wait)
+            return self._reply_to_put(cmd, put, queue_id, uniq, (header.topic, message_type(props)))
+        return self._reply_to_put(cmd, self.store.append_message(msg, wait=wait), queue_id, uniq, None)
 
     def _timer_delivery(self, props: dict[str, str]) -> int | None:
         c = self.config
@@ -482,12 +483,11 @@ class SendProcessor:
                 )
             )
         wait = batch_level_props.get(Prop.WAIT) != "false"
-        put = self.store.append_messages(messages, wait=wait)
-        key: InKey | None = None
-        if self.meters is not None:
-            mtype = "normal" if batch_level_props.keys().isdisjoint(TYPED_PROPERTIES) else None
-            key = (header.topic, mtype or message_type(batch_level_props))
-        return self._reply_to_put(cmd, put, queue_id, ",".join(uniq_ids), key)
+        uniq = ",".join(uniq_ids)
+        if self.meters is not None and not batch_level_props.keys().isdisjoint(TYPED_PROPERTIES):
+            put = self.store.append_reported(messages, wait=wait)  # counted as the typed single send above
+            return self._reply_to_put(cmd, put, queue_id, uniq, (header.topic, message_type(batch_level_props)))
+        return self._reply_to_put(cmd, self.store.append_messages(messages, wait=wait), queue_id, uniq, None)
 
     def _reply_to_put(
         self,
@@ -495,20 +495,25 @@ class SendProcessor:
         put: PutResult | asyncio.Future[PutResult],
         queue_id: int,
         uniq: str,
-        meter_key: InKey | None,
+        meter_key: tuple[str, str] | None,
     ) -> RemotingCommand | bytes | _PendingPut:
         if isinstance(put, PutResult):
             return self._response(cmd, put, queue_id, uniq, meter_key)
         return _PendingPut(put, queue_id, uniq, meter_key)
 
     def _response(
-        self, cmd: RemotingCommand, result: PutResult, queue_id: int, uniq: str, meter_key: InKey | None = None
+        self,
+        cmd: RemotingCommand,
+        result: PutResult,
+        queue_id: int,
+        uniq: str,
+        meter_key: tuple[str, str] | None = None,
     ) -> RemotingCommand | bytes:
         """A refusal as a command; a stored message's send result as its encoded frame (_STORED_REPLY)."""
         if result.status is PUT_OK and not result.offsets:
             self.broker.stats.put(1)
-            if meter_key is not None:  # one append: BrokerMeters.fold counts it once a read
-                self.meters.puts.append((meter_key, result.wrote_bytes))  # type: ignore[union-attr]
+            if meter_key is not None:  # a typed send (plain sends are read from the ConsumeQueues)
+                self.meters.count_typed(meter_key, 1, result.wrote_bytes)  # type: ignore[union-attr]
             header = _OK_REPLY % (
                 result.store_host.encode(), result.commit_log_offset, queue_id, result.queue_offset,
                 orjson.dumps(uniq), cmd.opaque,
@@ -519,7 +524,7 @@ class SendProcessor:
             return cmd.response(code, f"store rejected the message: {result.status.name}")
         self.broker.stats.put(result.message_count or 1)
         if meter_key is not None:
-            self.meters.count_batch(meter_key, result.message_count or 1, result.wrote_bytes)  # type: ignore[union-attr]
+            self.meters.count_typed(meter_key, result.message_count or 1, result.wrote_bytes)  # type: ignore[union-attr]
         remark = b"" if code == ResponseCode.SUCCESS else b'"remark":%s,' % orjson.dumps(result.status.name)
         header = _STORED_REPLY % (
             code, ",".join(result.msg_ids).encode(), queue_id, result.queue_offset, orjson.dumps(uniq), cmd.opaque,

@@ -102,7 +102,7 @@ class SendBackProcessor:
         else:
             b.topics.create_in_send_back(msg.topic, cfg.retry_queue_nums, perm)
             rewrite_for_delay(msg, msg.properties, len(b.config.delay_levels_ms))
-        result = await b.store.put_message(msg)
+        result = await b.store.put_reported(msg)  # a retry, not a send (metrics)
         code = PUT_STATUS_CODES.get(result.status, ResponseCode.SYSTEM_ERROR)
         if not result.ok:
             return cmd.response(code, f"storing the message sent back failed: {result.status.name}")

@@ -159,7 +159,7 @@ class TransactionService:
                     deliver_ms = None
                 if deliver_ms is not None:
                     park_for_timer(msg, msg.properties, deliver_ms)
-            result = await self.store.put_message(msg)
+            result = await self.store.put_reported(msg)  # the commit: counted at the send (metrics)
             if not result.ok:
                 self.settled_ids.discard(tid)
                 return result.status
