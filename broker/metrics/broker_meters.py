@@ -103,11 +103,10 @@ class BrokerMeters:
         """Every (topic, message type) cell, as of now: the typed sends, plus each topic's plain sends read
         from its ConsumeQueues (dispatch caught up first, so that they show every put reported so far)."""
         cells = {key: cell.copy() for key, cell in self.typed.items()}
-        store, scan = self._store, self.scan
-        if store is None or scan is None:
+        scan = self.scan
+        if scan is None:
             return cells
-        store.reput.catch_up()
-        scan.scan(store.consume_queue_store.by_key)
+        self.read_queues()
         for topic, stored in scan.cells.items():
             plain = self.plain[topic] = plain_sends(stored, self.reported.get(topic), self.plain.get(topic))
             if not any(plain):  # a topic only the broker put into (a retry topic): no series
@@ -116,6 +115,14 @@ class BrokerMeters:
             typed = cells.get(key)  # sends to a retry topic are counted at their answer
             cells[key] = plain if typed is None else [a + b for a, b in zip(plain, typed, strict=True)]
         return cells
+
+    def read_queues(self) -> None:
+        """Read the ConsumeQueues' new units (dispatch caught up first). Every scrape does; the broker also
+        does it once a second, so that a scrape reads at most a second's sends, however rarely it comes."""
+        store, scan = self._store, self.scan
+        if store is not None and scan is not None:
+            store.reput.catch_up()
+            scan.scan(store.consume_queue_store.by_key)
 
     def dead_lettered(self, topic: str, group: str) -> None:
         key = (topic, group)

@@ -401,3 +401,5 @@ class BrokerController:
             await asyncio.sleep(1.0)
             self.stats.sample()
             self.get_stats.sample()
+            if self.meters is not None:  # a second's new ConsumeQueue units: a scrape never reads a long backlog
+                self.meters.read_queues()
