@@ -1,11 +1,12 @@
 """What the ConsumeQueues gained since the broker started: messages per topic, by stored size.
 
 rocketmq_messages_in_total, rocketmq_throughput_in_total and rocketmq_message_size of plain sends are
-read here at scrape time instead of being counted by each send: a ConsumeQueue unit already holds the
-size of its record, so the send path pays nothing for them (issue 26's 3%: docs/benchmarks.md). A scrape
-reads each queue's units from where the last one stopped, as arrays (numpy), and adds
-them to its topic's SIZE_BUCKETS cell. The puts that are not plain sends (a delay's delivery, a commit, a
-retry, a typed send) reach the same queues; BrokerMeters subtracts what the store reported of them.
+read here instead of being counted by each send: a ConsumeQueue unit already holds the size of its
+record, so the send path pays nothing for them (issue 26's 3%: docs/benchmarks.md). Every scrape, and the
+broker once a second, reads each queue's units from where the last read stopped, as one numpy array, and
+adds them to its topic's SIZE_BUCKETS cell. The puts that are not plain sends (a delay's delivery, a
+commit, a retry, a typed send) reach the same queues; BrokerMeters subtracts what the store reported of
+them.
 
 The queues a broker had when it started count from their end then, as RocketMQ's counters start at zero;
 a queue made later counts from its start. The broker's own stores (delays, transactions, the timer) are
@@ -41,9 +42,8 @@ def tally_units(units: memoryview | bytes, cell: Cell) -> None:
     if len(units) < CQ_STORE_UNIT_SIZE:
         return
     # the size field of every unit, as one strided array; astype copies it, so nothing keeps `units`
-    sizes = np.ndarray((len(units) // CQ_STORE_UNIT_SIZE,), ">i4", units, _SIZE_AT, (CQ_STORE_UNIT_SIZE,)).astype(
-        np.int64
-    )
+    count = len(units) // CQ_STORE_UNIT_SIZE
+    sizes = np.ndarray((count,), ">i4", units, _SIZE_AT, (CQ_STORE_UNIT_SIZE,)).astype(np.int64)
     sizes = sizes[sizes != BLANK_UNIT_SIZE]
     # how many are at most each bound (bisect_left's bucket: a size equal to a bound is in that bound's),
     # a comparison a bound: 3x faster than searchsorted and bincount for six bounds

@@ -5,11 +5,11 @@ wait in a thread pool's queue included).
 `instrument(dispatcher, meter)` runs once, after the broker or NameServer has registered its handlers.
 Synchronous handlers (every send and pull) are not wrapped: at each write the connection's hot loop gives
 the meter the requests it answered inline since the last write, with their replies and the clock
-(`RpcMeter.answered`, the dispatcher's AnswerMeter). A
-request is timed from its read's arrival, `RemotingConnection.read_ns` (the requests before it in the
-same read are its queueing), to the write of its reply; a request flow control held back, from when it
-was held (`received_at`). That is one clock read per 16 replies, not per request: a wrapper reading the
-clock per request cost the broker 9-11% of a send (docs/benchmarks.md). Coroutine handlers are wrapped
+(`RpcMeter.answered`, the dispatcher's AnswerMeter). A request is timed from its read's arrival,
+`RemotingConnection.read_ns` (the requests before it in the same read are its queueing), to the write of
+its reply; a request flow control held back, from when it was held (`received_at`). That is one clock
+read per 16 replies, not per request: a wrapper reading the clock per request cost the broker 9-11% of a
+send (docs/benchmarks.md). Coroutine handlers are wrapped
 and timed from their start to their answer. A handler that returns None answers later itself: the send
 path observes its late answers with `observe_late`; a long-polled pull is not observed, nor is a one-way
 request (no answer; docs/metrics.md).
