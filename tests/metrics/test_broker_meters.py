@@ -5,6 +5,8 @@ at their answer. On real store files; the vectorised tally is held equal to obse
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -71,10 +73,20 @@ def test_a_typed_batch_counts_each_message_at_its_average_size() -> None:
 # ---------------------------------------------------------------------- on a real store
 
 
-async def _started(root: Path, **config: object) -> MessageStore:
+@contextlib.asynccontextmanager
+async def _running(root: Path, **config: object) -> AsyncIterator[MessageStore]:
     store = MessageStore(small_config(root, **config))
     await store.start()
-    return store
+    try:
+        yield store
+    finally:
+        await store.shutdown()
+
+
+def _attached(store: MessageStore, *, master: bool = True) -> BrokerMeters:
+    meters = BrokerMeters()
+    meters.attach(store, master=master, skip=SKIP)
+    return meters
 
 
 async def _put(store: MessageStore, *msgs: object) -> list[PutResult]:
@@ -93,11 +105,9 @@ def test_plain_sends_are_read_from_the_queues_from_the_attach_on(tmp_path: Path)
     topic but the skipped ones; reported puts are not; a batch counts each message by its own size."""
 
     async def main() -> None:
-        store = await _started(tmp_path)
-        try:
+        async with _running(tmp_path) as store:
             await _put(store, *(message(i) for i in range(5)))
-            meters = BrokerMeters()
-            meters.attach(store, master=True, skip=SKIP)
+            meters = _attached(store)
             plain = await _put(store, *(message(i, queue_id=i % 2, size=50 + 700 * i) for i in range(6)))
             batch = await store.put_messages([message(100 + i, queue_id=1, size=30 + 1500 * i) for i in range(3)])
             await _put(store, message(1, topic="SCHEDULE_TOPIC_XXXX"), message(2, topic="Other"))
@@ -112,8 +122,6 @@ def test_plain_sends_are_read_from_the_queues_from_the_attach_on(tmp_path: Path)
             assert SIZE_BUCKETS.count(cells[("Other", "normal")]) == 1
             assert set(cells) == {(TOPIC, "normal"), ("Other", "normal")}  # SCHEDULE_TOPIC_XXXX skipped
             assert meters.in_cells() == cells  # a scrape with nothing new changes nothing
-        finally:
-            await store.shutdown()
 
     asyncio.run(main())
 
@@ -130,14 +138,10 @@ def test_a_backlog_longer_than_a_read_and_than_a_file_is_read_in_steps(
     monkeypatch.setattr(queue_scan, "_READ_UNITS", 7)
 
     async def main() -> None:
-        store = await _started(tmp_path)
-        try:
-            meters = BrokerMeters()
-            meters.attach(store, master=True, skip=SKIP)
+        async with _running(tmp_path) as store:
+            meters = _attached(store)
             results = await _put(store, *(message(i, size=10 + 37 * i) for i in range(130)))
             assert meters.in_cells()[(TOPIC, "normal")] == _record_cell(results)
-        finally:
-            await store.shutdown()
 
     asyncio.run(main())
 
@@ -146,11 +150,9 @@ def test_deleted_and_new_topics(tmp_path: Path) -> None:
     """A deleted topic's queues are forgotten, and a topic made (again) later counts from its start."""
 
     async def main() -> None:
-        store = await _started(tmp_path)
-        try:
+        async with _running(tmp_path) as store:
             await _put(store, *(message(i, topic="Gone") for i in range(4)))
-            meters = BrokerMeters()
-            meters.attach(store, master=True, skip=SKIP)
+            meters = _attached(store)
             await _put(store, message(1, topic="Gone"))
             assert SIZE_BUCKETS.count(meters.in_cells()[("Gone", "normal")]) == 1
             store.consume_queue_store.delete_topic("Gone")
@@ -160,8 +162,6 @@ def test_deleted_and_new_topics(tmp_path: Path) -> None:
             cells = meters.in_cells()
             assert SIZE_BUCKETS.count(cells[("Gone", "normal")]) == 2  # the counter goes on from 1
             assert SIZE_BUCKETS.count(cells[("New", "normal")]) == 2
-        finally:
-            await store.shutdown()
 
     asyncio.run(main())
 
@@ -170,14 +170,10 @@ def test_a_slave_reads_no_queue(tmp_path: Path) -> None:
     """A slave's queues hold what it replicated: it counts typed sends only (and it gets none)."""
 
     async def main() -> None:
-        store = await _started(tmp_path)
-        try:
-            meters = BrokerMeters()
-            meters.attach(store, master=False, skip=SKIP)
+        async with _running(tmp_path) as store:
+            meters = _attached(store, master=False)
             await _put(store, message(1))
             assert meters.in_cells() == {}
-        finally:
-            await store.shutdown()
 
     asyncio.run(main())
 
@@ -190,10 +186,9 @@ def test_the_store_reports_a_put_in_the_step_that_appends_it(tmp_path: Path) -> 
     SYNC_FLUSH group commit answers later: each reported once, before any await, with what it stored."""
 
     async def main() -> None:
-        store = await _started(tmp_path, flushDiskType="SYNC_FLUSH")
-        reports: list[tuple[str, list[int]]] = []
-        store.put_reporter = lambda topic, sizes: reports.append((topic, list(sizes)))
-        try:
+        async with _running(tmp_path, flushDiskType="SYNC_FLUSH") as store:
+            reports: list[tuple[str, list[int]]] = []
+            store.put_reporter = lambda topic, sizes: reports.append((topic, list(sizes)))
             early = 0
             for i in range(150):  # 64 KiB CommitLog files: several rolls
                 before = len(reports)
@@ -214,8 +209,6 @@ def test_the_store_reports_a_put_in_the_step_that_appends_it(tmp_path: Path) -> 
             result = put if isinstance(put, PutResult) else await put
             assert reports[-1] == (TOPIC, [b - a for a, b in _pairs(result)])
             assert len(reports) == total + 1
-        finally:
-            await store.shutdown()
         refused = store.append_reported(message(1))  # shut down: refused, nothing stored, nothing reported
         assert isinstance(refused, PutResult) and not refused.ok
         assert len(reports) == total + 1

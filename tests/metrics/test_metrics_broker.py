@@ -221,7 +221,9 @@ def test_each_send_counts_once_under_its_type(tmp_path: Path) -> None:
             consumer.subscribe(TOPIC, "*")
             consumer.register_listener(listener)
             await consumer.start()
-            tx = TransactionProducer("PG-tx", client_config=cluster.client_config(), checker=lambda _m: None)
+            tx = TransactionProducer(
+                "PG-tx", client_config=cluster.client_config(), checker=lambda _m: LocalTransactionState.COMMIT_MESSAGE
+            )
             await tx.start()
             try:
                 async with Producer("PG-types", client_config=cluster.client_config()) as producer:
