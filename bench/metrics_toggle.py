@@ -10,7 +10,7 @@ bench/metrics_parts.py uses); its /metrics endpoint stays up. Bursts alternate o
 every burst has a neighbour of the other kind a few hundred milliseconds away, and the median of the
 neighbours' ratios is the cost: send throughput (wall time of the burst) and the child's CPU per message
 (its own process clock, read when each burst starts and ends). Plain sends are counted from the
-ConsumeQueues (broker/metrics/queue_scan.py), which the broker reads once a second and at each scrape:
+ConsumeQueues (broker/metrics/queue_scan.py), which the broker reads every few seconds and at each scrape:
 "on" includes that read. Between the send and the consume bursts it times a scrape that reads `--scan` messages, and
 one that finds nothing new.
 """
@@ -51,7 +51,7 @@ async def _child(root: Path) -> None:
     broker = await _broker(root, "toggle", PROM)
     assert broker.server is not None and broker.meters is not None
     dispatcher, send = broker.server.dispatcher, broker.send
-    # the rpc meter, the send processor's meters, and the broker's once-a-second read of the ConsumeQueues
+    # the rpc meter, the send processor's meters, and the broker's periodic read of the ConsumeQueues
     parts = {"on": (dispatcher.meter, broker.meters, broker.meters), "off": (None, None, None)}
     loop = asyncio.get_running_loop()
     done = loop.create_future()
@@ -211,7 +211,7 @@ def main(argv: list[str] | None = None) -> None:
     print(
         f"  scrape reading the {args.scan:,} messages sent since the last one: {first_scrape:.0f} ms; the next, "
         f"nothing new: {next_scrape:.1f} ms; {(first_scrape - next_scrape) * 1e6 / args.scan:.0f} ns a message "
-        "(the broker reads the queues once a second: a scrape finds a second's sends at most)"
+        "(the broker reads the queues every 5 s: a scrape finds 5 s of sends at most)"
     )
 
 

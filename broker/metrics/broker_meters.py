@@ -30,7 +30,12 @@ from broker.protocol.properties import Prop
 if TYPE_CHECKING:
     from broker.store import MessageStore
 
-__all__ = ["SIZE_BUCKETS", "TYPED_PROPERTIES", "BrokerMeters", "message_type", "plain_sends"]
+__all__ = ["QUEUE_READ_EVERY_S", "SIZE_BUCKETS", "TYPED_PROPERTIES", "BrokerMeters", "message_type", "plain_sends"]
+
+# The broker reads the ConsumeQueues this often besides each scrape: a scrape then reads a few seconds'
+# sends at most, and a queue's fixed cost a read (about 10 µs, bench/metrics_scan.py) is not paid every
+# second on a broker with thousands of queues
+QUEUE_READ_EVERY_S = 5
 
 _DELAY_KEYS = (Prop.DELAY, "__STARTDELIVERTIME", "TIMER_DELIVER_MS", "TIMER_DELAY_SEC", "TIMER_DELAY_MS")
 # A send with none of these properties is "normal"
@@ -118,7 +123,8 @@ class BrokerMeters:
 
     def read_queues(self) -> None:
         """Read the ConsumeQueues' new units (dispatch caught up first). Every scrape does; the broker also
-        does it once a second, so that a scrape reads at most a second's sends, however rarely it comes."""
+        does it every QUEUE_READ_EVERY_S, so that a scrape reads a few seconds' sends at most, however
+        rarely it comes."""
         store, scan = self._store, self.scan
         if store is not None and scan is not None:
             store.reput.catch_up()

@@ -22,7 +22,7 @@ from broker.ha.controller import HAController
 from broker.ha.settings import HASettings
 from broker.metrics import MetricsExporter, MetricsSettings
 from broker.metrics.broker_collector import BrokerCollector
-from broker.metrics.broker_meters import BrokerMeters
+from broker.metrics.broker_meters import QUEUE_READ_EVERY_S, BrokerMeters
 from broker.metrics.rpc import instrument
 from broker.protocol.codes import RequestCode, ResponseCode
 from broker.protocol.command import RemotingCommand
@@ -397,9 +397,11 @@ class BrokerController:
             self.producers.scan_expired()
 
     async def _sample_stats(self) -> None:
+        seconds = 0
         while True:
             await asyncio.sleep(1.0)
             self.stats.sample()
             self.get_stats.sample()
-            if self.meters is not None:  # a second's new ConsumeQueue units: a scrape never reads a long backlog
+            seconds += 1
+            if self.meters is not None and seconds % QUEUE_READ_EVERY_S == 0:
                 self.meters.read_queues()

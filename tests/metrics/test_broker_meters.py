@@ -39,6 +39,7 @@ def _observed_plainly(sizes: list[int]) -> Cell:
 
 @given(st.lists(_SIZES, max_size=300))
 def test_the_tally_of_units_equals_observing_each(sizes: list[int]) -> None:
+    """Both ways of tallying: a plain loop up to queue_scan._FEW_UNITS units, numpy beyond."""
     units = b"".join(UNIT.pack(i * 100, s, 7) for i, s in enumerate(sizes))
     cell = SIZE_BUCKETS.cell()
     tally_units(memoryview(units), cell)
