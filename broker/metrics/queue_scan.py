@@ -15,7 +15,6 @@ not read: nothing a client sends stays there.
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
@@ -47,8 +46,7 @@ def tally_units(units: memoryview | bytes, cell: Cell) -> None:
     if count <= _FEW_UNITS:  # a numpy call's fixed cost (about 8 µs) is more than a short loop's
         for _offset, size, _tags in UNIT.iter_unpack(units[: count * CQ_STORE_UNIT_SIZE]):
             if size != BLANK_UNIT_SIZE:
-                cell[bisect_left(_BOUNDS, size)] += 1
-                cell[-1] += size
+                SIZE_BUCKETS.observe(cell, size)
         return
     # the size field of every unit, as one strided array; astype copies it, so nothing keeps `units`
     sizes = np.ndarray((count,), ">i4", units, _SIZE_AT, (CQ_STORE_UNIT_SIZE,)).astype(np.int64)

@@ -339,12 +339,7 @@ class MessageStore:
         self, msgs: list[MessageToStore], *, wait: bool = True
     ) -> PutResult | asyncio.Future[PutResult]:
         """A batch (same topic and queue), with the same answer shape as `append_message`."""
-        if self._refusal is not None:
-            return PutResult(self._refusal)
-        result = self.commit_log.append_messages(msgs)
-        if result is None:
-            return asyncio.ensure_future(self._roll_and_put(lambda: self.commit_log.append_messages(msgs), wait))
-        return self._after_append(result, wait)
+        return self._append(lambda: self.commit_log.append_messages(msgs), wait)
 
     async def put_message(self, msg: MessageToStore) -> PutResult:
         result = self.append_message(msg)
@@ -358,8 +353,6 @@ class MessageStore:
         must roll first. The broker puts this way what its metrics must tell apart from a plain send (a
         delay's delivery, a commit, a typed send): they count plain sends from the ConsumeQueues, less
         these, so a plain send pays nothing for them."""
-        if self._refusal is not None:
-            return PutResult(self._refusal)
         topic = msgs[0].topic if isinstance(msgs, list) else msgs.topic
 
         def append() -> PutResult | None:
@@ -371,10 +364,7 @@ class MessageStore:
                 self.put_reporter(topic, record_sizes(result))
             return result
 
-        result = append()
-        if result is None:
-            return asyncio.ensure_future(self._roll_and_put(append, wait))
-        return self._after_append(result, wait)
+        return self._append(append, wait)
 
     async def put_reported(self, msg: MessageToStore) -> PutResult:
         result = self.append_reported(msg)
@@ -383,6 +373,15 @@ class MessageStore:
     async def put_messages(self, msgs: list[MessageToStore]) -> PutResult:
         result = self.append_messages(msgs)
         return result if type(result) is PutResult else await result  # type: ignore[misc]
+
+    def _append(self, append: Callable[[], PutResult | None], wait: bool) -> PutResult | asyncio.Future[PutResult]:
+        """`append` now, or after rolling to the next CommitLog file when it answers None; then the wait."""
+        if self._refusal is not None:
+            return PutResult(self._refusal)
+        result = append()
+        if result is None:
+            return asyncio.ensure_future(self._roll_and_put(append, wait))
+        return self._after_append(result, wait)
 
     async def _roll_and_put(self, append: Callable[[], PutResult | None], wait: bool) -> PutResult:
         result = self._after_append(await self.commit_log.roll_and_retry(append), wait)
