@@ -25,7 +25,7 @@ from broker.client import admin_requests as requests
 from broker.client.config import ClientConfig, client_config_with
 from broker.client.errors import ClientError, QueryNotFound, RocketError
 from broker.client.instance import ClientInstance
-from broker.client.lag import ConsumerLag, ReplicationLag, SlaveLag, consumer_lag
+from broker.client.lag import SCHEDULE_TOPIC, ConsumerLag, ReplicationLag, SlaveLag, consumer_lag, unread_queues
 from broker.client.message import MessageExt, MessageQueue
 from broker.client.metadata_copy import CopyResult, broker_made_topics, plan_copy
 from broker.client.route import MASTER_ID, BrokerData, Perm, TopicRouteData, subscribe_queues
@@ -346,22 +346,42 @@ class Admin:
         return result
 
     async def consumer_lag(self, broker_name: str, *, addr: str | None = None) -> ConsumerLag:
-        """Messages not yet consumed on `broker_name`, per queue, per group and in total: every committed
-        offset of its master (GET_ALL_CONSUMER_OFFSET) against its queue's max offset (GET_MAX_OFFSET).
-        Our broker has no GET_CONSUME_STATS (208); these two answer the same question. `addr` skips the
-        NameServer lookup of the master."""
+        """Messages not yet consumed on `broker_name`: per queue and group, every committed offset of its master
+        (GET_ALL_CONSUMER_OFFSET) against its queue's max offset (GET_MAX_OFFSET); and the messages no group
+        reads (`ConsumerLag.unread`): queues of the master's topics (GET_ALL_TOPIC_CONFIG, less the topics a
+        broker makes itself) without any committed offset, between their min and max offsets
+        (GET_MIN_OFFSET), and delayed messages not yet delivered (GET_ALL_DELAY_OFFSET). Our broker has no
+        GET_CONSUME_STATS (208); these answer the same question. `addr` skips the NameServer lookup."""
         api = self.instance.api
         master = addr or await self.master_addr(broker_name)
-        offsets = await requests.get_all_consumer_offsets(api, master)
-        queues = sorted({(topic, queue_id) for (topic, _group), table in offsets.items() for queue_id in table})
+        offsets, topics, config, delay_offsets = await asyncio.gather(
+            requests.get_all_consumer_offsets(api, master),
+            requests.get_all_topic_configs(api, master),
+            requests.get_broker_config(api, master),
+            requests.get_all_delay_offsets(api, master),
+        )
+        made = broker_made_topics(config) - {SCHEDULE_TOPIC}
+        held = sorted(
+            (name, queue_id)
+            for name, tc in topics.items()
+            if name not in made
+            for queue_id in range(max(tc.read_queue_nums, tc.write_queue_nums))
+        )
+        lagging = sorted({(topic, queue_id) for (topic, _group), table in offsets.items() for queue_id in table})
         limit = asyncio.Semaphore(MAX_OFFSET_CONCURRENCY)
 
-        async def max_offset(topic: str, queue_id: int) -> int:
+        async def bound(topic: str, queue_id: int, lowest: bool) -> int:
+            queue = MessageQueue(topic, broker_name, queue_id)
             async with limit:
-                return await api.get_max_offset(master, MessageQueue(topic, broker_name, queue_id))
+                return await (api.get_min_offset if lowest else api.get_max_offset)(master, queue)
 
-        maxes = await asyncio.gather(*(max_offset(t, q) for t, q in queues))
-        return consumer_lag(broker_name, master, offsets, dict(zip(queues, maxes, strict=True)))
+        every = sorted(set(lagging) | set(held))
+        maxes = dict(zip(every, await asyncio.gather(*(bound(t, q, lowest=False) for t, q in every)), strict=True))
+        nonempty = [q for q in held if maxes[q] > 0]
+        mins = await asyncio.gather(*(bound(t, q, lowest=True) for t, q in nonempty))
+        ranges = {q: (low, maxes[q]) for q, low in zip(nonempty, mins, strict=True)}
+        unread = unread_queues(ranges, offsets, delay_offsets)
+        return consumer_lag(broker_name, master, offsets, {q: maxes[q] for q in lagging}, unread)
 
     async def replication_lag(self, broker_name: str) -> ReplicationLag:
         """Bytes of CommitLog each registered slave of `broker_name` is behind its master (runtime info of

@@ -3,7 +3,7 @@
 `Admin` (broker.client.admin) calls these with its ClientAPI: write permission on the NameServers
 (WIPE_WRITE_PERM_OF_BROKER 205, ADD_WRITE_PERM_OF_BROKER 327), a broker's metadata (GET_ALL_TOPIC_CONFIG 21,
 GET_ALL_SUBSCRIPTIONGROUP_CONFIG 201, UPDATE_AND_CREATE_SUBSCRIPTIONGROUP 200, GET_BROKER_CONFIG 26) and its
-consumer offsets (GET_ALL_CONSUMER_OFFSET 43). Replies are parsed here into plain typed values; bodies may be
+consumer offsets (GET_ALL_CONSUMER_OFFSET 43) and delay offsets (GET_ALL_DELAY_OFFSET 45). Replies are parsed here into plain typed values; bodies may be
 standard JSON or fastjson's dialect (a Java broker's), so they go through fastjson_loads.
 """
 
@@ -25,10 +25,12 @@ __all__ = [
     "add_write_perm",
     "create_subscription_group",
     "get_all_consumer_offsets",
+    "get_all_delay_offsets",
     "get_all_subscription_groups",
     "get_all_topic_configs",
     "get_broker_config",
     "parse_consumer_offsets",
+    "parse_delay_offsets",
     "parse_properties_text",
     "parse_subscription_groups",
     "parse_topic_configs",
@@ -107,6 +109,11 @@ def parse_consumer_offsets(data: Mapping[str, Any]) -> dict[tuple[str, str], dic
     return out
 
 
+def parse_delay_offsets(data: Mapping[str, Any]) -> dict[int, int]:
+    """The schedule service's progress ({"offsetTable": {delayLevel: offset}}) -> {delay level: offset}."""
+    return {int(level): int(offset) for level, offset in (data.get("offsetTable") or {}).items()}
+
+
 def parse_properties_text(text: str) -> dict[str, str]:
     """GET_BROKER_CONFIG's body: `key=value` lines."""
     out: dict[str, str] = {}
@@ -135,6 +142,11 @@ async def create_subscription_group(api: ClientAPI, addr: str, config: Mapping[s
 async def get_all_consumer_offsets(api: ClientAPI, addr: str) -> dict[tuple[str, str], dict[int, int]]:
     resp = await _call(api, addr, RequestCode.GET_ALL_CONSUMER_OFFSET)
     return _parsed(resp, addr, parse_consumer_offsets)
+
+
+async def get_all_delay_offsets(api: ClientAPI, addr: str) -> dict[int, int]:
+    resp = await _call(api, addr, RequestCode.GET_ALL_DELAY_OFFSET)
+    return _parsed(resp, addr, parse_delay_offsets)
 
 
 async def get_broker_config(api: ClientAPI, addr: str) -> dict[str, str]:

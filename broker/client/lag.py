@@ -8,6 +8,11 @@ into a `ReplicationLag`.
 Consumer lag counts what the broker's offset table knows: every (topic, group) pair with a committed
 offset, retry topics (%RETRY%<group>) included under their group. A group that never committed on a
 queue is not in the table and adds nothing (the broker cannot tell it from a group that never subscribed).
+
+Messages nobody reads are the other half of a drain: `unread_queues` finds the queues that hold messages
+and on which no consumer group has committed an offset (a topic produced to before any consumer exists),
+and the delayed messages the schedule service has not delivered yet (SCHEDULE_TOPIC_XXXX queue
+`level - 1` against the delay offsets). Deleting a group that holds either would lose messages.
 """
 
 from __future__ import annotations
@@ -15,7 +20,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-__all__ = ["ConsumerLag", "QueueLag", "ReplicationLag", "SlaveLag", "consumer_lag"]
+__all__ = [
+    "SCHEDULE_TOPIC",
+    "ConsumerLag",
+    "QueueLag",
+    "ReplicationLag",
+    "SlaveLag",
+    "UnreadQueue",
+    "consumer_lag",
+    "unread_queues",
+]
+
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,10 +49,27 @@ class QueueLag:
 
 
 @dataclass(frozen=True, slots=True)
+class UnreadQueue:
+    """`count` messages of one queue that no consumer group has read (delayed ones, for SCHEDULE_TOPIC_XXXX)."""
+
+    topic: str
+    queue_id: int
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
 class ConsumerLag:
     broker_name: str
     addr: str  # the master asked
     queues: tuple[QueueLag, ...]
+    unread: tuple[UnreadQueue, ...] = ()
+
+    @property
+    def unread_per_topic(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for q in self.unread:
+            out[q.topic] = out.get(q.topic, 0) + q.count
+        return out
 
     @property
     def per_group(self) -> dict[str, int]:
@@ -55,6 +88,7 @@ def consumer_lag(
     addr: str,
     offsets: Mapping[tuple[str, str], Mapping[int, int]],
     max_offsets: Mapping[tuple[str, int], int],
+    unread: tuple[UnreadQueue, ...] = (),
 ) -> ConsumerLag:
     """Lag per queue from the offset table ({(topic, group): {queue: offset}}) and each queue's max offset.
 
@@ -65,7 +99,31 @@ def consumer_lag(
         for (topic, group), table in sorted(offsets.items())
         for queue_id, offset in sorted(table.items())
     ]
-    return ConsumerLag(broker_name, addr, tuple(queues))
+    return ConsumerLag(broker_name, addr, tuple(queues), unread)
+
+
+def unread_queues(
+    ranges: Mapping[tuple[str, int], tuple[int, int]],
+    offsets: Mapping[tuple[str, str], Mapping[int, int]],
+    delay_offsets: Mapping[int, int],
+) -> tuple[UnreadQueue, ...]:
+    """The queues of `ranges` ({(topic, queue): (min offset, max offset)}) holding messages nobody reads.
+
+    A queue on which some consumer group committed an offset is that group's lag, not counted here. A
+    SCHEDULE_TOPIC_XXXX queue counts what lies past its delay level's offset (level = queue id + 1).
+    """
+    read = {(topic, queue_id) for (topic, _group), table in offsets.items() for queue_id in table}
+    found = []
+    for (topic, queue_id), (low, high) in sorted(ranges.items()):
+        if topic == SCHEDULE_TOPIC:
+            start = max(low, delay_offsets.get(queue_id + 1, low))
+        elif (topic, queue_id) in read:
+            continue
+        else:
+            start = low
+        if high > start:
+            found.append(UnreadQueue(topic, queue_id, high - start))
+    return tuple(found)
 
 
 @dataclass(frozen=True, slots=True)

@@ -385,7 +385,7 @@ class _AdminSession:
                 [data.broker_addrs if (data := info.brokers.get(broker_name)) else {} for info in infos.values()]
             )
             lag: dict[int, int | None] = {}
-            writable = consumer_lag = None
+            writable = consumer_lag = unread = None
             if 0 in registered:
                 if len(registered) > 1:
                     replication = await self._ask(f"{broker_name} lag", self.admin.replication_lag(broker_name))
@@ -397,8 +397,11 @@ class _AdminSession:
                     writable = bool(perms) and all(p & PERM_WRITE for p in perms)
                 if g >= spec.broker.groups:  # only a group being drained needs its consumer lag
                     found = await self._ask(f"{broker_name} consumer lag", self.admin.consumer_lag(broker_name))
-                    consumer_lag = None if found is None else found.total
-            groups[g] = GroupFacts(registered=registered, lag_bytes=lag, writable=writable, consumer_lag=consumer_lag)
+                    if found is not None:
+                        consumer_lag, unread = found.total, found.unread_per_topic
+            groups[g] = GroupFacts(
+                registered=registered, lag_bytes=lag, writable=writable, consumer_lag=consumer_lag, unread=unread
+            )
         return BrokerFacts(groups)
 
 

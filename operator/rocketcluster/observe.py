@@ -46,6 +46,7 @@ class GroupFacts:
     lag_bytes: Mapping[int, int | None] = field(default_factory=dict)  # slave brokerId -> replication lag
     writable: bool | None = None
     consumer_lag: int | None = None
+    unread: Mapping[str, int] | None = None  # topic -> messages no consumer group reads
     metadata_copied: bool | None = None
 
 
@@ -192,6 +193,7 @@ def build_observed(
                 metadata_copied=f.metadata_copied,
                 writable=f.writable,
                 consumer_lag=f.consumer_lag,
+                unread=None if f.unread is None else tuple(sorted(f.unread.items())),
             )
         )
     return Observed(
@@ -211,6 +213,7 @@ def build_observed(
             drain=spec.scale_down.drain, drain_timeout_seconds=float(spec.scale_down.drain_timeout_seconds)
         ),
         when_scaled=spec.retention.when_scaled,
+        ephemeral=spec.storage.type == "ephemeral",
         paused=annotations.get(names.ANNOTATION_PAUSE_RECONCILIATION) == "true",
         manual_roll=annotations.get(names.ANNOTATION_MANUAL_ROLLING_UPDATE) == "true",
         nameserver=NameServerObservation(

@@ -125,7 +125,7 @@ def plan(observed: Observed) -> Plan:
         _ready(view, settled, progressing, degraded),
         _summary("Progressing", progressing, idle_reason="Settled"),
         _summary("Degraded", degraded, idle_reason="Healthy"),
-        _summary("ScaleDownBlocked", [("DrainTimedOut", scale_in.blocked)] if scale_in.blocked else [], "NotBlocked"),
+        _summary("ScaleDownBlocked", list(scale_in.blocked), "NotBlocked"),
         Condition("ReconciliationPaused", "False", "Reconciling"),
     )
     new_progress = Progress(

@@ -5,11 +5,15 @@ and registered it gets the cluster's topics and subscription groups (CopyMetadat
 created from nothing has no metadata to copy, so its groups are not "new".
 
 Scale-in removes only the groups above spec.broker.groups, highest first. Each is drained: its write
-permission is wiped (producers move to the other groups), and once its consumer lag is 0 it is deleted, its
-volumes too when retention.whenScaled is Delete. A drain past drainTimeoutSeconds deletes nothing and reports
-ScaleDownBlocked; raising the timeout, setting scaleDown.drain false or scaling back up (which gives the group
-its write permission back) ends it. Starting a drain and deleting a group are disruptive, so they happen only
-while every pod the spec keeps is up and no pod is being restarted (`hold` says why not).
+permission is wiped (producers move to the other groups), and once its consumer lag is 0 and it holds no
+message that no consumer group reads, it is deleted, its volumes too when retention.whenScaled is Delete.
+Messages nobody reads (a topic produced to before any consumer exists, delayed messages not yet delivered)
+block the drain at once with ScaleDownBlocked (UnreadMessages), naming the topics and counts: waiting would
+not help unless a consumer appears. A drain past drainTimeoutSeconds deletes nothing and reports
+ScaleDownBlocked (DrainTimedOut). Raising the timeout, setting scaleDown.drain false (which deletes the group
+as it is) or scaling back up (which gives the group its write permission back) ends either. Starting a drain
+and deleting a group are disruptive, so they happen only while every pod the spec keeps is up and no pod is
+being restarted (`hold` says why not).
 """
 
 from __future__ import annotations
@@ -41,14 +45,14 @@ class ScaleOutStep:
 
 @dataclass(frozen=True, slots=True)
 class ScaleInStep:
-    """`status`: the Draining message; `blocked`: the ScaleDownBlocked (DrainTimedOut) message; `cancelled`: the
-    message about drains ended by scaling back up."""
+    """`status`: the Draining message; `blocked`: the ScaleDownBlocked (reason, message) pairs, UnreadMessages
+    first; `cancelled`: the message about drains ended by scaling back up."""
 
     actions: tuple[Action, ...] = ()
     wait: Wait | None = None
     draining: tuple[DrainProgress, ...] = ()
     status: str | None = None
-    blocked: str | None = None
+    blocked: tuple[tuple[str, str], ...] = ()
     cancelled: str | None = None
 
 
@@ -101,7 +105,8 @@ def plan_scale_in(view: ClusterView, hold: str | None) -> ScaleInStep:
 
     draining: list[DrainProgress] = []
     messages: list[str] = []
-    blocked: list[str] = []
+    unread_blocked: list[str] = []
+    timed_out: list[str] = []
     in_order = True  # a group is deleted only once every group above it is
     for g in view.removing:
         lag = view.groups[g].consumer_lag
@@ -116,7 +121,7 @@ def plan_scale_in(view: ClusterView, hold: str | None) -> ScaleInStep:
                 actions.append(WipeWritePerm(g))
                 drain = DrainProgress(g, observed.now, lag)
                 if not observed.scale_down.drain:
-                    actions.append(DeleteGroup(g, observed.when_scaled == "Delete"))
+                    actions.append(DeleteGroup(g, observed.when_scaled == "Delete", ephemeral=observed.ephemeral))
                     messages.append(f"deleting broker group {g} (scaleDown.drain is false)")
                     continue
                 # the lag was measured before the wipe: only a later observation can show the group drained
@@ -126,9 +131,10 @@ def plan_scale_in(view: ClusterView, hold: str | None) -> ScaleInStep:
             continue
 
         drain = DrainProgress(g, drain.since, drain.last_lag if lag is None else lag)
-        drained = not observed.scale_down.drain or lag == 0
+        unread = view.groups[g].unread
+        drained = not observed.scale_down.drain or (lag == 0 and unread == ())
         if drained and in_order and hold is None:
-            actions.append(DeleteGroup(g, observed.when_scaled == "Delete"))
+            actions.append(DeleteGroup(g, observed.when_scaled == "Delete", ephemeral=observed.ephemeral))
             messages.append(f"deleting broker group {g}")
             continue
         draining.append(drain)
@@ -138,18 +144,30 @@ def plan_scale_in(view: ClusterView, hold: str | None) -> ScaleInStep:
             continue
         lag_text = "unknown" if lag is None else str(lag)
         messages.append(f"draining broker group {g}: consumer lag {lag_text}")
+        if unread:
+            topics = ", ".join(f"{topic} ({count})" for topic, count in unread)
+            unread_blocked.append(
+                f"broker group {g} holds {sum(c for _, c in unread)} message(s) that no consumer group reads: "
+                f"{topics}; it is kept until they are consumed (scaleDown.drain false deletes them with the group)"
+            )
         elapsed = observed.now - drain.since
         timeout = observed.scale_down.drain_timeout_seconds
         if elapsed > timeout:
-            blocked.append(
+            timed_out.append(
                 f"broker group {g} still has consumer lag {lag_text} after {elapsed:.0f} s of draining "
                 f"(drainTimeoutSeconds {timeout:g}); nothing is deleted until it is drained"
             )
 
     status = "; ".join(messages) if messages else None
+    blocked = [
+        (reason, "; ".join(found))
+        for reason, found in (("UnreadMessages", unread_blocked), ("DrainTimedOut", timed_out))
+        if found
+    ]
     wait = None
     if blocked:
-        wait = Wait("DRAIN_TIMED_OUT", "; ".join(blocked), _BLOCKED_POLL_SECONDS)
+        reason = "DRAIN_BLOCKED" if unread_blocked else "DRAIN_TIMED_OUT"
+        wait = Wait(reason, "; ".join(m for _, m in blocked), _BLOCKED_POLL_SECONDS)
     elif status is not None:
         wait = Wait("DRAINING", status, _DRAIN_POLL_SECONDS)
-    return ScaleInStep(tuple(actions), wait, tuple(draining), status, "; ".join(blocked) or None, cancelled)
+    return ScaleInStep(tuple(actions), wait, tuple(draining), status, tuple(blocked), cancelled)

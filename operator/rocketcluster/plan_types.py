@@ -105,7 +105,8 @@ class GroupObservation:
     group holds the cluster's topics and subscription groups: True skips the copy, False asks for one even
     when the planner's own record lost it, None (unknown) leaves it to that record. `writable` is the group
     master's write permission (None when unknown); `consumer_lag` the messages not yet consumed from it, summed
-    over consumer groups and queues (None when unknown).
+    over consumer groups and queues (None when unknown); `unread` the messages no consumer group reads (queues
+    nobody committed on, delayed messages not delivered yet) as (topic, count) pairs (None when unknown).
     """
 
     index: int
@@ -115,6 +116,7 @@ class GroupObservation:
     metadata_copied: bool | None = None
     writable: bool | None = None
     consumer_lag: int | None = None
+    unread: tuple[tuple[str, int], ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +151,7 @@ class Observed:
     rollout: RolloutSettings = RolloutSettings()
     scale_down: ScaleDownSettings = ScaleDownSettings()
     when_scaled: Retention = "Retain"
+    ephemeral: bool = False  # storage.type ephemeral: no volumes to keep or delete
     paused: bool = False
     manual_roll: bool = False
     nameserver: NameServerObservation = NameServerObservation()
@@ -230,13 +233,17 @@ class AddWritePerm:
 
 @dataclass(frozen=True, slots=True)
 class DeleteGroup:
-    """Delete group `group`'s children; its PVCs too when `delete_pvcs` (retention.whenScaled: Delete)."""
+    """Delete group `group`'s children; its PVCs too when `delete_pvcs` (retention.whenScaled: Delete).
+    `ephemeral`: the group has no volumes (storage.type ephemeral), so its data goes with its pods."""
 
     group: int
     delete_pvcs: bool
     reason: str = "SCALE_IN"
+    ephemeral: bool = False
 
     def describe(self) -> str:
+        if self.ephemeral:
+            return f"delete broker group {self.group} (ephemeral storage: its data goes with its pods)"
         pvcs = "and its volumes" if self.delete_pvcs else "keeping its volumes"
         return f"delete broker group {self.group} {pvcs}"
 

@@ -19,7 +19,7 @@ from broker.client.admin_requests import (
     parse_properties_text,
 )
 from broker.client.errors import ClientError
-from broker.client.lag import ConsumerLag, QueueLag, ReplicationLag, SlaveLag, consumer_lag
+from broker.client.lag import ConsumerLag, QueueLag, ReplicationLag, SlaveLag, UnreadQueue, consumer_lag, unread_queues
 from broker.client.metadata_copy import broker_made_topics, plan_copy
 from broker.client.route import Perm
 from broker.client.runtime_info import BrokerRuntimeInfo
@@ -93,6 +93,35 @@ def test_consumer_lag_sums_per_group_and_total() -> None:
     # G1: T q0 5-2=3, T q1 9-10 -> 0 (past the end), retry 4; G2: T q0 0, Gone (no such queue) 0
     assert lag.per_group == {"G1": 7, "G2": 0} and lag.total == 7
     assert QueueLag("T", "G1", 1, 9, 10).lag == 0
+
+
+@pytest.mark.parametrize(
+    ("ranges", "offsets", "delays", "unread"),
+    [
+        # a topic nobody consumes: everything between the min and max offsets
+        ({("T", 0): (0, 5), ("T", 1): (2, 9)}, {}, {}, [("T", 0, 5), ("T", 1, 7)]),
+        # a queue some group committed on is that group's lag, not unread; an empty queue is nothing
+        ({("T", 0): (0, 5), ("T", 1): (3, 3)}, {("T", "G"): {0: 1}}, {}, []),
+        # one queue read, the other never committed on: only the other counts
+        ({("T", 0): (0, 5), ("T", 1): (0, 4)}, {("T", "G"): {0: 5}}, {}, [("T", 1, 4)]),
+        # delayed messages past their level's offset (queue id = level - 1); a delivered level is nothing
+        (
+            {("SCHEDULE_TOPIC_XXXX", 2): (0, 10), ("SCHEDULE_TOPIC_XXXX", 0): (0, 4)},
+            {},
+            {3: 7, 1: 4},
+            [("SCHEDULE_TOPIC_XXXX", 2, 3)],
+        ),
+        # a level the schedule service never recorded counts from the queue's min offset
+        ({("SCHEDULE_TOPIC_XXXX", 4): (2, 6)}, {}, {}, [("SCHEDULE_TOPIC_XXXX", 4, 4)]),
+    ],
+)
+def test_unread_queues(
+    ranges: dict[tuple[str, int], tuple[int, int]],
+    offsets: dict[tuple[str, str], dict[int, int]],
+    delays: dict[int, int],
+    unread: list[tuple[str, int, int]],
+) -> None:
+    assert unread_queues(ranges, offsets, delays) == tuple(UnreadQueue(*u) for u in unread)
 
 
 def test_replication_lag_max() -> None:
@@ -237,7 +266,9 @@ async def test_consumer_lag_of_a_broker_group(tmp_path: Path) -> None:
         top = [broker.store.get_max_offset_in_queue("LagTopic", q) for q in (0, 1)]
         assert sum(top) == 12
         async with Admin(cluster.namesrv_addr) as admin:
-            assert (await admin.consumer_lag("rc-0")).total == 0  # nobody committed anything yet
+            nobody = await admin.consumer_lag("rc-0")
+            assert nobody.total == 0  # nobody committed anything yet: no lag, but every message is unread
+            assert nobody.unread_per_topic == {"LagTopic": 12}
             api = admin.instance.api
             commits = {("g1", 0): 1, ("g1", 1): 0, ("g2", 0): top[0]}
             for (group, queue_id), offset in commits.items():
@@ -247,6 +278,11 @@ async def test_consumer_lag_of_a_broker_group(tmp_path: Path) -> None:
             assert isinstance(lag, ConsumerLag) and lag.addr == broker.addr
             assert lag.per_group == {"g1": top[0] - 1 + top[1], "g2": 0}
             assert lag.total == 11
+            assert lag.unread == ()  # g1 committed on both queues: what is left is its lag
+
+            async with Producer("lag-pg", cluster.namesrv_addr) as producer:  # level 5: delivered in a minute
+                await producer.send(Message("LagTopic", b"later", delay_time_level=5))
+            assert (await admin.consumer_lag("rc-0")).unread == (UnreadQueue("SCHEDULE_TOPIC_XXXX", 4, 1),)
             assert {(q.group, q.queue_id): q.max_offset for q in lag.queues} == {
                 ("g1", 0): top[0],
                 ("g1", 1): top[1],

@@ -86,6 +86,7 @@ class FakeGroup:
     copied: bool | None = None
     writable: bool = True
     consumer_lag: int | None = 0
+    unread: tuple[tuple[str, int], ...] | None = ()
 
 
 @dataclass
@@ -164,6 +165,7 @@ class FakeCluster:
                     metadata_copied=g.copied,
                     writable=g.writable,
                     consumer_lag=g.consumer_lag,
+                    unread=g.unread,
                 )
                 for g in self.broker.values()
             ),
@@ -919,6 +921,41 @@ def test_drain_timed_out_reports_the_remaining_lag_and_recovers_when_drained() -
     p = cluster.plan()
     assert DeleteGroup(2, False) in p.actions
     assert conditions(p)["ScaleDownBlocked"] == NOT_BLOCKED
+
+
+def test_a_drain_never_deletes_messages_no_consumer_group_reads() -> None:
+    """Lag 0 is not drained while a topic nobody consumes holds messages: blocked at once, naming them."""
+    cluster = FakeCluster(groups=3)
+    cluster.groups = 2
+    cluster.broker[2].unread = (("Orders", 17), ("SCHEDULE_TOPIC_XXXX", 8))
+    for _ in range(4):
+        p = cluster.plan()
+        cluster.execute(p)
+        cluster.now += 60
+        assert not any(isinstance(a, DeleteGroup) for a in p.actions)
+    assert conditions(p)["ScaleDownBlocked"] == ("True", "UnreadMessages")
+    message = p.condition("ScaleDownBlocked").message  # type: ignore[union-attr]
+    assert "25 message(s)" in message and "Orders (17)" in message and "SCHEDULE_TOPIC_XXXX (8)" in message
+    assert p.wait is not None and p.wait.reason == "DRAIN_BLOCKED"
+    cluster.broker[2].unread = None  # unknown (the broker did not answer) is not drained either
+    assert not any(isinstance(a, DeleteGroup) for a in cluster.plan().actions)
+    cluster.broker[2].unread = ()  # a consumer group read them
+    p = cluster.plan()
+    assert DeleteGroup(2, False) in p.actions
+    assert conditions(p)["ScaleDownBlocked"] == NOT_BLOCKED
+
+
+def test_deleting_an_ephemeral_group_says_its_data_goes() -> None:
+    assert "keeping its volumes" in DeleteGroup(2, False).describe()
+    message = DeleteGroup(2, False, ephemeral=True).describe()
+    assert "volumes" not in message and "ephemeral storage: its data goes with its pods" in message
+
+
+def test_a_drain_with_drain_off_deletes_unread_messages_as_asked() -> None:
+    cluster = FakeCluster(groups=3, scale_down=ScaleDownSettings(drain=False))
+    cluster.groups = 2
+    cluster.broker[2].unread = (("Orders", 17),)
+    assert DeleteGroup(2, False) in cluster.plan().actions
 
 
 def test_settled_cluster_plans_the_same_step_forever() -> None:
