@@ -150,6 +150,7 @@ NAMESPACED_NEEDS = {
     ("", "pods", "watch"),
     ("", "pods", "delete"),
     ("", "persistentvolumeclaims", "list"),
+    ("", "persistentvolumeclaims", "patch"),  # growing the volumes (plan_storage)
     ("", "persistentvolumeclaims", "delete"),
 } | {
     (group, resource, verb)

@@ -398,13 +398,15 @@ class Admin:
         for broker_id, addr in sorted(bd.broker_addrs.items()):
             if broker_id == MASTER_ID:
                 continue
+            diverged = None
             try:
-                offset = (await self.runtime_info(addr)).commit_log_max_offset
+                info = await self.runtime_info(addr)
+                offset, diverged = info.commit_log_max_offset, info.ha_diverged
             except (RocketError, RemotingError) as exc:
                 log.info("runtime info of slave %s failed: %s", addr, exc)
                 offset = None
-            lag = None if offset is None else max(0, master_max - offset)
-            slaves.append(SlaveLag(broker_id, addr, offset, lag))
+            lag = None if offset is None or diverged else max(0, master_max - offset)
+            slaves.append(SlaveLag(broker_id, addr, offset, lag, diverged))
         return ReplicationLag(broker_name, master, master_max, tuple(slaves))
 
 

@@ -3,8 +3,9 @@
 `Admin` (broker.client.admin) calls these with its ClientAPI: write permission on the NameServers
 (WIPE_WRITE_PERM_OF_BROKER 205, ADD_WRITE_PERM_OF_BROKER 327), a broker's metadata (GET_ALL_TOPIC_CONFIG 21,
 GET_ALL_SUBSCRIPTIONGROUP_CONFIG 201, UPDATE_AND_CREATE_SUBSCRIPTIONGROUP 200, GET_BROKER_CONFIG 26) and its
-consumer offsets (GET_ALL_CONSUMER_OFFSET 43) and delay offsets (GET_ALL_DELAY_OFFSET 45). Replies are parsed here into plain typed values; bodies may be
-standard JSON or fastjson's dialect (a Java broker's), so they go through fastjson_loads.
+consumer and delay offsets (GET_ALL_CONSUMER_OFFSET 43, GET_ALL_DELAY_OFFSET 45). Replies are parsed here
+into plain typed values; bodies may be standard JSON or fastjson's dialect (a Java broker's), so they go
+through fastjson_loads.
 """
 
 from __future__ import annotations

@@ -132,6 +132,7 @@ class SlaveLag:
     addr: str
     max_offset: int | None  # None: the slave did not answer
     lag_bytes: int | None
+    diverged: str | None = None  # why the slave stopped replicating, when its data and its master's diverged
 
 
 @dataclass(frozen=True, slots=True)

@@ -72,6 +72,11 @@ class BrokerRuntimeInfo(Mapping[str, str]):
         return None if value is None else value == "true"
 
     @property
+    def ha_diverged(self) -> str | None:
+        """Why a slave stopped replicating because its CommitLog and its master's diverged (None: it did not)."""
+        return self._table.get("haDiverged") or None
+
+    @property
     def master_addr(self) -> str | None:
         """A slave's view of its master's remoting address (from the NameServer)."""
         return self._table.get("masterAddr") or None

@@ -205,14 +205,6 @@ def _validations() -> dict[SchemaPath, list[dict[str, str]]]:
                 "fieldPath": ".storageClassName",
                 "reason": "FieldValueInvalid",
             },
-            {
-                "rule": "!has(self.type) || self.type != 'persistentClaim' || !has(self.size) || !has(oldSelf.size) || "
-                "!isQuantity(self.size) || !isQuantity(oldSelf.size) || "
-                "quantity(self.size).compareTo(quantity(oldSelf.size)) >= 0",
-                "message": "cannot shrink (a PersistentVolumeClaim can only grow)",
-                "fieldPath": ".size",
-                "reason": "FieldValueInvalid",
-            },
         ],
     }
 

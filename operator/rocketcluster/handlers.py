@@ -38,10 +38,12 @@ from rocketcluster.observe import (
     GroupFacts,
     build_observed,
     build_status,
+    claim_size,
     merge_conditions,
     pod_ready,
     ready_nameserver_addrs,
     registered_everywhere,
+    with_rejections,
 )
 from rocketcluster.plan import (
     Action,
@@ -52,6 +54,8 @@ from rocketcluster.plan import (
     CreateGroup,
     DeleteGroup,
     DeletePod,
+    RecreateStatefulSet,
+    ResizeClaims,
     Wait,
     WipeWritePerm,
     plan,
@@ -68,6 +72,7 @@ RESYNC_SECONDS = float(os.environ.get("ROCKETCLUSTER_RESYNC_SECONDS", "30"))
 ADMIN_TIMEOUT = 5.0  # one admin call; a broker that does not answer in time is "unknown", not an error
 PERM_WRITE = 0x2
 APPLY_CONCURRENCY = 6
+ORPHAN_DELETE_SECONDS = 30.0  # how long a StatefulSet deleted with its pods orphaned may take to go
 _kube: Kube | None = None
 _locks: dict[str, asyncio.Lock] = {}  # one pass at a time per cluster (uid): change handler, resync, pod events
 _clusters: dict[tuple[str, str], str] = {}  # (namespace, name) -> uid of every RocketCluster kopf has shown us
@@ -250,6 +255,8 @@ async def _reconcile(body: kopf.Body) -> Outcome:
     label = {names.LABEL_CLUSTER: name}
     statefulsets = await kube.list("apps/v1", "StatefulSet", namespace, label)
     pods = await kube.list("v1", "Pod", namespace, label)
+    expansion = await _volume_expansion(kube, namespace, label, spec, statefulsets)
+    rejected: list[str] = []
     async with _AdminSession(ready_nameserver_addrs(pods)) as admin:
         facts = await admin.facts(spec.effective_cluster_name(name), spec, pods)
         observed = build_observed(
@@ -262,16 +269,19 @@ async def _reconcile(body: kopf.Body) -> Outcome:
             pods=pods,
             facts=facts,
             status=status,
+            volume_expansion=expansion,
         )
         decided = plan(observed)
         try:
             for action in decided.actions:
-                await _execute(action, body, cluster, spec, pods, facts, admin)
-        except ApiError as exc:
+                rejected += await _execute(action, body, cluster, spec, facts, admin)
+        except ApiError as exc:  # an action other than an apply was refused: the same step is planned again
             if exc.status >= 500 or exc.status in (409, 429):
                 raise  # the API server's trouble, not the spec's: kopf retries with backoff
             await _report_problem(body, status, "Degraded", "ApplyRejected", str(exc))
             return Outcome(Wait("ApplyRejected", str(exc), 60))
+    if rejected:
+        decided = with_rejections(decided, rejected)
     new_status = build_status(
         name=name,
         namespace=namespace,
@@ -288,6 +298,29 @@ async def _reconcile(body: kopf.Body) -> Outcome:
     expected = spec.name_server.replicas + spec.broker.groups * (1 + spec.broker.slaves_per_group)
     settling = len(pods) < expected or not all(pod_ready(p) for p in pods)
     return Outcome(decided.wait, settling)
+
+
+async def _volume_expansion(
+    kube: Kube,
+    namespace: str,
+    label: Mapping[str, str],
+    spec: RocketClusterSpec,
+    statefulsets: list[dict[str, Any]],
+) -> bool | None:
+    """Whether the brokers' claims may grow (their StorageClass's allowVolumeExpansion), asked only while some
+    StatefulSet's claim size differs from the spec's; None when it could not be told."""
+    sizes = {claim_size(sts) for sts in statefulsets} - {None}
+    if spec.storage.type != "persistentClaim" or sizes <= {spec.storage.size}:
+        return None
+    claims = await kube.list("v1", "PersistentVolumeClaim", namespace, label)
+    # the class the claims really have: with no storageClassName in the spec, the default class at creation
+    classes = {(c.get("spec") or {}).get("storageClassName") for c in claims} - {None}
+    cls = next(iter(classes), None) if len(classes) <= 1 else None
+    cls = cls or spec.storage.storage_class_name
+    if not cls:
+        return None
+    found = await kube.get("storage.k8s.io/v1", "StorageClass", None, str(cls))
+    return None if found is None else found.get("allowVolumeExpansion") is True
 
 
 async def _unbuildable(kube: Kube, spec: RocketClusterSpec) -> tuple[str, str] | None:
@@ -385,12 +418,14 @@ class _AdminSession:
                 [data.broker_addrs if (data := info.brokers.get(broker_name)) else {} for info in infos.values()]
             )
             lag: dict[int, int | None] = {}
+            diverged: dict[int, str] = {}
             writable = consumer_lag = unread = None
             if 0 in registered:
                 if len(registered) > 1:
                     replication = await self._ask(f"{broker_name} lag", self.admin.replication_lag(broker_name))
                     if replication is not None:
                         lag = {s.broker_id: s.lag_bytes for s in replication.slaves}
+                        diverged = {s.broker_id: s.diverged for s in replication.slaves if s.diverged}
                 route = await self._ask(f"{broker_name} route", self.admin.topic_route(broker_name))
                 if route is not None:
                     perms = [q.perm for q in route.queue_datas if q.broker_name == broker_name]
@@ -400,7 +435,12 @@ class _AdminSession:
                     if found is not None:
                         consumer_lag, unread = found.total, found.unread_per_topic
             groups[g] = GroupFacts(
-                registered=registered, lag_bytes=lag, writable=writable, consumer_lag=consumer_lag, unread=unread
+                registered=registered,
+                lag_bytes=lag,
+                diverged=diverged,
+                writable=writable,
+                consumer_lag=consumer_lag,
+                unread=unread,
             )
         return BrokerFacts(groups)
 
@@ -414,27 +454,28 @@ async def _execute(
     body: kopf.Body,
     cluster: names.ClusterRef,
     spec: RocketClusterSpec,
-    pods: list[dict[str, Any]],
     facts: BrokerFacts,
     admin: _AdminSession,
-) -> None:
+) -> list[str]:
+    """Carry out one action; returns the children the API server refused to apply (the rest still are)."""
     kube = _kube_client()
     ns, c = cluster.namespace, cluster.name
     cluster_name = spec.effective_cluster_name(c)
     if isinstance(action, Wait):
-        return
+        return []
     if not isinstance(action, ApplyChildren):  # applies happen every pass; the rest is news for `kubectl describe`
         log.info("%s/%s: %s (%s)", ns, c, action.describe(), action.reason)
         await kube.post_event(body, "Normal", action.reason, action.describe())
         metrics.action_taken(ns, c, action.reason)
     if isinstance(action, ApplyChildren):
         objs = _shared_children(render_cluster(cluster, spec))
+        sizes = dict(action.claim_sizes)
         for g in action.groups:
-            objs += render_broker_group(cluster, spec, g)
-        await _apply_all(kube, objs)
-    elif isinstance(action, CreateGroup):
-        await _apply_all(kube, render_broker_group(cluster, spec, action.group))
-    elif isinstance(action, DeletePod):
+            objs += render_broker_group(cluster, spec, g, sizes.get(g))
+        return await _apply_all(kube, body, objs)
+    if isinstance(action, CreateGroup):
+        return await _apply_all(kube, body, render_broker_group(cluster, spec, action.group))
+    if isinstance(action, DeletePod):
         await kube.delete("v1", "Pod", ns, action.pod)
     elif isinstance(action, CopyMetadata):
         source = _master_addr(facts, action.source)
@@ -446,22 +487,63 @@ async def _execute(
         await admin.require().add_write_perm(names.broker_name(cluster_name, action.group))
     elif isinstance(action, DeleteGroup):
         await _delete_group(kube, cluster, action)
+    elif isinstance(action, ResizeClaims):
+        await _resize_claims(kube, cluster, action)
+    elif isinstance(action, RecreateStatefulSet):
+        return await _recreate_statefulset(kube, body, cluster, spec, action.group)
     elif isinstance(action, ClearManualRollRequest):
         patch = {"metadata": {"annotations": {names.ANNOTATION_MANUAL_ROLLING_UPDATE: None}}}
         path = f"/apis/{names.API_VERSION}/namespaces/{ns}/{names.PLURAL}/{c}"
         await kube.request("PATCH", path, body=patch, content_type="application/merge-patch+json")
+    return []
 
 
-async def _apply_all(kube: Kube, objs: list[dict[str, Any]]) -> None:
+async def _apply_all(kube: Kube, body: kopf.Body, objs: list[dict[str, Any]]) -> list[str]:
     """Apply children a few at a time: a pass is a dozen round trips, and an edit should show within seconds.
-    Order does not matter to the API server (a StatefulSet whose ServiceAccount is not there yet waits)."""
+    Order does not matter to the API server (a StatefulSet whose ServiceAccount is not there yet waits).
+
+    One child the API server refuses (a 4xx that is about the object, not the server's state) does not stop
+    the others: it gets a Warning Event, and the pass reports it. Returns "Kind name: message" per refusal."""
     limit = asyncio.Semaphore(APPLY_CONCURRENCY)
+    refused: list[str] = []
 
     async def one(obj: dict[str, Any]) -> None:
         async with limit:
-            await kube.apply(obj)
+            try:
+                await kube.apply(obj)
+            except ApiError as exc:
+                if exc.status >= 500 or exc.status in (409, 429):
+                    raise  # the API server's trouble, not the object's: the pass is retried
+                what = f"{obj['kind']} {obj['metadata']['name']}: {exc.message or exc}"
+                log.warning("%s/%s: apply refused: %s", body["metadata"]["namespace"], body["metadata"]["name"], what)
+                await kube.post_event(body, "Warning", "ApplyRejected", what[:1000])
+                refused.append(what)
 
     await asyncio.gather(*(one(obj) for obj in objs))
+    return sorted(refused)
+
+
+async def _resize_claims(kube: Kube, cluster: names.ClusterRef, action: ResizeClaims) -> None:
+    selector = names.broker_group_selector(cluster.name, action.group)
+    for pvc in await kube.list("v1", "PersistentVolumeClaim", cluster.namespace, selector):
+        requests = ((pvc.get("spec") or {}).get("resources") or {}).get("requests") or {}
+        if requests.get("storage") != action.size:
+            patch = {"spec": {"resources": {"requests": {"storage": action.size}}}}
+            await kube.merge_patch("v1", "PersistentVolumeClaim", cluster.namespace, pvc["metadata"]["name"], patch)
+
+
+async def _recreate_statefulset(
+    kube: Kube, body: kopf.Body, cluster: names.ClusterRef, spec: RocketClusterSpec, group: int
+) -> list[str]:
+    """Delete the group's StatefulSet with its pods orphaned, wait until it is gone, and apply it anew."""
+    name = names.broker_statefulset(cluster.name, group)
+    await kube.delete("apps/v1", "StatefulSet", cluster.namespace, name, orphan=True)
+    deadline = time.monotonic() + ORPHAN_DELETE_SECONDS
+    while await kube.get("apps/v1", "StatefulSet", cluster.namespace, name) is not None:
+        if time.monotonic() > deadline:
+            raise kopf.TemporaryError(f"StatefulSet {name} is still being deleted", delay=10)
+        await asyncio.sleep(0.5)
+    return await _apply_all(kube, body, render_broker_group(cluster, spec, group))
 
 
 def _master_addr(facts: BrokerFacts, group: int) -> str:

@@ -177,13 +177,22 @@ class Kube:
         return items
 
     async def delete(
-        self, api_version: str, kind: str, namespace: str | None, name: str, *, uid: str | None = None
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None,
+        name: str,
+        *,
+        uid: str | None = None,
+        orphan: bool = False,
     ) -> bool:
         """Delete one object (background propagation); False when it was already gone.
 
-        With `uid`, only that incarnation: a pod the StatefulSet already recreated is left alone.
+        With `uid`, only that incarnation: a pod the StatefulSet already recreated is left alone. With
+        `orphan`, what the object owns stays (a StatefulSet's pods keep running, without an owner).
         """
-        body: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
+        propagation = "Orphan" if orphan else "Background"
+        body: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": propagation}
         if uid:
             body["preconditions"] = {"uid": uid}
         try:
@@ -193,6 +202,16 @@ class Kube:
                 return False
             raise
         return True
+
+    async def merge_patch(
+        self, api_version: str, kind: str, namespace: str | None, name: str, patch: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """A JSON merge patch of one object (fields the operator does not own by server-side apply)."""
+        path = resource_path(api_version, kind, namespace, name)
+        result: dict[str, Any] = await self.request(
+            "PATCH", path, body=patch, content_type="application/merge-patch+json"
+        )
+        return result
 
     async def patch_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> dict[str, Any]:
         """Merge-patch a RocketCluster's status (the status subresource)."""

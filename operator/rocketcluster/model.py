@@ -302,7 +302,9 @@ class Storage(_Wire):
     type: Literal["ephemeral", "persistentClaim"] = "persistentClaim"
     """persistentClaim: one PVC per pod that outlives it; ephemeral: an emptyDir, lost with the pod. Immutable."""
     size: Quantity = "10Gi"
-    """Size of each pod's volume (the PVC's request, or the emptyDir's sizeLimit)."""
+    """Size of each pod's volume (the PVC's request, or the emptyDir's sizeLimit). PVCs grow in place when their
+    StorageClass allows volume expansion; otherwise, and below their size, the change is refused
+    (StorageResizeBlocked) and the volumes keep their size."""
     storage_class_name: DnsSubdomain | None = None
     """StorageClass of the PVCs; unset means the cluster's default class. Immutable."""
 

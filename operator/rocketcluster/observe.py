@@ -6,6 +6,7 @@ answered over the wire), so the handler stays glue and these are tested by table
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 from rocketcluster import names
 from rocketcluster.model import RocketClusterSpec
 from rocketcluster.plan import (
+    Condition,
     GroupObservation,
     NameServerObservation,
     Observed,
@@ -28,11 +30,13 @@ __all__ = [
     "GroupFacts",
     "build_observed",
     "build_status",
+    "claim_size",
     "merge_conditions",
     "pod_ip",
     "pod_observation",
     "pod_ready",
     "ready_nameserver_addrs",
+    "with_rejections",
 ]
 
 _REVISION_LABEL = "controller-revision-hash"
@@ -44,6 +48,7 @@ class GroupFacts:
 
     registered: Mapping[int, str] = field(default_factory=dict)  # brokerId -> registered address
     lag_bytes: Mapping[int, int | None] = field(default_factory=dict)  # slave brokerId -> replication lag
+    diverged: Mapping[int, str] = field(default_factory=dict)  # slave brokerId -> why it stopped replicating
     writable: bool | None = None
     consumer_lag: int | None = None
     unread: Mapping[str, int] | None = None  # topic -> messages no consumer group reads
@@ -109,9 +114,11 @@ def pod_observation(pod: Mapping[str, Any], facts: GroupFacts | None = None) -> 
     ip = pod_ip(pod)
     registered = False
     lag: int | None = None
+    diverged: str | None = None
     if facts is not None:
         registered = ip is not None and facts.registered.get(ordinal) == f"{ip}:{names.BROKER_MAIN_PORT}"
         lag = facts.lag_bytes.get(ordinal)
+        diverged = facts.diverged.get(ordinal)
     return PodObservation(
         name=str(meta.get("name")),
         ordinal=ordinal,
@@ -122,6 +129,7 @@ def pod_observation(pod: Mapping[str, Any], facts: GroupFacts | None = None) -> 
         waiting_reason=_waiting_reason(pod),
         registered=registered,
         lag_bytes=lag,
+        diverged=diverged,
     )
 
 
@@ -156,8 +164,9 @@ def build_observed(
     pods: Sequence[Mapping[str, Any]],
     facts: BrokerFacts,
     status: Mapping[str, Any],
+    volume_expansion: bool | None = None,
 ) -> Observed:
-    """The planner's input for one reconcile."""
+    """The planner's input for one reconcile. `volume_expansion`: the claims' StorageClass allows it."""
     ns_sts: Mapping[str, Any] | None = None
     group_sts: dict[int, Mapping[str, Any]] = {}
     for sts in statefulsets:
@@ -194,6 +203,7 @@ def build_observed(
                 writable=f.writable,
                 consumer_lag=f.consumer_lag,
                 unread=None if f.unread is None else tuple(sorted(f.unread.items())),
+                claim_size=claim_size(group_set),
             )
         )
     return Observed(
@@ -214,6 +224,8 @@ def build_observed(
         ),
         when_scaled=spec.retention.when_scaled,
         ephemeral=spec.storage.type == "ephemeral",
+        storage_size=spec.storage.size,
+        volume_expansion=volume_expansion,
         paused=annotations.get(names.ANNOTATION_PAUSE_RECONCILIATION) == "true",
         manual_roll=annotations.get(names.ANNOTATION_MANUAL_ROLLING_UPDATE) == "true",
         nameserver=NameServerObservation(
@@ -224,6 +236,15 @@ def build_observed(
         broker_groups=tuple(groups),
         progress=Progress.from_dict(status),  # the planner's record: status.rollout, .scaling and .created
     )
+
+
+def claim_size(sts: Mapping[str, Any] | None) -> str | None:
+    """The size a broker StatefulSet's data volumeClaimTemplate asks for (None: none, or no StatefulSet)."""
+    for template in ((sts or {}).get("spec") or {}).get("volumeClaimTemplates") or []:
+        if (template.get("metadata") or {}).get("name") == names.DATA_VOLUME:
+            size = ((template.get("spec") or {}).get("resources") or {}).get("requests", {}).get("storage")
+            return None if size is None else str(size)
+    return None
 
 
 def _update_revision(sts: Mapping[str, Any] | None) -> str | None:
@@ -321,6 +342,23 @@ def build_status(
         "groupStatus": group_status,
         "connectionConfigMap": names.connection_config_map(name),
     }
+
+
+def with_rejections(plan: Plan, rejected: Sequence[str]) -> Plan:
+    """The plan's conditions once the API server refused some children: Degraded (ApplyRejected, naming each)
+    comes first, and the cluster is not Ready while its spec is only partly applied."""
+    if not rejected:
+        return plan
+    message = "the API server refused: " + "; ".join(rejected)
+    conditions = []
+    for c in plan.conditions:
+        if c.type == "Degraded":
+            others = [c.message] if c.status == "True" and c.message else []
+            c = Condition("Degraded", "True", "ApplyRejected", "; ".join([message, *others])[:4000])
+        elif c.type == "Ready" and c.status == "True":
+            c = Condition("Ready", "False", "ApplyRejected", message[:4000])
+        conditions.append(c)
+    return dataclasses.replace(plan, conditions=tuple(conditions))
 
 
 def _invalid_spec_clear() -> dict[str, str]:

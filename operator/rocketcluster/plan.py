@@ -8,7 +8,8 @@ unchanged cluster gives only ApplyChildren and Ready=True. The handler executes 
 the final Wait into `kopf.TemporaryError(delay=...)`, and stores `plan.progress.to_dict()` in status only once
 every action succeeded (a failed action leaves the old progress, so the same step is planned again).
 
-The steps come from three planners (plan_roll, plan_scale) that share one view of the cluster (plan_view).
+The steps come from the planners of rolls (plan_roll), scaling (plan_scale) and volume growth (plan_storage),
+which share one view of the cluster (plan_view).
 This module decides how they interleave, on one rule: never two disruptive steps at once.
 - Creating groups and copying metadata are not disruptive: they go on beside anything else.
 - A roll and a scale-in are. Whichever is under way finishes first; when neither is, the scale-in goes first
@@ -25,6 +26,7 @@ from typing import Final
 from rocketcluster.plan_progress import DrainProgress, Progress, RollProgress
 from rocketcluster.plan_roll import MANUAL_ROLLING_UPDATE, POD_HAS_OLD_REVISION, POD_STUCK, RollStep, plan_roll
 from rocketcluster.plan_scale import ScaleInStep, ScaleOutStep, plan_scale_in, plan_scale_out
+from rocketcluster.plan_storage import plan_storage
 from rocketcluster.plan_types import (
     STUCK_REASONS,
     Action,
@@ -41,6 +43,8 @@ from rocketcluster.plan_types import (
     Observed,
     Plan,
     PodObservation,
+    RecreateStatefulSet,
+    ResizeClaims,
     RolloutSettings,
     ScaleDownSettings,
     Wait,
@@ -69,6 +73,8 @@ __all__ = [
     "Plan",
     "PodObservation",
     "Progress",
+    "RecreateStatefulSet",
+    "ResizeClaims",
     "RollProgress",
     "RolloutSettings",
     "ScaleDownSettings",
@@ -77,7 +83,14 @@ __all__ = [
     "plan",
 ]
 
-CONDITION_TYPES: Final = ("Ready", "Progressing", "Degraded", "ScaleDownBlocked", "ReconciliationPaused")
+CONDITION_TYPES: Final = (
+    "Ready",
+    "Progressing",
+    "Degraded",
+    "ScaleDownBlocked",
+    "StorageResizeBlocked",
+    "ReconciliationPaused",
+)
 _PROGRESS_POLL_SECONDS: Final = 10.0
 
 
@@ -97,23 +110,28 @@ def plan(observed: Observed) -> Plan:
     roll = plan_roll(view, only_down=scale_in_first)
     scale_out = plan_scale_out(view)
     scale_in = plan_scale_in(view, _hold(view, roll, scale_in_first))
+    storage = plan_storage(view, busy=bool(view.removing) or progress.roll is not None or roll.restarting is not None)
 
-    actions: list[Action] = [ApplyChildren(view.kept)]
-    actions += scale_out.actions + scale_in.actions + roll.actions
-    degraded = _degraded(view, roll, scale_in)
+    actions: list[Action] = [ApplyChildren(view.kept, claim_sizes=storage.kept_sizes)]
+    actions += scale_out.actions + scale_in.actions + roll.actions + storage.actions
+    degraded = _degraded(view, roll, scale_in, scale_out)
     settled = (
         len(actions) == 1
         and roll.wait is None
         and scale_out.wait is None
         and scale_in.wait is None
+        and storage.status is None
         and observed.nameserver.statefulset_exists
         and not view.missing_groups
         and not view.removing
         and view.all_up()
+        and view.replicating()
         and not degraded
     )
     creating = not (progress.created or settled)
     progressing = _progressing(view, roll, scale_out, scale_in, creating, roll_first=not scale_in_first)
+    if storage.status is not None:
+        progressing.append(("ResizingVolumes", storage.status))
     wait = _merge_waits([roll.wait, scale_in.wait, scale_out.wait])
     if wait is None and progressing:
         reason, message = progressing[0]
@@ -126,6 +144,7 @@ def plan(observed: Observed) -> Plan:
         _summary("Progressing", progressing, idle_reason="Settled"),
         _summary("Degraded", degraded, idle_reason="Healthy"),
         _summary("ScaleDownBlocked", list(scale_in.blocked), "NotBlocked"),
+        _summary("StorageResizeBlocked", [storage.blocked] if storage.blocked else [], "NotBlocked"),
         Condition("ReconciliationPaused", "False", "Reconciling"),
     )
     new_progress = Progress(
@@ -147,7 +166,9 @@ def _hold(view: ClusterView, roll: RollStep, scale_in_first: bool) -> str | None
     return f"pods not ready: {', '.join(down)}" if down else None
 
 
-def _degraded(view: ClusterView, roll: RollStep, scale_in: ScaleInStep) -> list[tuple[str, str]]:
+def _degraded(
+    view: ClusterView, roll: RollStep, scale_in: ScaleInStep, scale_out: ScaleOutStep
+) -> list[tuple[str, str]]:
     """(reason, message) pairs, the most severe first."""
     observed = view.observed
     found: list[tuple[str, str]] = []
@@ -159,10 +180,16 @@ def _degraded(view: ClusterView, roll: RollStep, scale_in: ScaleInStep) -> list[
     if stuck:
         found.append(("PodStuck", "; ".join(stuck)))
 
-    # A master restarted by the roll, and a group getting its write permission back, are expected to be read-only.
+    diverged = [f"{m.name}: {m.pod.diverged}" for m in view.members if m.pod.diverged]
+    if diverged:
+        found.append(("ReplicaDiverged", "; ".join(diverged)))
+
+    # A master restarted by the roll, a group getting its write permission back and a group a scale-out is
+    # still creating are expected to be read-only.
     restarting = view.find(roll.restarting) if roll.restarting is not None else None
     expected = {restarting.group} if restarting is not None and restarting.is_master else set()
     expected |= {a.group for a in scale_in.actions if isinstance(a, AddWritePerm)}
+    expected |= set(scale_out.new_groups) | set(view.observed.progress.new_groups)
     # A group whose master is down takes no writes either (no failover in static mode: the pod comes back on
     # its volume), unless the roll took it down on purpose. Only once the cluster was first ready: before,
     # masters coming up are Creating, not a fault.

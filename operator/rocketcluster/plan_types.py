@@ -29,7 +29,9 @@ __all__ = [
     "Observed",
     "Plan",
     "PodObservation",
+    "RecreateStatefulSet",
     "Replication",
+    "ResizeClaims",
     "Retention",
     "RolloutSettings",
     "ScaleDownSettings",
@@ -66,7 +68,8 @@ class PodObservation:
     `revision` is the pod's `controller-revision-hash` label. `waiting_reason` is the first container's waiting
     reason, or `Unschedulable` for a pod the scheduler could not place (PodScheduled=False). For a broker pod,
     `registered` says the NameServer lists it, and `lag_bytes` is a slave's replication lag behind its master
-    (None when unknown, which counts as not caught up).
+    (None when unknown, which counts as not caught up); `diverged` says why a slave stopped replicating because
+    its CommitLog and its master's diverged.
     """
 
     name: str
@@ -78,6 +81,7 @@ class PodObservation:
     waiting_reason: str | None = None
     registered: bool = False
     lag_bytes: int | None = None
+    diverged: str | None = None
 
     @property
     def stuck(self) -> bool:
@@ -101,7 +105,8 @@ class NameServerObservation:
 class GroupObservation:
     """One broker group that exists in the cluster (a StatefulSet, or pods left of one).
 
-    `statefulset_exists` is false for a StatefulSet that is being deleted. `metadata_copied` says whether the
+    `statefulset_exists` is false for a StatefulSet that is being deleted; `claim_size` is the size its
+    volumeClaimTemplates ask for (None: ephemeral storage, or no StatefulSet). `metadata_copied` says whether the
     group holds the cluster's topics and subscription groups: True skips the copy, False asks for one even
     when the planner's own record lost it, None (unknown) leaves it to that record. `writable` is the group
     master's write permission (None when unknown); `consumer_lag` the messages not yet consumed from it, summed
@@ -117,6 +122,7 @@ class GroupObservation:
     writable: bool | None = None
     consumer_lag: int | None = None
     unread: tuple[tuple[str, int], ...] | None = None
+    claim_size: str | None = None  # the data volumes' size in the StatefulSet's volumeClaimTemplates
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +158,8 @@ class Observed:
     scale_down: ScaleDownSettings = ScaleDownSettings()
     when_scaled: Retention = "Retain"
     ephemeral: bool = False  # storage.type ephemeral: no volumes to keep or delete
+    storage_size: str = "10Gi"  # spec.storage.size
+    volume_expansion: bool | None = None  # whether the claims' StorageClass allows expansion (None: unknown)
     paused: bool = False
     manual_roll: bool = False
     nameserver: NameServerObservation = NameServerObservation()
@@ -166,10 +174,13 @@ class Observed:
 @dataclass(frozen=True, slots=True)
 class ApplyChildren:
     """Apply the cluster-wide children (NameServer, Services, ServiceAccount, connection ConfigMap) and the
-    children of the existing broker groups in `groups` (their StatefulSets, ConfigMaps, PDBs). Idempotent."""
+    children of the existing broker groups in `groups` (their StatefulSets, ConfigMaps, PDBs). Idempotent.
+    `claim_sizes`: (group, size) for StatefulSets whose volumeClaimTemplates keep a size other than the spec's
+    (the API server refuses to change them)."""
 
     groups: tuple[int, ...]
     reason: str = "APPLY_CHILDREN"
+    claim_sizes: tuple[tuple[int, str], ...] = ()
 
     def describe(self) -> str:
         return f"apply the NameServer, shared children and broker groups {list(self.groups)}"
@@ -249,6 +260,30 @@ class DeleteGroup:
 
 
 @dataclass(frozen=True, slots=True)
+class ResizeClaims:
+    """Patch every data PVC of group `group` to request `size` (its StorageClass allows expansion)."""
+
+    group: int
+    size: str
+    reason: str = "RESIZE_VOLUMES"
+
+    def describe(self) -> str:
+        return f"grow the volumes of broker group {self.group} to {self.size}"
+
+
+@dataclass(frozen=True, slots=True)
+class RecreateStatefulSet:
+    """Delete group `group`'s StatefulSet leaving its pods (orphaned), and apply it again from the spec: the
+    only way to change its volumeClaimTemplates. The new StatefulSet adopts the running pods."""
+
+    group: int
+    reason: str = "RECREATE_STATEFULSET"
+
+    def describe(self) -> str:
+        return f"re-create the StatefulSet of broker group {self.group} with the new volume size, keeping its pods"
+
+
+@dataclass(frozen=True, slots=True)
 class ClearManualRollRequest:
     """Remove the manual-rolling-update annotation: the roll it asked for is recorded in `Plan.progress`, so
     the handler should clear it in the same patch as the status (then neither is lost without the other)."""
@@ -279,6 +314,8 @@ Action: TypeAlias = (
     | WipeWritePerm
     | AddWritePerm
     | DeleteGroup
+    | ResizeClaims
+    | RecreateStatefulSet
     | ClearManualRollRequest
     | Wait
 )

@@ -105,6 +105,10 @@ class ClusterView:
         """Every expected pod exists, is ready and, for a broker, is registered with the NameServer."""
         return not self.missing and all(m.pod.ready and (m.group is None or m.pod.registered) for m in self.members)
 
+    def replicating(self) -> bool:
+        """Every slave's replication is known to run: its lag was measured, and its data has not diverged."""
+        return all(m.pod.lag_bytes is not None and not m.pod.diverged for m in self.members if m.is_slave)
+
     def caught_up(self, member: Member) -> bool:
         lag = member.pod.lag_bytes
         return lag is not None and lag <= self.observed.rollout.max_slave_lag_bytes

@@ -420,10 +420,10 @@ def _broker_volumes(cluster: ClusterRef, spec: RocketClusterSpec, g: int) -> lis
     return volumes
 
 
-def _data_claim_template(spec: RocketClusterSpec, labels: Mapping[str, str]) -> Obj:
+def _data_claim_template(spec: RocketClusterSpec, labels: Mapping[str, str], size: str) -> Obj:
     claim: Obj = {
         "accessModes": ["ReadWriteOnce"],
-        "resources": {"requests": {"storage": spec.storage.size}},
+        "resources": {"requests": {"storage": size}},
     }
     if spec.storage.storage_class_name:
         claim["storageClassName"] = spec.storage.storage_class_name
@@ -466,8 +466,13 @@ def _broker_container(spec: RocketClusterSpec, template: PodTemplate) -> Obj:
     return container
 
 
-def render_broker_group(cluster: ClusterRef, spec: RocketClusterSpec, g: int) -> list[Obj]:
-    """Group g: its ConfigMap (broker-<ordinal>.conf files), StatefulSet (ordinal = brokerId) and PDB."""
+def render_broker_group(
+    cluster: ClusterRef, spec: RocketClusterSpec, g: int, claim_size: str | None = None
+) -> list[Obj]:
+    """Group g: its ConfigMap (broker-<ordinal>.conf files), StatefulSet (ordinal = brokerId) and PDB.
+
+    `claim_size`: the size of the data volumeClaimTemplate when it is not spec.storage.size (a StatefulSet
+    whose claims cannot grow keeps the size it was made with; see plan_storage)."""
     c = cluster.name
     labels = names.broker_group_labels(c, g)
     selector = names.broker_group_selector(c, g)
@@ -505,7 +510,7 @@ def render_broker_group(cluster: ClusterRef, spec: RocketClusterSpec, g: int) ->
         "template": pod,
     }
     if spec.storage.type == "persistentClaim":
-        body["volumeClaimTemplates"] = [_data_claim_template(spec, labels)]
+        body["volumeClaimTemplates"] = [_data_claim_template(spec, labels, claim_size or spec.storage.size)]
     statefulset = _statefulset(cluster, names.broker_statefulset(c, g), labels, body)
     return [config_map, statefulset, _pdb(cluster, names.broker_pdb(c, g), labels, selector)]
 

@@ -16,12 +16,15 @@ from rocketcluster.observe import (
     GroupFacts,
     build_observed,
     build_status,
+    claim_size,
     merge_conditions,
     pod_observation,
     ready_nameserver_addrs,
     registered_everywhere,
+    with_rejections,
 )
 from rocketcluster.plan import plan
+from rocketcluster.quantity import parse_quantity
 
 
 def pod(
@@ -69,6 +72,11 @@ FACTS = GroupFacts(registered={0: "10.88.0.5:10911", 1: "10.88.0.6:10911"}, lag_
         (pod("c-broker-0-0", waiting="CrashLoopBackOff", ready=False), None, {"waiting_reason": "CrashLoopBackOff"}),
         (pod("c-broker-0-0", unschedulable=True, phase="Pending"), None, {"waiting_reason": "Unschedulable"}),
         (pod("c-broker-0-0", revision="rev-2"), None, {"revision": "rev-2", "uid": "uid-c-broker-0-0"}),
+        (
+            pod("c-broker-0-1", ip="10.88.0.6"),
+            dataclasses.replace(FACTS, lag_bytes={1: None}, diverged={1: "AHEAD of the master"}),
+            {"lag_bytes": None, "diverged": "AHEAD of the master"},
+        ),
     ],
 )
 def test_pod_observation(raw: dict[str, Any], facts: GroupFacts | None, expected: dict[str, Any]) -> None:
@@ -150,6 +158,58 @@ def test_build_observed_groups_pods_and_settings() -> None:
     g0, g1 = observed.broker_groups
     assert (g0.index, g0.update_revision, [p.ordinal for p in g0.pods]) == (0, "rev-2", [0, 1])
     assert (g1.index, g1.pods) == (1, ())  # a group the spec dropped, still there: the planner drains it
+
+
+def _with_claims(statefulset: dict[str, Any], size: str) -> dict[str, Any]:
+    template = {"metadata": {"name": "data"}, "spec": {"resources": {"requests": {"storage": size}}}}
+    statefulset["spec"] = {"volumeClaimTemplates": [template]}
+    return statefulset
+
+
+def test_claim_sizes_and_storage_settings_are_observed() -> None:
+    assert claim_size(_with_claims(sts("c-broker-0", "broker", 0), "256Mi")) == "256Mi"
+    assert claim_size(sts("c-broker-0", "broker", 0)) is None and claim_size(None) is None
+    observed = build_observed(
+        name="c", generation=3, now=1000.0,
+        spec=parse_spec({"storage": {"size": "512Mi"}}), annotations={},
+        statefulsets=[_with_claims(sts("c-broker-0", "broker", 0), "256Mi")], pods=[], facts=BrokerFacts(),
+        status={}, volume_expansion=False,
+    )  # fmt: skip
+    assert (observed.storage_size, observed.volume_expansion, observed.ephemeral) == ("512Mi", False, False)
+    assert observed.broker_groups[0].claim_size == "256Mi"
+
+
+def test_refused_children_make_the_cluster_degraded_not_ready() -> None:
+    spec_raw = {"broker": {"groups": 1, "slavesPerGroup": 1}, "nameServer": {"replicas": 1}}
+    pods = [
+        pod("c-broker-0-0"),
+        pod("c-broker-0-1", ip="10.88.0.6"),
+        pod("c-nameserver-0", component="nameserver", group=None),
+    ]
+    observed = _observed(spec_raw, [sts("c-nameserver", "nameserver", None), sts("c-broker-0", "broker", 0)], pods)
+    decided = plan(dataclasses.replace(observed, manual_roll=False))
+    assert decided.phase == "Ready" and with_rejections(decided, []) is decided
+    refused = with_rejections(decided, ["PodDisruptionBudget c-broker-0: forbidden field"])
+    degraded = refused.condition("Degraded")
+    assert degraded is not None and (degraded.status, degraded.reason) == ("True", "ApplyRejected")
+    assert "PodDisruptionBudget c-broker-0: forbidden field" in degraded.message
+    assert refused.condition("Ready").status == "False" and refused.phase == "Degraded"  # type: ignore[union-attr]
+    assert refused.actions == decided.actions and refused.progress == decided.progress
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [("256Mi", 256 * 2**20), ("10Gi", 10 * 2**30), ("10240Mi", 10 * 2**30), ("1.5G", 1_500_000_000),
+     ("1e9", 10**9), ("1E", 10**18), ("500m", 0.5), ("4", 4), (" 2Ki ", 2048)],
+)  # fmt: skip
+def test_quantities(text: str, value: float) -> None:
+    assert parse_quantity(text) == value
+
+
+@pytest.mark.parametrize("text", ["", "Gi", "10 Gi", "10GB", "1e", "ten", "10Gi;rm -rf", "--1", "1" * 70 + "Qi"])
+def test_bad_quantities_name_the_text(text: str) -> None:
+    with pytest.raises(ValueError, match="is not a quantity"):
+        parse_quantity(text)
 
 
 def test_status_from_a_plan() -> None:

@@ -31,6 +31,8 @@ from rocketcluster.plan import (
     Plan,
     PodObservation,
     Progress,
+    RecreateStatefulSet,
+    ResizeClaims,
     RolloutSettings,
     RollProgress,
     ScaleDownSettings,
@@ -62,6 +64,7 @@ class FakePod:
     waiting: str | None = None
     registered: bool = True
     lag: int | None = 0
+    diverged: str | None = None
 
     def observe(self) -> PodObservation:
         return PodObservation(
@@ -74,6 +77,7 @@ class FakePod:
             waiting_reason=self.waiting,
             registered=self.registered,
             lag_bytes=self.lag,
+            diverged=self.diverged,
         )
 
 
@@ -87,6 +91,8 @@ class FakeGroup:
     writable: bool = True
     consumer_lag: int | None = 0
     unread: tuple[tuple[str, int], ...] | None = ()
+    claim_size: str | None = "10Gi"
+    claims: str = "10Gi"  # the size the group's PVCs request
 
 
 @dataclass
@@ -102,6 +108,8 @@ class FakeCluster:
     rollout: RolloutSettings = field(default_factory=RolloutSettings)
     scale_down: ScaleDownSettings = field(default_factory=ScaleDownSettings)
     when_scaled: str = "Retain"
+    storage_size: str = "10Gi"
+    volume_expansion: bool | None = None
     paused: bool = False
     manual_roll: bool = False
     now: float = START
@@ -149,6 +157,8 @@ class FakeCluster:
             rollout=self.rollout,
             scale_down=self.scale_down,
             when_scaled="Delete" if self.when_scaled == "Delete" else "Retain",
+            storage_size=self.storage_size,
+            volume_expansion=self.volume_expansion,
             paused=self.paused,
             manual_roll=self.manual_roll,
             nameserver=NameServerObservation(
@@ -166,6 +176,7 @@ class FakeCluster:
                     writable=g.writable,
                     consumer_lag=g.consumer_lag,
                     unread=g.unread,
+                    claim_size=g.claim_size,
                 )
                 for g in self.broker.values()
             ),
@@ -192,7 +203,10 @@ class FakeCluster:
 
     def _execute(self, action: Action) -> None:
         match action:
-            case ApplyChildren(groups=groups):
+            case ApplyChildren(groups=groups, claim_sizes=claim_sizes):
+                kept = dict(claim_sizes)
+                for g in groups:  # the API server refuses any change of a StatefulSet's volumeClaimTemplates
+                    assert kept.get(g, self.storage_size) == self.broker[g].claim_size, f"422 for group {g}"
                 if not self.ns_statefulset:
                     self.ns_statefulset = True
                     self.ns_pods = {i: self._pod(ns(i), i, self.template, False) for i in range(self.nameservers)}
@@ -217,6 +231,11 @@ class FakeCluster:
             case DeleteGroup(group=g, delete_pvcs=delete_pvcs):
                 del self.broker[g]
                 self.deleted_groups.append((g, delete_pvcs))
+            case ResizeClaims(group=g, size=size):
+                self.broker[g].claims = size
+            case RecreateStatefulSet(group=g):
+                assert self.broker[g].claims == self.storage_size, "re-created before its claims grew"
+                self.broker[g].claim_size = self.storage_size
             case ClearManualRollRequest():
                 self.manual_roll = False
             case Wait():
@@ -225,7 +244,8 @@ class FakeCluster:
     def change_template(self, template: str) -> None:
         """The spec changed, and ApplyChildren carried the new template to every StatefulSet (pods keep theirs)."""
         self.template = template
-        self._execute(ApplyChildren(tuple(self.broker)))
+        sizes = tuple((g, group.claim_size) for g, group in self.broker.items() if group.claim_size)
+        self._execute(ApplyChildren(tuple(self.broker), claim_sizes=sizes))
 
     def _owner(self, name: str) -> FakeGroup:
         return next(g for g in self.broker.values() if any(p.name == name for p in g.pods.values()))
@@ -831,6 +851,7 @@ def test_scale_out_copies_metadata_once_after_the_new_master_registers() -> None
         if step == 0:
             assert CreateGroup(2, "SCALE_OUT") in p.actions
             assert p.progress.new_groups == (2,)
+        assert conditions(p)["Degraded"] == HEALTHY, "a planned scale-out is no fault"
         if conditions(p)["Ready"] == READY:
             break
         if copies:
@@ -956,6 +977,82 @@ def test_a_drain_with_drain_off_deletes_unread_messages_as_asked() -> None:
     cluster.groups = 2
     cluster.broker[2].unread = (("Orders", 17),)
     assert DeleteGroup(2, False) in cluster.plan().actions
+
+
+@pytest.mark.parametrize(
+    ("size", "expansion", "blocked", "grown"),
+    [
+        ("20Gi", True, NOT_BLOCKED, True),  # grown in place, the StatefulSets re-created
+        ("20Gi", False, ("True", "VolumeExpansionNotAllowed"), False),
+        ("20Gi", None, ("True", "VolumeExpansionNotAllowed"), False),  # the class could not be read
+        ("5Gi", True, ("True", "VolumeShrinkNotAllowed"), False),
+        ("10240Mi", False, NOT_BLOCKED, True),  # the same size, spelled otherwise: nothing to do
+    ],
+)
+def test_a_volume_size_change(size: str, expansion: bool | None, blocked: tuple[str, str], grown: bool) -> None:
+    cluster = FakeCluster(volume_expansion=expansion)
+    cluster.storage_size = size
+    p = cluster.plan()
+    cluster.execute(p)  # the fake API server refuses a changed volumeClaimTemplate, as the real one does
+    assert conditions(p)["StorageResizeBlocked"] == blocked
+    resized = [a for a in p.actions if isinstance(a, ResizeClaims | RecreateStatefulSet)]
+    if grown and size == "20Gi":
+        assert resized == [
+            ResizeClaims(0, "20Gi"),
+            RecreateStatefulSet(0),
+            ResizeClaims(1, "20Gi"),
+            RecreateStatefulSet(1),
+        ]
+        assert [g.claim_size for g in cluster.broker.values()] == ["20Gi", "20Gi"]
+        assert not cluster.restarts  # the pods are adopted by the new StatefulSets, not restarted
+    else:
+        assert resized == []
+    later = cluster.plan()
+    assert not any(isinstance(a, ResizeClaims | RecreateStatefulSet) for a in later.actions)
+    assert conditions(later)["StorageResizeBlocked"] == blocked
+    assert conditions(later)["Ready"] == READY  # refused or done, the cluster serves
+
+
+def test_a_refused_growth_still_rolls_a_new_image_and_can_be_set_back() -> None:
+    cluster = FakeCluster(volume_expansion=False)
+    cluster.storage_size = "20Gi"
+    cluster.change_template("r2")  # applied with each StatefulSet's own claim size (the fake asserts it)
+    plans = walk(cluster)
+    assert {p.revision for g in cluster.broker.values() for p in g.pods.values()} == {"r2"}
+    assert conditions(plans[-1])["StorageResizeBlocked"] == ("True", "VolumeExpansionNotAllowed")
+    cluster.storage_size = "10Gi"
+    assert conditions(cluster.plan())["StorageResizeBlocked"] == NOT_BLOCKED
+
+
+def test_a_volume_growth_waits_for_a_roll_under_way() -> None:
+    cluster = image_change()
+    cluster.volume_expansion = True
+    cluster.execute(cluster.plan())  # the roll starts
+    cluster.storage_size = "20Gi"
+    p = cluster.plan()
+    assert not any(isinstance(a, ResizeClaims) for a in p.actions)
+    assert "growing the volumes to 20Gi waits" in p.condition("Progressing").message  # type: ignore[union-attr]
+    plans = walk(cluster)
+    assert [g.claim_size for g in cluster.broker.values()] == ["20Gi", "20Gi"]
+    assert any(isinstance(a, ResizeClaims) for p in plans for a in p.actions)
+
+
+def test_a_diverged_slave_is_degraded_and_the_cluster_not_ready() -> None:
+    cluster = FakeCluster()
+    cluster.broker[1].pods[1].diverged = "the slave's CommitLog ends at 20470, AHEAD of the master"
+    cluster.broker[1].pods[1].lag = None
+    p = cluster.plan()
+    assert conditions(p)["Degraded"] == ("True", "ReplicaDiverged")
+    assert bk(1, 1) in p.condition("Degraded").message and "AHEAD" in p.condition("Degraded").message  # type: ignore[union-attr]
+    assert conditions(p)["Ready"][0] == "False"
+
+
+def test_ready_waits_for_every_slave_s_replication_to_be_measured() -> None:
+    cluster = FakeCluster()
+    cluster.broker[0].pods[2].lag = None  # the slave answered nothing yet (just restarted, not streaming)
+    assert conditions(cluster.plan())["Ready"][0] == "False"
+    cluster.broker[0].pods[2].lag = 0
+    assert conditions(cluster.plan())["Ready"] == READY
 
 
 def test_settled_cluster_plans_the_same_step_forever() -> None:

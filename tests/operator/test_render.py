@@ -249,6 +249,15 @@ def test_storage(storage: dict[str, Any], claim: dict[str, Any] | None, volume: 
     assert volumes.get("data") == volume
 
 
+def test_a_statefulset_can_keep_the_claim_size_it_was_made_with() -> None:
+    spec = _spec(storage={"size": "20Gi"})
+    kept = _statefulset(render_broker_group(CLUSTER, spec, 0, claim_size="10Gi"), "demo-broker-0")["spec"]
+    assert kept["volumeClaimTemplates"][0]["spec"]["resources"] == {"requests": {"storage": "10Gi"}}
+    grown = _statefulset(render_broker_group(CLUSTER, spec, 0), "demo-broker-0")["spec"]
+    assert grown["volumeClaimTemplates"][0]["spec"]["resources"] == {"requests": {"storage": "20Gi"}}
+    assert kept["template"] == grown["template"]  # the pods are the same either way: nothing rolls
+
+
 def test_the_pvc_name_the_statefulset_controller_makes_is_the_one_names_predicts() -> None:
     sts = _statefulset(render_broker_group(CLUSTER, _spec(), 0), "demo-broker-0")
     claim = sts["spec"]["volumeClaimTemplates"][0]["metadata"]["name"]

@@ -106,7 +106,7 @@ Nothing here reads Secrets or creates Pods directly.
   verbs: ["get", "list", "watch", "delete"]
 - apiGroups: [""]
   resources: ["persistentvolumeclaims"]
-  verbs: ["get", "list", "delete"]
+  verbs: ["get", "list", "patch", "delete"]
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["create"]
