@@ -2,7 +2,8 @@
 
 Started by the HA controller (broker.ha.controller) on ASYNC_MASTER and SYNC_MASTER brokers, whose
 store tells `HAMaster.data_appended(end_offset)` of every put and, on SYNC_MASTER, waits on
-`wait_acked` (installed with `store.set_replica`). Each connection reads 8-byte slave reports as
+`wait_acked` (installed with `store.set_replica`). A slave runs the same server read-only, as the
+restore source of its master (`RestoreSource`, broker.ha.restore_source). Each connection reads 8-byte slave reports as
 they arrive (last complete frame wins) and runs a writer (12-byte header + raw CommitLog bytes in chunks of at
 most haTransferBatchSize that never cross a file, a zero-size heartbeat when idle). Reports feed the ack
 bookkeeping (push2SlaveMaxOffset), which wakes SYNC_MASTER puts waiting in `GroupTransfer`.
@@ -164,8 +165,12 @@ class HAConnection:
             return
         if not self._first_report.done():
             self._first_report.set_result(offset)
-            if not self.ready:
-                self.master.slave_reported_first(self)
+        if offset > self.master.store.max_phy_offset:
+            # A peer ahead of this side (its data diverged, or it lies) acknowledges nothing: counted,
+            # it would answer SYNC_MASTER puts up to its offset that no slave holds.
+            return
+        if not self.ready:
+            self.master.slave_reported_first(self)
         self.slave_ack_offset = offset
         self.master.slave_acked(self, offset)
 
@@ -213,19 +218,16 @@ class HAConnection:
         report = await self._first_report
         master_max = store.max_phy_offset
         if report > master_max:
-            # The slave holds data this master never had (e.g. the master was restored from an older
-            # copy). Tell it where we really are: the mismatching header makes it stop and say so.
-            log.error(
-                "HA connection %s: the slave is AHEAD of this master (slave %d > master %d): their data "
-                "diverged; not replicating (rebuild the slave's store or restore the master)",
-                self.addr,
-                report,
-                master_max,
-            )
+            # The peer holds data this side never had (e.g. the master was restored from an older copy).
+            # Tell it where we really are: the mismatching header makes it stop and say so.
+            master.peer_ahead(self, report)
             self.writer.write(encode_header(master_max, 0))
             await self.writer.drain()
             return
-        if report == 0 and settings.full_transfer_from_empty:
+        if report < 0:
+            log.warning("HA connection %s: negative offset %d reported, closing", self.addr, report)
+            return
+        if report == 0 and (settings.full_transfer_from_empty or master.serves_everything_to_empty):
             start = store.min_phy_offset
         else:
             start = transfer_start(report, master_max, settings.file_size)
@@ -290,6 +292,10 @@ class HAConnection:
 class HAMaster:
     """The HA server, its connections, the ack bookkeeping and the SYNC_MASTER waiter."""
 
+    # An empty peer gets the whole CommitLog rather than its last file (haFullTransferFromEmpty)
+    serves_everything_to_empty = False
+    kind = "HA service"  # how the logs name this server
+
     def __init__(self, store: MessageStore, settings: HASettings) -> None:
         self.store = store
         self.settings = settings
@@ -315,8 +321,18 @@ class HAMaster:
         )
         self.port = int(self._server.sockets[0].getsockname()[1])
         self._status_task = loop.create_task(self._log_status(), name="ha-status")
-        log.info("HA service listening on %s:%d (%s)", s.listen_host, self.port, s.role)
+        log.info("%s listening on %s:%d (%s)", self.kind, s.listen_host, self.port, s.role)
         return self.port
+
+    def peer_ahead(self, conn: HAConnection, report: int) -> None:
+        """A peer reported more CommitLog than this side holds: nothing is streamed to it."""
+        log.error(
+            "HA connection %s: the slave is AHEAD of this master (slave %d > master %d): their data "
+            "diverged; not replicating (rebuild the slave's store or restore the master)",
+            conn.addr,
+            report,
+            self.store.max_phy_offset,
+        )
 
     async def close(self) -> None:
         if self._server is not None:

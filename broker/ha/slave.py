@@ -6,7 +6,12 @@ the `master_ha_addr` callable. The client reports its max CommitLog offset on co
 append and at least every haSendHeartbeatInterval; it appends blocks with
 `store.append_to_commit_log`, which dispatches them into the slave's ConsumeQueues and IndexFile.
 A block whose offset differs from the slave's own end means the two CommitLogs diverged: the client
-closes, logs why, and retries with back-off (it never truncates data on its own).
+closes, logs why, and retries with back-off (it never truncates data on its own). `on_appended` hears of
+each append (the slave's restore source, broker.ha.restore_source, streams it on).
+
+`replicate_once` is the same session in a one-shot mode, used by a master that restores its CommitLog
+from a slave before it serves (broker.ha.restore): it ends once the local end reaches a given offset, or
+when the peer stops sending data for haHousekeepingInterval.
 """
 
 from __future__ import annotations
@@ -39,10 +44,17 @@ BACKOFF_DIVERGED = 30.0  # nothing will change until an operator acts: retry slo
 class HAClient:
     """One background service: the replication session with the master, reconnecting forever."""
 
-    def __init__(self, store: MessageStore, settings: HASettings, master_ha_addr: Callable[[], str | None]) -> None:
+    def __init__(
+        self,
+        store: MessageStore,
+        settings: HASettings,
+        master_ha_addr: Callable[[], str | None],
+        on_appended: Callable[[int], None] | None = None,
+    ) -> None:
         self.store = store
         self.settings = settings
         self.master_ha_addr = master_ha_addr
+        self.on_appended = on_appended
         self.connected_addr: str | None = None
         self.last_contact = 0.0  # monotonic time of the last block (data or heartbeat) from the master
         self.last_master_offset = -1  # end of the last block the master sent
@@ -52,6 +64,7 @@ class HAClient:
         self._task: asyncio.Task[None] | None = None
         self._stream: MasterStream | None = None
         self._last_report = 0.0
+        self._until: int | None = None  # one-shot mode: end the session once the local end reaches it
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="ha-client")
@@ -162,6 +175,8 @@ class HAClient:
                 consumed = await self._apply_blocks(addr, data)
                 if consumed < 0:
                     return
+                if self._until is not None and self.store.max_phy_offset >= self._until:
+                    return
                 # never resize `data` (views of it may still be alive): the partial block is copied out
                 pending = data[consumed:]
         finally:
@@ -206,7 +221,49 @@ class HAClient:
             pos += HEADER_SIZE + size
         if appended:
             self._report()
+            if self.on_appended is not None:
+                self.on_appended(store.max_phy_offset)
         return pos
+
+    async def replicate_once(self, addr: str, until: int) -> bool:
+        """One session with the HA server at `addr` that ends once the local CommitLog reaches `until`;
+        True when it did. The session also ends when the peer closes, diverges, or sends no data for
+        haHousekeepingInterval (heartbeats alone do not count: a peer that has nothing more is done)."""
+        host, port = parse_addr(addr)
+        loop = asyncio.get_running_loop()
+        try:
+            _transport, stream = await asyncio.wait_for(
+                loop.create_connection(MasterStream, host, port), CONNECT_TIMEOUT
+            )
+        except (OSError, TimeoutError) as exc:
+            log.warning("HA restore: cannot connect to %s: %s", addr, exc or "timeout")
+            return False
+        self._until = until
+        stall = loop.create_task(self._stall_watch(addr, stream), name="ha-restore-stall")
+        try:
+            await self._session(addr, stream)
+        except OSError as exc:
+            log.warning("HA restore: connection to %s lost: %s", addr, exc)
+        finally:
+            self._until = None
+            self.connected_addr = None
+            self._stream = None
+            stream.close()
+            await cancel_and_wait(stall)
+        return self.store.max_phy_offset >= until
+
+    async def _stall_watch(self, addr: str, stream: MasterStream) -> None:
+        limit = self.settings.housekeeping_interval
+        last, since = self.store.max_phy_offset, time.monotonic()
+        while True:
+            await asyncio.sleep(min(0.5, limit))
+            now_at = self.store.max_phy_offset
+            if now_at != last:
+                last, since = now_at, time.monotonic()
+            elif time.monotonic() - since >= limit:
+                log.warning("HA restore: no data from %s for %.1f s (local end %d), giving up", addr, limit, now_at)
+                stream.abort()
+                return
 
     def _diverged(self, addr: str, mine: int, master_offset: int) -> None:
         if mine > master_offset:

@@ -6,7 +6,8 @@ group / offset managers, long polling, the schedule service, the transaction ser
 NameServer registration.
 
 Start order: load managers -> bind the server (answering "starting" until ready) -> start the store
-(storeHost needs the bound port) -> register processors -> background services -> register with the
+(storeHost needs the bound port) -> on a master, check the slaves and restore from one that is ahead
+(broker.server.restore) -> register processors -> HA -> background services -> register with the
 NameServers. Shutdown order: unregister -> stop reading -> finish in-flight sends -> answer held
 pulls -> close connections -> persist offsets and configs -> flush and close the store.
 """
@@ -16,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from broker.ha.controller import HAController
@@ -42,6 +44,7 @@ from broker.server.processors.reply import ReplyProcessor
 from broker.server.processors.send import SendProcessor
 from broker.server.processors.send_back import SendBackProcessor
 from broker.server.registration import Registrar
+from broker.server.restore import StartRestore
 from broker.server.schedule import ScheduleService
 from broker.server.slave_sync import SlaveSynchronize
 from broker.server.stats import BrokerStats
@@ -209,10 +212,16 @@ class BrokerController:
         except BaseException:
             await server.shutdown(0.5)
             raise
-        if self.meters is not None:  # before any put: plain sends are counted from the ConsumeQueues from here
-            self.meters.attach(self._store, master=c.is_master, skip=_BROKER_OWN_TOPICS)
         self._schedule = ScheduleService(self._store, c.delay_levels_ms, Path(c.store_path_root_dir) / "config")
         self._schedule.load()
+        # A master checks its slaves before anything else uses the store or its metadata (the transaction
+        # service reads its progress from the consumer offsets). The remoting port stays bound meanwhile and
+        # answers every request SYSTEM_BUSY "starting" (no processor is registered yet): clients and the
+        # readiness probe retry, as at any start, rather than meeting a closed port; the HA port is not
+        # bound and nothing is registered with the NameServers until the check is done.
+        restored = await self._restore_from_slaves(self._store)
+        if self.meters is not None:  # before any put: plain sends are counted from the ConsumeQueues from here
+            self.meters.attach(self._store, master=c.is_master, skip=_BROKER_OWN_TOPICS)
         self._timer = TimerService(self._store, Path(c.store_path_root_dir) / "config")
         self._timer.load()
         self._transactions = TransactionService(self)
@@ -232,21 +241,14 @@ class BrokerController:
             ha_settings(c, self.store_config),
             lambda: registrar.master_ha_addr,
             lambda: registrar.master_addr,
+            lambda: c.ha_server_addr,
         )
+        self.ha.start_restore = restored
         ha_port = await self.ha.start()
         if ha_port is not None:
             c.ha_listen_port = ha_port  # when 0 was asked for: the registration must carry the real one
         if not c.is_master:
-            self.slave_sync = SlaveSynchronize(
-                self.client,
-                self.topics,
-                self.groups,
-                self.offsets,
-                self._schedule,
-                lambda: self.addr,
-                lambda: registrar.master_addr,
-                c.slave_sync_interval / 1000,
-            )
+            self.slave_sync = self._metadata_sync(lambda: registrar.master_addr)
             self.slave_sync.start()
 
         loop = asyncio.get_running_loop()
@@ -271,6 +273,29 @@ class BrokerController:
             c.broker_role,
             c.flush_disk_type,
         )
+
+    def _metadata_sync(self, master_addr: Callable[[], str | None]) -> SlaveSynchronize:
+        c = self.config
+        return SlaveSynchronize(
+            self.client,
+            self.topics,
+            self.groups,
+            self.offsets,
+            self.schedule,
+            lambda: self.addr,
+            master_addr,
+            c.slave_sync_interval / 1000,
+        )
+
+    async def _restore_from_slaves(self, store: MessageStore) -> dict[str, str]:
+        """On a master with restoreFromSlaveOnStart: catch up from a slave that holds more (StartRestore)."""
+        c = self.config
+        if not c.is_master or c.broker_id != 0 or not c.restore_from_slave_on_start or not c.name_servers:
+            return {}
+        restore = StartRestore(
+            c, self.client, store, ha_settings(c, self.store_config), self._metadata_sync(lambda: None)
+        )
+        return await restore.run()
 
     def _register_processors(self, server: RemotingServer) -> None:
         self.send = SendProcessor(self)

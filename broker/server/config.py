@@ -100,6 +100,8 @@ class BrokerConfig(BrokerStoreKeys):
     ha_slave_fallbehind_max: int = Field(256 * 1024 * 1024, alias="haSlaveFallbehindMax", gt=0)
     ha_full_transfer_from_empty: bool = Field(False, alias="haFullTransferFromEmpty")  # ours, not RocketMQ's
     slave_sync_interval: int = Field(3_000, alias="slaveSyncInterval", gt=0)  # ours: SlaveSynchronize period
+    # ours: a master whose CommitLog is behind a registered slave's restores from it before it serves
+    restore_from_slave_on_start: bool = Field(True, alias="restoreFromSlaveOnStart")
     access_message_in_memory_max_ratio: int = Field(40, alias="accessMessageInMemoryMaxRatio", ge=0, le=100)
     cluster_topic_enable: bool = Field(True, alias="clusterTopicEnable")
     broker_topic_enable: bool = Field(True, alias="brokerTopicEnable")

@@ -7,7 +7,8 @@ REGISTER_BROKER response) for GET_ALL_TOPIC_CONFIG (21), GET_ALL_CONSUMER_OFFSET
 topics and groups replaced when the master's dataVersion differs, consumer and delay offsets merged key by
 key, each persisted when it changed. A consumer that moves from the master to this slave therefore resumes
 at the master's committed offsets. It lives in the server package because it writes the server's managers;
-the HA package replicates the CommitLog only and knows nothing of them.
+the HA package replicates the CommitLog only and knows nothing of them. A master that restores from one
+of its slaves at start (broker.server.restore) copies the slave's metadata once with the same `sync_all`.
 """
 
 from __future__ import annotations

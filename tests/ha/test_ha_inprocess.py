@@ -214,8 +214,11 @@ async def test_slave_ahead_of_a_restored_master_stops_and_says_so(
         end = master.store.max_phy_offset
         await eventually(lambda: slave.store.max_phy_offset == end, what="replication")
         await master.shutdown()
-        # the master comes back from an older copy: an empty store, same HA address
-        p.master = await p.start_master("ASYNC_MASTER", store="master-restored", haListenPort=ha_port)
+        # the master comes back from an older copy: an empty store, same HA address (without the restore
+        # from its slave at start, which would otherwise bring the data back first)
+        p.master = await p.start_master(
+            "ASYNC_MASTER", store="master-restored", haListenPort=ha_port, restoreFromSlaveOnStart="false"
+        )
         assert slave.ha is not None and slave.ha.client is not None
         client = slave.ha.client
         await eventually(lambda: client.diverged is not None, timeout=15, what="divergence detection")

@@ -12,6 +12,7 @@ from broker.ha.reads import PullSuggestion
 from broker.ha.status import ReplicationStatus
 from broker.ha.transfer import GroupTransfer
 from broker.protocol.codes import ResponseCode
+from broker.server.restore import SlaveState
 from broker.store.results import PutResult, PutStatus
 
 
@@ -107,3 +108,14 @@ def test_pull_suggestion_master_and_slave_rules() -> None:
     )
     # but never moves the consumer's offset: the master may have what the slave lacks
     assert slave.decide(ResponseCode.PULL_OFFSET_MOVED, found=[], commit_log_max_offset=0, **kw) == (0, retry, 5)
+
+
+def test_slave_state_finds_the_restore_source_address() -> None:
+    table = {"commitLogMaxOffset": "20470", "commitLogMinOffset": "0", "haRestoreSource": "true"}
+    own = SlaveState.of(1, "10.0.0.2:10911", {**table, "haServerAddr": "10.0.1.2:10912", "haListenPort": "10912"})
+    assert own.ha_addr == "10.0.1.2:10912" and own.max_offset == 20470 and own.diverged == ""
+    # without haServerAddr: the slave's host and its HA listen port
+    assert SlaveState.of(1, "10.0.0.2:10911", {**table, "haListenPort": "10912"}).ha_addr == "10.0.0.2:10912"
+    # a slave that runs no restore source (or an older broker) offers none
+    older = SlaveState.of(2, "10.0.0.3:10911", {"commitLogMaxOffset": "5", "haDiverged": "AHEAD of the master"})
+    assert older.ha_addr is None and older.diverged == "AHEAD of the master"
