@@ -33,6 +33,7 @@ import pytest
 from broker.client import ConsumeStatus, Message, MessageQueue
 from broker.client.blocking import BlockingAdmin, BlockingProducer, BlockingPullConsumer, BlockingPushConsumer
 from broker.client.errors import TopicNotExist
+from e2e.node_checks import broker_pid
 from e2e.operator_harness import CRD_FILE, REPO, OperatorProcess, running_operator
 
 if TYPE_CHECKING:
@@ -418,21 +419,6 @@ def test_a_deleted_master_comes_back_on_its_volume(k8s_node: Kube, ns: str, traf
     print(f"\nmaster away: {len(from_slave)} messages of group 0 read from its slave")
 
 
-def _broker_pid(pod: str) -> int:
-    """The pid, on this node, of the broker process of `pod` (the pod's env names it)."""
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            cmdline = (proc / "cmdline").read_bytes()
-            environ = (proc / "environ").read_bytes()
-        except OSError:
-            continue
-        if b"mqbroker" in cmdline and f"POD_NAME={pod}".encode() in environ.split(b"\0"):
-            return int(proc.name)
-    raise AssertionError(f"no broker process of {pod} on this node")
-
-
 def _restarts(kube: Kube, ns: str, pod: str) -> int:
     statuses = kube.get("-n", ns, "pod", pod).get("status", {}).get("containerStatuses") or [{}]
     return int(statuses[0].get("restartCount", 0))
@@ -442,7 +428,7 @@ def test_a_broker_killed_with_sigkill_recovers_in_its_pod(k8s_node: Kube, ns: st
     kube = k8s_node
     master = f"{NAME}-broker-0-0"
     restarts = _restarts(kube, ns, master)
-    os.kill(_broker_pid(master), signal.SIGKILL)  # a crash: no graceful stop, no flush
+    os.kill(broker_pid(master), signal.SIGKILL)  # a crash: no graceful stop, no flush
     kube.wait_for("the container restarted", lambda: _restarts(kube, ns, master) > restarts, timeout=120)
     kube.wait_for("Ready again", lambda: _ready(kube, ns, GROUPS), timeout=300, interval=1)
 

@@ -1,0 +1,170 @@
+"""What the node-tier tests use to prove nothing acknowledged was lost and status told the truth.
+
+- `broker_pid`: the broker process of a pod, found on this machine (the harness's node), to kill it abruptly;
+- `Producer`: a thread that sends numbered messages and records every acknowledged key;
+- `read_back`: every message a topic holds, read by a fresh pull consumer from each queue's start;
+- `StatusTimeline`: the RocketCluster's phase and conditions, polled in the background, to check that a
+  Ready seen once recovery is over never turns back.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from broker.client import Message
+from broker.client.blocking import BlockingProducer, BlockingPullConsumer
+
+if TYPE_CHECKING:
+    from e2e.conftest import Kube
+
+__all__ = ["Producer", "StatusTimeline", "broker_pid", "read_back"]
+
+
+def broker_pid(pod: str) -> int:
+    """The pid, on this node, of the broker process of `pod` (the pod's env names it)."""
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes()
+            environ = (proc / "environ").read_bytes()
+        except OSError:
+            continue
+        if b"mqbroker" in cmdline and f"POD_NAME={pod}".encode() in environ.split(b"\0"):
+            return int(proc.name)
+    raise AssertionError(f"no broker process of {pod} on this node")
+
+
+@dataclass
+class Producer:
+    """Sends `<prefix><n>` to `topic` every `interval` seconds until closed; failures are counted, not fatal
+    (sends fail while a group has no master)."""
+
+    namesrv: str
+    topic: str
+    prefix: str = "k"
+    interval: float = 0.02
+    acked: list[str] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def __enter__(self) -> Producer:
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(60)
+
+    def _run(self) -> None:
+        with BlockingProducer(f"safety-{uuid.uuid4().hex[:6]}", self.namesrv) as producer:
+            i = 0
+            while not self._stop.is_set():
+                key = f"{self.prefix}{i:07d}"
+                try:
+                    producer.send(Message(self.topic, key.encode(), keys=key))
+                    self.acked.append(key)
+                except Exception as exc:
+                    self.failures.append(f"{type(exc).__name__}: {exc}")
+                i += 1
+                time.sleep(self.interval)
+
+    def wait_for(self, count: int, timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        while len(self.acked) < count:
+            assert time.monotonic() < deadline, (
+                f"only {len(self.acked)} of {count} sends acknowledged: {self.failures[-3:]}"
+            )
+            time.sleep(0.1)
+
+
+def read_back(namesrv: str, topic: str, quiet_seconds: float = 5.0, limit_seconds: float = 120.0) -> list[str]:
+    """The keys of every message `topic` holds, from every queue's first offset, with duplicates."""
+    reader = BlockingPullConsumer(f"safety-readers-{uuid.uuid4().hex[:6]}", namesrv)
+    keys: list[str] = []
+    try:
+        queues = reader.fetch_queues(topic)
+        reader.assign(queues)
+        reader.start()
+        for q in queues:
+            reader.seek_to_begin(q)
+        deadline = time.monotonic() + limit_seconds
+        last_new = time.monotonic()
+        while time.monotonic() - last_new < quiet_seconds and time.monotonic() < deadline:
+            batch = reader.poll(1.0)
+            if batch:
+                keys += [m.keys[0] for m in batch if m.keys]
+                last_new = time.monotonic()
+    finally:
+        reader.shutdown()
+    return keys
+
+
+@dataclass
+class StatusTimeline:
+    """(monotonic time, phase, {condition: (status, reason)}) of one RocketCluster, every `interval` s."""
+
+    kube: Kube
+    namespace: str
+    name: str
+    interval: float = 0.5
+    seen: list[tuple[float, str, dict[str, tuple[str, str]]]] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def __enter__(self) -> StatusTimeline:
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                obj: dict[str, Any] = self.kube.get("-n", self.namespace, "rmq", self.name)
+            except AssertionError:
+                obj = {}
+            status = obj.get("status") or {}
+            conditions = {c["type"]: (c["status"], c.get("reason", "")) for c in status.get("conditions", [])}
+            self.seen.append((time.monotonic(), str(status.get("phase")), conditions))
+            self._stop.wait(self.interval)
+
+    def condition(self, type_: str) -> tuple[str, str] | None:
+        return self.seen[-1][2].get(type_) if self.seen else None
+
+    def ever(self, type_: str, status: str, reason: str | None = None) -> bool:
+        return any(
+            (c := conds.get(type_)) is not None and c[0] == status and (reason is None or c[1] == reason)
+            for _, _, conds in self.seen
+        )
+
+    def ready_lost_after(self, since: float) -> list[str]:
+        """Each Ready=True (seen after `since`) that a later poll found False: what it turned into."""
+        flips = []
+        was_ready = False
+        for at, phase, conds in self.seen:
+            if at < since:
+                continue
+            ready = conds.get("Ready", ("", ""))[0] == "True"
+            if was_ready and not ready:
+                flips.append(f"{phase} {conds.get('Ready')} at +{at - since:.1f} s")
+            was_ready = ready
+        return flips
+
+    def summary(self) -> str:
+        """The phases in order, each with how long it lasted: what a reader of the test log wants."""
+        out: list[str] = []
+        start = self.seen[0][0] if self.seen else 0.0
+        for at, phase, conds in self.seen:
+            label = f"{phase}/{conds.get('Ready', ('?', '?'))[1]}"
+            if not out or not out[-1].startswith(label + " "):
+                out.append(f"{label} from +{at - start:.1f} s")
+        return "; ".join(out)
