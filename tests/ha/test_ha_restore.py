@@ -193,6 +193,13 @@ async def set_up_group_and_offsets(g: Group) -> None:
         assert resp.code == ResponseCode.SUCCESS, resp.remark
 
 
+def _booted_twice(g: Group):  # type: ignore[no-untyped-def]
+    async def check() -> bool:
+        return g.log(g.master).count("boot success") >= 2
+
+    return check
+
+
 def _master_matches_slave(g: Group):  # type: ignore[no-untyped-def]
     async def check() -> bool:
         s_off = [await consumer_offset(g.s_addr, q) for q in range(QUEUES)]
@@ -231,6 +238,8 @@ async def test_master_that_lost_its_store_restores_from_its_slave_before_serving
         assert info["restoreFromSlaveAddr"] == g.s_addr
         assert int(info["restoreFromSlaveBytes"]) == end
         assert int(info["commitLogMaxOffset"]) >= end
+        # the broker answers once its processors are registered, a moment before its HA port and registration
+        await wait_for(_booted_twice(g), 30, "the restarted master's boot line", g.procs)
         log = g.log(g.master)
         restart = log.rindex("this master's CommitLog ends at 0 but slave")
         restored_at = log.index(f"restored {end} bytes of CommitLog [0, {end}) from slave {g.s_addr}", restart)
