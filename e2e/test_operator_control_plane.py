@@ -272,3 +272,40 @@ def test_missing_storage_class_is_reported_not_crashed_on(operator: Kube, namesp
     assert found["reason"] == "StorageClassNotFound" and "no-such-class" in found["message"]
     assert not child_names(kube, ns, "statefulset", "nosc")
     assert cluster(kube, ns, "nosc")["status"]["phase"] == "Invalid"
+
+
+def test_a_refused_child_does_not_hold_back_the_others(operator: Kube, namespaces: tuple[str, str]) -> None:
+    """A ResourceQuota forbids PodDisruptionBudgets: the API server refuses both of the cluster's, the
+    StatefulSets and the rest are applied anyway, and Degraded (ApplyRejected) names each refused object."""
+    kube, ns = operator, namespaces[1]
+    quota = {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "no-pdbs"},
+        "spec": {"hard": {"count/poddisruptionbudgets.policy": "0"}},
+    }
+    kube.apply(json.dumps(quota), namespace=ns)
+    try:
+        kube.apply(manifest("quota", broker={"groups": 1, "slavesPerGroup": 1}, nameServer={"replicas": 1}), ns)
+
+        def rejected() -> dict[str, Any] | None:
+            c = condition(cluster(kube, ns, "quota"), "Degraded")
+            return c if c and c["reason"] == "ApplyRejected" else None
+
+        found = kube.wait_for("Degraded/ApplyRejected", rejected, timeout=60)
+        assert "PodDisruptionBudget quota-broker-0" in found["message"], found
+        assert "PodDisruptionBudget quota-nameserver" in found["message"], found
+        assert child_names(kube, ns, "statefulset", "quota") == {"quota-nameserver", "quota-broker-0"}
+        assert not child_names(kube, ns, "pdb", "quota")
+        assert cluster(kube, ns, "quota")["status"]["phase"] == "Degraded"
+        events = kube.run("get", "-n", ns, "events", "--field-selector", "reason=ApplyRejected", "-o", "name")
+        assert events.strip(), "no Warning Event for the refused objects"
+    finally:
+        kube.run("delete", "-n", ns, "resourcequota", "no-pdbs", check=False)
+
+    def healed() -> bool:
+        c = condition(cluster(kube, ns, "quota"), "Degraded")
+        return bool(c and c["reason"] != "ApplyRejected") and len(child_names(kube, ns, "pdb", "quota")) == 2
+
+    kube.wait_for("the PDBs applied once the quota is gone", healed, timeout=90)
+    kube.run("delete", "-n", ns, "rmq", "quota", "--wait=true", "--timeout=60s")

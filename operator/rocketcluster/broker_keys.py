@@ -97,6 +97,7 @@ BROKER_KEYS: Final[Mapping[str, ValueKind]] = MappingProxyType(
         "registerBrokerTimeoutMills": _INT,
         "registerNameServerPeriod": _INT,
         "rejectTransactionMessage": _BOOL,
+        "restoreFromSlaveOnStart": _BOOL,
         "sendMessageThreadPoolNums": _INT,
         "serverChannelMaxIdleTimeSeconds": _INT,
         "serverFrameTimeoutMillis": _INT,
