@@ -9,7 +9,6 @@ the restored records into the ConsumeQueues and makes new puts continue every qu
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from dataclasses import dataclass
@@ -63,22 +62,8 @@ async def restore_commit_log(store: MessageStore, settings: HASettings, source: 
 
 
 async def adopt_queue_offsets(store: MessageStore) -> None:
-    """Dispatch every replicated record, then continue each queue's offsets after them.
-
-    Replicated bytes carry their queue offsets; the CommitLog's next offset per queue (its
-    topic_queue_table) is otherwise built only when the store loads, so without this a put after a
-    restore would reuse queue offsets the restored records hold.
-    """
-    deadline = time.monotonic() + DISPATCH_WAIT_S
-    while store.dispatch_behind_bytes > 0 and time.monotonic() < deadline:
-        store.reput.catch_up()
-        if store.dispatch_behind_bytes > 0:
-            await asyncio.sleep(0.05)
-    if store.dispatch_behind_bytes > 0:
-        log.error("HA restore: %d restored bytes are not dispatched yet", store.dispatch_behind_bytes)
-    queues = store.consume_queue_store
-    table = store.commit_log.topic_queue_table
-    for topic, queue_ids in queues.topics_and_queues().items():
-        for qid in queue_ids:
-            key = (topic, qid)
-            table[key] = max(table.get(key, 0), queues.get_max_offset(topic, qid))
+    """Dispatch every replicated record, then continue each queue's offsets after them (without this, a put
+    after a restore would reuse queue offsets the restored records hold)."""
+    left = await store.adopt_replicated(DISPATCH_WAIT_S)
+    if left > 0:
+        log.error("HA restore: %d restored bytes are not dispatched yet", left)

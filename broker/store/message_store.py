@@ -241,11 +241,8 @@ class MessageStore:
         min_phy = self.commit_log.min_offset
         if min_phy >= 0:
             self.consume_queue_store.clean_expired(min_phy)
-        table = self.commit_log.topic_queue_table
-        table.clear()
-        for topic, queue_ids in self.consume_queue_store.topics_and_queues().items():
-            for qid in queue_ids:
-                table[(topic, qid)] = self.consume_queue_store.get_max_offset(topic, qid)
+        self.commit_log.topic_queue_table.clear()
+        self._continue_queues()
         log.info(
             "store loaded in %.2f s (%s): CommitLog [%d, %d), %d records re-dispatched from %d",
             time.monotonic() - t0,
@@ -255,6 +252,27 @@ class MessageStore:
             n,
             start,
         )
+
+    def _continue_queues(self) -> None:
+        """Each queue's next offset from its ConsumeQueue: new puts continue after what the queues hold."""
+        table = self.commit_log.topic_queue_table
+        queues = self.consume_queue_store
+        for topic, queue_ids in queues.topics_and_queues().items():
+            for qid in queue_ids:
+                table[(topic, qid)] = max(table.get((topic, qid), 0), queues.get_max_offset(topic, qid))
+
+    async def adopt_replicated(self, timeout: float) -> int:
+        """Make records that came in by replication (`append_to_commit_log`) part of the queues puts continue:
+        dispatch them all, then continue each queue after them. For a store that is about to take puts after
+        replicating, such as a master restored from its slave. Returns the bytes still not dispatched when
+        `timeout` ran out (0 when all were)."""
+        deadline = time.monotonic() + timeout
+        while self.reput.behind > 0 and time.monotonic() < deadline:
+            self.reput.catch_up()
+            if self.reput.behind > 0:
+                await asyncio.sleep(0.05)
+        self._continue_queues()
+        return self.reput.behind
 
     def _flush_logics(self) -> int | None:
         """Flush the ConsumeQueues and the index; the store time the index covers when the helper writes it
