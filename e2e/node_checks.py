@@ -140,10 +140,11 @@ class StatusTimeline:
     def condition(self, type_: str) -> tuple[str, str] | None:
         return self.seen[-1][2].get(type_) if self.seen else None
 
-    def ever(self, type_: str, status: str, reason: str | None = None) -> bool:
+    def ever(self, type_: str, status: str, reason: str | None = None, since: float = 0.0) -> bool:
         return any(
             (c := conds.get(type_)) is not None and c[0] == status and (reason is None or c[1] == reason)
-            for _, _, conds in self.seen
+            for at, _, conds in self.seen
+            if at >= since
         )
 
     def ready_lost_after(self, since: float) -> list[str]:
@@ -165,6 +166,8 @@ class StatusTimeline:
         start = self.seen[0][0] if self.seen else 0.0
         for at, phase, conds in self.seen:
             label = f"{phase}/{conds.get('Ready', ('?', '?'))[1]}"
+            if conds.get("Degraded", ("False", ""))[0] == "True":
+                label += f" (Degraded: {conds['Degraded'][1]})"
             if not out or not out[-1].startswith(label + " "):
                 out.append(f"{label} from +{at - start:.1f} s")
         return "; ".join(out)

@@ -235,6 +235,7 @@ def test_a_master_killed_on_persistent_storage_and_a_refused_volume_growth(
         found = kube.wait_for("StorageResizeBlocked", refused, timeout=60, interval=1)
         print(f"\nrefused: {found['message']}")
         uids = _pod_uids(kube, ns, name)
+        roll_started = time.monotonic()
         _patch(kube, ns, name, {"broker": {"config": {"maxMessageSize": "4194305"}}})  # a change that rolls
 
         def rolled() -> bool:
@@ -243,6 +244,7 @@ def test_a_master_killed_on_persistent_storage_and_a_refused_volume_growth(
 
         kube.wait_for("both broker pods restarted by the roll", rolled, timeout=400, interval=1)
         _hold_ready(kube, ns, name, timeline)
+        assert not timeline.ever("Degraded", "True", since=roll_started), f"a planned roll: {timeline.summary()}"
         assert _claim_template_size(kube, ns, name) == "256Mi" and _pvc_sizes(kube, ns, name) == {"256Mi"}
         _patch(kube, ns, name, {"storage": {"size": "256Mi"}})  # set back: no longer blocked
         kube.wait_for(

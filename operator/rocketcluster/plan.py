@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
+from rocketcluster import names
 from rocketcluster.plan_progress import DrainProgress, Progress, RollProgress
 from rocketcluster.plan_roll import MANUAL_ROLLING_UPDATE, POD_HAS_OLD_REVISION, POD_STUCK, RollStep, plan_roll
 from rocketcluster.plan_scale import ScaleInStep, ScaleOutStep, plan_scale_in, plan_scale_out
@@ -186,8 +187,8 @@ def _degraded(
 
     # A master restarted by the roll, a group getting its write permission back and a group a scale-out is
     # still creating are expected to be read-only.
-    restarting = view.find(roll.restarting) if roll.restarting is not None else None
-    expected = {restarting.group} if restarting is not None and restarting.is_master else set()
+    # (by name: between its deletion and its re-creation the restarted pod is in no observation)
+    expected = {g for g in view.kept if roll.restarting == names.broker_pod(observed.cluster, g, 0)}
     expected |= {a.group for a in scale_in.actions if isinstance(a, AddWritePerm)}
     expected |= set(scale_out.new_groups) | set(view.observed.progress.new_groups)
     # A group whose master is down takes no writes either (no failover in static mode: the pod comes back on
