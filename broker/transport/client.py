@@ -3,7 +3,8 @@
 The SDK (producer, consumers, admin), the broker's NameServer registration and the slave's HA sync
 call these. `RemotingClient` keeps one connection per address (as RocketMQ's NettyRemotingClient
 does), creates it on first use, forgets it when it closes, and answers requests the server sends us
-(NOTIFY_CONSUMER_IDS_CHANGED, CHECK_TRANSACTION_STATE...) through its dispatcher.
+(NOTIFY_CONSUMER_IDS_CHANGED, CHECK_TRANSACTION_STATE...) through its dispatcher. With a `signer` (ACL
+credentials, broker.protocol.signature) it signs every request it sends, as Java's AclClientRPCHook does.
 """
 
 from __future__ import annotations
@@ -67,8 +68,11 @@ class RemotingClient:
         dispatcher: Dispatcher | None = None,
         config: ConnectionConfig | None = None,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        signer: Callable[[RemotingCommand], None] | None = None,
     ) -> None:
         self.dispatcher = dispatcher or Dispatcher()
+        # Signs every request sent through this pool (ACL: broker.protocol.signature.Credentials), or None
+        self.signer = signer
         self.config = config or ConnectionConfig()
         self.connect_timeout = connect_timeout
         self._connections: dict[str, RemotingConnection] = {}
@@ -122,10 +126,14 @@ class RemotingClient:
 
     async def invoke(self, addr: str, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
         conn = await self.get_connection(addr)
+        if self.signer is not None:
+            self.signer(cmd)
         return await conn.invoke(cmd, timeout)
 
     async def invoke_oneway(self, addr: str, cmd: RemotingCommand) -> None:
         conn = await self.get_connection(addr)
+        if self.signer is not None:
+            self.signer(cmd)
         await conn.invoke_oneway(cmd)
 
     def close_connection(self, addr: str, reason: CloseReason = CloseReason.LOCAL_CLOSE) -> None:
