@@ -4,11 +4,13 @@
 #                                     spark codec index sendpath timer hostspeed consume
 #                                     (python -m bench.<name> --help)
 #   make bench-put-ab BASE=<rev>      the put path of <rev> against the working tree, in one process
+#   make bench-vs-rocketmq [ARGS=...] ours beside Apache RocketMQ (fetched by scripts/reference-rocketmq.sh),
+#                                     the same Java client; minutes per round: a quiet machine's job
 ARGS ?=
 BASE ?=
 BENCHES := store broker net namesrv ha memory spark codec index sendpath timer hostspeed consume
 
-.PHONY: bench bench-put-ab $(addprefix bench-,$(BENCHES))
+.PHONY: bench bench-put-ab bench-vs-rocketmq $(addprefix bench-,$(BENCHES))
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.store --seconds 1 --recovery-mib 256
@@ -27,3 +29,7 @@ bench-put-ab: $(STAMP)
 	rm -rf $(DATA)/put-ab-base && mkdir -p $(DATA)/put-ab-base
 	git archive $(BASE) | tar -x -C $(DATA)/put-ab-base
 	$(BIN)/python -m bench.put_ab $(DATA)/put-ab-base . $(ARGS)
+
+# Needs java, javac and mvn (scripts/peers.sh java installs them); never part of `make test` or CI.
+bench-vs-rocketmq: $(STAMP)
+	$(BIN)/python -m bench.vs_rocketmq $(ARGS)

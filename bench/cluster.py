@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-__all__ = ["start_cluster"]
+__all__ = ["server_command", "start_cluster"]
 
 _CHILD = """
 import asyncio, sys
@@ -50,3 +50,11 @@ def start_cluster(root: Path, broker_name: str) -> tuple[subprocess.Popen[str], 
         proc.kill()
         raise SystemExit("the benchmark's NameServer and broker did not start")
     return proc, f"127.0.0.1:{port}"
+
+
+def server_command(program: str, conf: Path) -> list[str]:
+    """The command line of our `mqnamesrv` or `mqbroker` reading `conf` (a .properties file), as a user
+    starts it: its own process, so a benchmark can time its start, read its memory and kill -9 it."""
+    if program not in ("mqnamesrv", "mqbroker"):
+        raise ValueError(program)
+    return [sys.executable, "-m", f"broker.cli.{program}", "-c", str(conf)]

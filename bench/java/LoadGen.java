@@ -1,0 +1,189 @@
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
+import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
+import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
+import org.apache.rocketmq.client.producer.DefaultMQProducer;
+import org.apache.rocketmq.client.producer.SendResult;
+import org.apache.rocketmq.client.producer.SendStatus;
+import org.apache.rocketmq.common.TopicConfig;
+import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
+import org.apache.rocketmq.common.message.Message;
+import org.apache.rocketmq.remoting.protocol.body.ClusterInfo;
+import org.apache.rocketmq.remoting.protocol.route.BrokerData;
+import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
+
+/**
+ * The load generator of bench/vs_rocketmq.py: the same Java client (rocketmq-client) against both
+ * brokers. One JSON line on stdout at the end; options are --name value.
+ *
+ *   topic   --namesrv A --topic T [--queues 8]                 create T on every master of the cluster
+ *   send    --namesrv A --topic T --threads N --seconds S --size B [--batch 1] [--warmup 0]
+ *                                                              sync sends (or batches) for S seconds
+ *   fill    --namesrv A --topic T --count M --threads N --size B [--batch 32]
+ *                                                              M messages in batches, as fast as it goes
+ *   consume --namesrv A --topic T --count M [--wait 300]    push-consume M messages from the start
+ */
+public final class LoadGen {
+    private LoadGen() {}
+
+    public static void main(String[] argv) throws Exception {
+        Map<String, String> a = new HashMap<>();
+        for (int i = 1; i + 1 < argv.length; i += 2) {
+            a.put(argv[i].replaceFirst("^--", ""), argv[i + 1]);
+        }
+        String result = switch (argv.length == 0 ? "" : argv[0]) {
+            case "topic" -> topic(a);
+            case "send" -> send(a, num(a, "seconds", 10), Long.MAX_VALUE);
+            case "fill" -> send(a, 86400, num(a, "count", 100000));
+            case "consume" -> consume(a);
+            default -> throw new IllegalArgumentException("usage: LoadGen topic|send|fill|consume --namesrv A ...");
+        };
+        System.out.println(result);
+        System.out.flush();
+        System.exit(0); // the client's non-daemon threads would keep the JVM up
+    }
+
+    static long num(Map<String, String> a, String key, long otherwise) {
+        return a.containsKey(key) ? Long.parseLong(a.get(key)) : otherwise;
+    }
+
+    static String topic(Map<String, String> a) throws Exception {
+        DefaultMQAdminExt admin = new DefaultMQAdminExt(5000);
+        admin.setNamesrvAddr(a.get("namesrv"));
+        admin.setInstanceName("loadgen-admin-" + ProcessHandle.current().pid());
+        admin.start();
+        try {
+            int queues = (int) num(a, "queues", 8);
+            TopicConfig config = new TopicConfig(a.get("topic"), queues, queues);
+            ClusterInfo info = admin.examineBrokerClusterInfo();
+            int masters = 0;
+            for (BrokerData broker : info.getBrokerAddrTable().values()) {
+                String master = broker.getBrokerAddrs().get(0L);
+                if (master != null) {
+                    admin.createAndUpdateTopicConfig(master, config);
+                    masters++;
+                }
+            }
+            return "{\"mode\": \"topic\", \"masters\": " + masters + "}";
+        } finally {
+            admin.shutdown();
+        }
+    }
+
+    /**
+     * Sync sends from N threads until `seconds` pass or `total` messages are sent, after --warmup seconds
+     * of the same sends that are not counted (this JVM's JIT warms up, and the broker's).
+     */
+    static String send(Map<String, String> a, long seconds, long total) throws Exception {
+        int threads = (int) num(a, "threads", 1);
+        int batch = (int) num(a, "batch", a.containsKey("count") ? 32 : 1);
+        byte[] body = new byte[(int) num(a, "size", 1024)];
+        Arrays.fill(body, (byte) 'x');
+        String topic = a.get("topic");
+        DefaultMQProducer producer = new DefaultMQProducer("loadgen-producer");
+        producer.setNamesrvAddr(a.get("namesrv"));
+        producer.setInstanceName("loadgen-" + ProcessHandle.current().pid());
+        producer.setSendMsgTimeout(10000);
+        producer.setCompressMsgBodyOverHowmuch(Integer.MAX_VALUE);
+        producer.start();
+        // Fetch the route before the clock starts.
+        producer.fetchPublishMessageQueues(topic);
+        AtomicLong sent = new AtomicLong();
+        AtomicLong failures = new AtomicLong();
+        long[][] latencies = new long[threads][];
+        long start = System.nanoTime() + TimeUnit.SECONDS.toNanos(num(a, "warmup", 0));
+        long deadline = start + TimeUnit.SECONDS.toNanos(seconds);
+        List<Thread> workers = new ArrayList<>();
+        for (int t = 0; t < threads; t++) {
+            final int slot = t;
+            Thread worker = new Thread(() -> {
+                long[] lat = new long[1 << 14];
+                int n = 0;
+                List<Message> msgs = new ArrayList<>();
+                for (int i = 0; i < batch; i++) {
+                    msgs.add(new Message(topic, body));
+                }
+                while (System.nanoTime() < deadline) {
+                    long begin = System.nanoTime();
+                    boolean counted = begin >= start;
+                    if (counted && sent.addAndGet(batch) > total) {
+                        break;
+                    }
+                    boolean ok;
+                    try {
+                        SendResult r = batch == 1 ? producer.send(msgs.get(0)) : producer.send(msgs);
+                        ok = r.getSendStatus() == SendStatus.SEND_OK;
+                    } catch (Exception e) {
+                        ok = false;
+                    }
+                    if (!counted) {
+                        continue;
+                    }
+                    if (!ok) {
+                        failures.addAndGet(batch);
+                    }
+                    if (n == lat.length) {
+                        lat = Arrays.copyOf(lat, n * 2);
+                    }
+                    lat[n++] = System.nanoTime() - begin;
+                }
+                latencies[slot] = Arrays.copyOf(lat, n);
+            });
+            worker.start();
+            workers.add(worker);
+        }
+        for (Thread worker : workers) {
+            worker.join();
+        }
+        double elapsed = (System.nanoTime() - start) / 1e9;
+        producer.shutdown();
+        long[] all = Arrays.stream(latencies).flatMapToLong(Arrays::stream).sorted().toArray();
+        long count = (long) all.length * batch - failures.get();
+        return String.format(
+            "{\"mode\": \"%s\", \"threads\": %d, \"batch\": %d, \"count\": %d, \"seconds\": %.3f, "
+                + "\"msgs_per_s\": %.1f, \"p50_ms\": %.3f, \"p99_ms\": %.3f, \"failures\": %d}",
+            total == Long.MAX_VALUE ? "send" : "fill", threads, batch, count, elapsed, count / elapsed,
+            quantile(all, 0.50), quantile(all, 0.99), failures.get());
+    }
+
+    static double quantile(long[] sorted, double q) {
+        return sorted.length == 0 ? 0.0 : sorted[(int) Math.min(sorted.length - 1, sorted.length * q)] / 1e6;
+    }
+
+    static String consume(Map<String, String> a) throws Exception {
+        long target = num(a, "count", 100000);
+        AtomicLong seen = new AtomicLong();
+        AtomicLong first = new AtomicLong();
+        CountDownLatch done = new CountDownLatch(1);
+        DefaultMQPushConsumer consumer = new DefaultMQPushConsumer("loadgen-consumer-" + System.currentTimeMillis());
+        consumer.setNamesrvAddr(a.get("namesrv"));
+        consumer.setInstanceName("loadgen-" + ProcessHandle.current().pid());
+        consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+        consumer.subscribe(a.get("topic"), "*");
+        consumer.registerMessageListener((MessageListenerConcurrently) (msgs, context) -> {
+            first.compareAndSet(0, System.nanoTime());
+            if (seen.addAndGet(msgs.size()) >= target) {
+                done.countDown();
+            }
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+        });
+        long start = System.nanoTime();
+        consumer.start();
+        boolean all = done.await(num(a, "wait", 300), TimeUnit.SECONDS);
+        long end = System.nanoTime();
+        consumer.shutdown();
+        long from = first.get() == 0 ? start : first.get();
+        double draining = (end - from) / 1e9;
+        return String.format(
+            "{\"mode\": \"consume\", \"count\": %d, \"complete\": %b, \"seconds\": %.3f, "
+                + "\"to_first_s\": %.3f, \"msgs_per_s\": %.1f}",
+            seen.get(), all, draining, (from - start) / 1e9, seen.get() / Math.max(draining, 1e-9));
+    }
+}

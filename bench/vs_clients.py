@@ -1,0 +1,127 @@
+"""The clients of bench/vs_rocketmq.py, each a child process that prints one JSON line at the end:
+
+- `loadgen()`: bench/java/LoadGen.java (rocketmq-client, compiled by scripts/reference-rocketmq.sh), the
+  same JVM and jars against both brokers;
+- `pyclient()`: our Python SDK, `python -m bench.vs_clients send --namesrv A --topic T --inflight N
+  --seconds S --size B [--warmup W]`: N sync sends in flight on one Producer (broker.client) for W + S
+  seconds, the last S counted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from broker.client import Message, Producer, SendStatus
+from broker.transport.loop import run
+
+__all__ = ["ClientError", "loadgen", "pyclient"]
+
+#: The load generator's JVM: the same for both brokers.
+LOADGEN_JVM = ["-Xms512m", "-Xmx1g", "-XX:+UseG1GC"]
+
+
+class ClientError(RuntimeError):
+    """A client run that failed or printed no result."""
+
+
+def _result(cmd: list[str], timeout: float, env: dict[str, str] | None = None) -> dict[str, Any]:
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired as exc:
+        raise ClientError(f"{cmd[-1] if cmd else cmd} timed out after {timeout:.0f} s") from exc
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        raise ClientError(f"rc {proc.returncode}: {(proc.stderr or proc.stdout)[-1500:]}")
+    found: dict[str, Any] = orjson.loads(lines[-1])
+    return found
+
+
+def loadgen(reference: Path, mode: str, timeout: float, **options: object) -> dict[str, Any]:
+    """`LoadGen mode --key value ...` with the jars of `reference` (a scripts/reference-rocketmq.sh dir)."""
+    builds = sorted(reference.glob("loadgen-*/.ok"))
+    if not builds:
+        raise ClientError(f"no compiled LoadGen under {reference} (run scripts/reference-rocketmq.sh)")
+    classpath = f"{builds[-1].parent}:{reference / 'lib'}/*"
+    args = [str(a) for key, value in options.items() for a in (f"--{key}", value)]
+    with tempfile.TemporaryDirectory(prefix="vs-loadgen-") as home:
+        java = shutil.which("java") or "java"
+        cmd = [java, *LOADGEN_JVM, f"-Duser.home={home}", "-cp", classpath, "LoadGen", mode, *args]
+        return _result(cmd, timeout, env={**os.environ, "HOME": home})
+
+
+def pyclient(namesrv: str, topic: str, inflight: int, seconds: float, size: int, warmup: float) -> dict[str, Any]:
+    """W1/W2 with our Python SDK in a child process."""
+    cmd = [sys.executable, "-m", "bench.vs_clients", "send", "--namesrv", namesrv, "--topic", topic]
+    cmd += ["--inflight", str(inflight), "--seconds", str(seconds), "--size", str(size), "--warmup", str(warmup)]
+    return _result(cmd, seconds + warmup + 120)
+
+
+def _quantile(ordered: list[float], q: float) -> float:
+    return ordered[min(len(ordered) - 1, int(len(ordered) * q))] if ordered else 0.0
+
+
+async def _send(namesrv: str, topic: str, inflight: int, seconds: float, size: int, warmup: float) -> dict[str, Any]:
+    body = b"x" * size
+    latencies: list[float] = []
+    failures = 0
+    async with Producer("vs-python-producer", namesrv) as producer:
+        await producer.publish_info(topic)  # the route, before the clock starts
+        start = time.monotonic() + warmup  # sends before it are not counted
+        deadline = start + seconds
+
+        async def worker() -> None:
+            nonlocal failures
+            while time.monotonic() < deadline:
+                begin = time.monotonic()
+                try:
+                    ok = (await producer.send(Message(topic, body))).status is SendStatus.SEND_OK
+                except Exception:
+                    ok = False
+                if begin >= start:
+                    failures += not ok
+                    latencies.append(time.monotonic() - begin)
+
+        await asyncio.gather(*(worker() for _ in range(inflight)))
+        elapsed = time.monotonic() - start
+    latencies.sort()
+    count = len(latencies) - failures
+    return {
+        "mode": "send",
+        "threads": inflight,
+        "batch": 1,
+        "count": count,
+        "seconds": round(elapsed, 3),
+        "msgs_per_s": round(count / elapsed, 1),
+        "p50_ms": round(_quantile(latencies, 0.5) * 1000, 3),
+        "p99_ms": round(_quantile(latencies, 0.99) * 1000, 3),
+        "failures": failures,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="W1/W2 sends with the Python SDK; one JSON line")
+    parser.add_argument("mode", choices=["send"])
+    parser.add_argument("--namesrv", required=True)
+    parser.add_argument("--topic", required=True)
+    parser.add_argument("--inflight", type=int, default=64)
+    parser.add_argument("--seconds", type=float, default=10)
+    parser.add_argument("--size", type=int, default=1024)
+    parser.add_argument("--warmup", type=float, default=0, help="seconds of sends first, not counted")
+    args = parser.parse_args()
+    result = run(_send(args.namesrv, args.topic, args.inflight, args.seconds, args.size, args.warmup))
+    sys.stdout.write(orjson.dumps(result).decode() + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,155 @@
+"""The pure parts of bench/vs_rocketmq.py: the broker.conf both brokers get, and the table of ratios.
+
+Nothing here starts a process, so tests/test_bench_vs_table.py checks it without Java.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+__all__ = [
+    "BROKER_NAME",
+    "CLUSTER_NAME",
+    "HIGHER_IS_BETTER",
+    "Row",
+    "Sample",
+    "broker_props",
+    "conf_text",
+    "lower_is_better",
+    "namesrv_props",
+    "render",
+    "summarize",
+]
+
+CLUSTER_NAME = "VsCluster"
+BROKER_NAME = "vs-broker"
+#: Metrics where more is better (rates); for the others (latency, memory, time, failures) less is.
+HIGHER_IS_BETTER = ("msgs_per_s",)
+FLUSH_TYPES = ("ASYNC_FLUSH", "SYNC_FLUSH")
+ROLES = ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE")
+
+
+def conf_text(props: Mapping[str, object]) -> str:
+    """A .properties file, one `key=value` a line, in the given order."""
+    return "".join(f"{key}={value}\n" for key, value in props.items())
+
+
+def namesrv_props(port: int, root: Path) -> dict[str, object]:
+    """The NameServer's properties; both NameServers read these keys."""
+    return {"listenPort": port, "bindAddress": "127.0.0.1", "kvConfigPath": root / "kvConfig.json"}
+
+
+def broker_props(
+    *,
+    root: Path,
+    listen_port: int,
+    namesrv: str,
+    flush: str = "ASYNC_FLUSH",
+    role: str = "ASYNC_MASTER",
+    master_ha: str | None = None,
+) -> dict[str, object]:
+    """broker.conf for either broker: the same keys, each one Apache RocketMQ's name for it. A SLAVE
+    (brokerId 1) replicates from `master_ha`, the master's HA address (listenPort + 1)."""
+    if flush not in FLUSH_TYPES or role not in ROLES:
+        raise ValueError(f"flushDiskType {flush!r} / brokerRole {role!r}")
+    if (role == "SLAVE") != (master_ha is not None):
+        raise ValueError("a SLAVE needs the master's HA address, and only a slave has one")
+    props: dict[str, object] = {
+        "brokerClusterName": CLUSTER_NAME,
+        "brokerName": BROKER_NAME,
+        "brokerId": 1 if role == "SLAVE" else 0,
+        "brokerRole": role,
+        "flushDiskType": flush,
+        "listenPort": listen_port,
+        "haListenPort": listen_port + 1,
+        "bindAddress": "127.0.0.1",
+        "brokerIP1": "127.0.0.1",
+        "namesrvAddr": namesrv,
+        "storePathRootDir": root / "store",
+        "storePathCommitLog": root / "store" / "commitlog",
+    }
+    if master_ha is not None:
+        props["haMasterAddress"] = master_ha
+    return props
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One measured value: round r, broker "ours" or "reference", e.g. ("W1", "msgs_per_s")."""
+
+    round: int
+    broker: str
+    workload: str
+    metric: str
+    value: float
+
+
+@dataclass(frozen=True)
+class Row:
+    """A workload's metric over the rounds: each broker's median and range, the ratio of the medians
+    (ours / reference) and the range of the per-round ratios."""
+
+    workload: str
+    metric: str
+    ours: tuple[float, float, float] | None  # median, min, max
+    reference: tuple[float, float, float] | None
+    ratio: float | None
+    ratio_range: tuple[float, float] | None
+    lower_is_better: bool
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def _spread(values: list[float]) -> tuple[float, float, float] | None:
+    return (statistics.median(values), min(values), max(values)) if values else None
+
+
+def lower_is_better(metric: str) -> bool:
+    return metric not in HIGHER_IS_BETTER
+
+
+def summarize(samples: Iterable[Sample]) -> list[Row]:
+    """One Row per (workload, metric), in the order they were first measured."""
+    by_key: dict[tuple[str, str], dict[str, dict[int, float]]] = {}
+    for s in samples:
+        by_key.setdefault((s.workload, s.metric), {"ours": {}, "reference": {}})[s.broker][s.round] = s.value
+    rows = []
+    for (workload, metric), sides in by_key.items():
+        ours, ref = _spread(list(sides["ours"].values())), _spread(list(sides["reference"].values()))
+        ratio = ours[0] / ref[0] if ours and ref and ref[0] else None
+        paired = [sides["ours"][r] / v for r, v in sides["reference"].items() if v and r in sides["ours"]]
+        ratio_range = (min(paired), max(paired)) if paired else None
+        rows.append(Row(workload, metric, ours, ref, ratio, ratio_range, lower_is_better(metric)))
+    return rows
+
+
+def _fmt(value: float) -> str:
+    if value >= 1000:
+        return f"{value:,.0f}"
+    if value >= 100:
+        return f"{value:.0f}"
+    if value >= 10:
+        return f"{value:.1f}"
+    return f"{value:.3g}"
+
+
+def _cell(spread: tuple[float, float, float] | None) -> str:
+    if spread is None:
+        return "-"
+    median, low, high = spread
+    return _fmt(median) if low == high else f"{_fmt(median)} [{_fmt(low)}-{_fmt(high)}]"
+
+
+def render(rows: Iterable[Row]) -> list[list[str]]:
+    """The table's cells, a header row first: medians [min-max] over the rounds, and ours / reference."""
+    table = [["workload", "metric", "ours", "reference", "ours/ref", "per-round ratios", "better"]]
+    for row in rows:
+        ratio = "-" if row.ratio is None else f"{row.ratio:.2f}"
+        spread = "-" if row.ratio_range is None else f"{row.ratio_range[0]:.2f}-{row.ratio_range[1]:.2f}"
+        better = "lower" if row.lower_is_better else "higher"
+        table.append([row.workload, row.metric, _cell(row.ours), _cell(row.reference), ratio, spread, better])
+    return table

@@ -1,0 +1,74 @@
+"""The pure parts of bench/vs_rocketmq.py (bench/vs_table.py): broker.conf generation and the ratio table.
+Nothing here starts Apache RocketMQ or needs Java; the benchmark itself is never run by the tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bench.vs_table import Sample, broker_props, conf_text, lower_is_better, namesrv_props, render, summarize
+
+
+def test_master_conf_has_apache_rocketmq_keys_and_the_workload_settings() -> None:
+    props = broker_props(root=Path("/s/m"), listen_port=20911, namesrv="127.0.0.1:9876", flush="SYNC_FLUSH")
+    assert props["brokerRole"] == "ASYNC_MASTER"
+    assert props["flushDiskType"] == "SYNC_FLUSH"
+    assert props["brokerId"] == 0
+    assert props["haListenPort"] == 20912
+    assert props["storePathCommitLog"] == Path("/s/m/store/commitlog")
+    assert "haMasterAddress" not in props
+    text = conf_text(props)
+    assert text.startswith("brokerClusterName=VsCluster\n")
+    assert "listenPort=20911\n" in text
+    assert "namesrvAddr=127.0.0.1:9876\n" in text
+
+
+def test_slave_conf_points_at_the_master() -> None:
+    props = broker_props(root=Path("/s/s"), listen_port=30911, namesrv="n:1", role="SLAVE", master_ha="127.0.0.1:20912")
+    assert (props["brokerId"], props["brokerRole"], props["haMasterAddress"]) == (1, "SLAVE", "127.0.0.1:20912")
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"flush": "FAST_FLUSH"}, {"role": "MASTER"}, {"role": "SLAVE"}, {"master_ha": "127.0.0.1:1"}],
+)
+def test_bad_settings_are_refused(kwargs: dict[str, str]) -> None:
+    with pytest.raises(ValueError):
+        broker_props(root=Path("/s"), listen_port=1, namesrv="n:1", **kwargs)
+
+
+def test_namesrv_props() -> None:
+    assert conf_text(namesrv_props(9876, Path("/ns"))) == (
+        "listenPort=9876\nbindAddress=127.0.0.1\nkvConfigPath=/ns/kvConfig.json\n"
+    )
+
+
+def test_summary_gives_medians_ranges_and_ratios_per_workload_in_first_seen_order() -> None:
+    samples = [
+        Sample(0, "ours", "W1", "msgs_per_s", 100.0),
+        Sample(0, "reference", "W1", "msgs_per_s", 50.0),
+        Sample(1, "reference", "W1", "msgs_per_s", 80.0),
+        Sample(1, "ours", "W1", "msgs_per_s", 120.0),
+        Sample(2, "ours", "W1", "msgs_per_s", 90.0),
+        Sample(2, "reference", "W1", "msgs_per_s", 60.0),
+        Sample(0, "ours", "ready", "ready_s", 0.5),
+    ]
+    w1, ready = summarize(samples)
+    assert (w1.workload, w1.metric) == ("W1", "msgs_per_s")
+    assert w1.ours == (100.0, 90.0, 120.0)
+    assert w1.reference == (60.0, 50.0, 80.0)
+    assert w1.ratio == pytest.approx(100 / 60)
+    assert w1.ratio_range == pytest.approx((1.5, 2.0))  # per round: 2.0, 1.5, 1.5
+    assert not w1.lower_is_better
+    # A metric only one broker has: no ratio, and the table says so.
+    assert (ready.reference, ready.ratio, ready.ratio_range, ready.lower_is_better) == (None, None, None, True)
+    header, row_w1, row_ready = render([w1, ready])
+    assert header[:5] == ["workload", "metric", "ours", "reference", "ours/ref"]
+    assert row_w1 == ["W1", "msgs_per_s", "100 [90.0-120]", "60.0 [50.0-80.0]", "1.67", "1.50-2.00", "higher"]
+    assert row_ready == ["ready", "ready_s", "0.5", "-", "-", "-", "lower"]
+
+
+def test_only_rates_are_better_higher() -> None:
+    assert not lower_is_better("msgs_per_s")
+    assert all(lower_is_better(m) for m in ("p50_ms", "p99_ms", "rss_mib", "own_mib", "ready_s"))
