@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import ssl
 from collections.abc import Callable
 
 from broker.protocol.command import RemotingCommand
@@ -43,17 +44,28 @@ async def connect(
     dispatcher: Dispatcher | None = None,
     config: ConnectionConfig | None = None,
     timeout: float = DEFAULT_CONNECT_TIMEOUT,
+    tls: ssl.SSLContext | None = None,
 ) -> RemotingConnection:
-    """Open one connection. `dispatcher` answers requests the server sends to us."""
+    """Open one connection, over TLS with `tls` (the host is the name the certificate must carry when the context
+    checks host names). `dispatcher` answers requests the server sends to us."""
     host, port = parse_addr(addr)
     loop = asyncio.get_running_loop()
     dispatcher = dispatcher or Dispatcher()
     try:
         _transport, conn = await asyncio.wait_for(
-            loop.create_connection(lambda: RemotingConnection(dispatcher, config), host, port), timeout
+            loop.create_connection(lambda: RemotingConnection(dispatcher, config), host, port, ssl=tls), timeout
         )
     except TimeoutError:
         raise ConnectError(f"connect to {host}:{port} timed out after {timeout:.1f}s") from None
+    except ssl.SSLCertVerificationError as exc:
+        raise ConnectError(f"TLS to {host}:{port}: the server's certificate is refused: {exc.verify_message}") from exc
+    except (ssl.SSLError, ConnectionError) as exc:
+        if tls is None:
+            raise ConnectError(f"connect to {host}:{port} failed: {exc.strerror or exc}") from exc
+        raise ConnectError(
+            f"TLS handshake with {host}:{port} failed: {exc} (does the server accept TLS? tls.server.mode=disabled "
+            "refuses it)"
+        ) from exc
     except OSError as exc:
         raise ConnectError(f"connect to {host}:{port} failed: {exc.strerror or exc}") from exc
     return conn
@@ -69,12 +81,14 @@ class RemotingClient:
         config: ConnectionConfig | None = None,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         signer: Callable[[RemotingCommand], None] | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.dispatcher = dispatcher or Dispatcher()
         # Signs every request sent through this pool (ACL: broker.protocol.signature.Credentials), or None
         self.signer = signer
         self.config = config or ConnectionConfig()
         self.connect_timeout = connect_timeout
+        self.tls = tls  # every connection of the pool over TLS with this context (broker.transport.tls)
         self._connections: dict[str, RemotingConnection] = {}
         self._connecting: dict[str, asyncio.Future[RemotingConnection]] = {}
         self._closed = False
@@ -101,7 +115,9 @@ class RemotingClient:
         future: asyncio.Future[RemotingConnection] = asyncio.get_running_loop().create_future()
         self._connecting[addr] = future
         try:
-            conn = await connect(addr, dispatcher=self.dispatcher, config=self.config, timeout=self.connect_timeout)
+            conn = await connect(
+                addr, dispatcher=self.dispatcher, config=self.config, timeout=self.connect_timeout, tls=self.tls
+            )
         except BaseException as exc:
             future.set_exception(exc)
             future.exception()  # mark retrieved: nobody else may be waiting

@@ -9,6 +9,10 @@ Against hostile or broken clients (issue 27): a connection whose frame has not c
 `frame_timeout` seconds of its first byte is closed (a frame trickling one byte at a time keeps the idle
 timer from ever firing), and every connection's large incomplete frames share one `FrameBudget` of
 `incomplete_frames_limit` bytes (broker/transport/budget.py).
+
+TLS (`tls`, a `ServerTls`): the port serves TLS and plaintext by the mode, through `Listener`
+(broker/transport/listener.py), which peeks each connection's first byte; a connection that sends nothing is
+closed after `idle_timeout`, as one that stops sending is.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ from broker.transport.connection import ConnectionConfig, RemotingConnection
 from broker.transport.connection import log as connection_log
 from broker.transport.dispatcher import Dispatcher, Handler
 from broker.transport.errors import CloseReason
+from broker.transport.listener import Listener
+from broker.transport.tls import ServerTls
 
 __all__ = ["DEFAULT_FRAME_TIMEOUT", "DEFAULT_IDLE_TIMEOUT", "RemotingServer"]
 
@@ -54,6 +60,7 @@ class RemotingServer:
         backlog: int = 1024,
         frame_timeout: float | None = DEFAULT_FRAME_TIMEOUT,
         incomplete_frames_limit: int | None = DEFAULT_INCOMPLETE_FRAMES_LIMIT,
+        tls: ServerTls | None = None,
     ) -> None:
         self.host = host
         self.port = port
@@ -69,7 +76,9 @@ class RemotingServer:
         self.limited_log = LimitedLog(connection_log)
         self.connections: set[RemotingConnection] = set()
         self._backlog = backlog
+        self.tls = tls
         self._server: asyncio.Server | None = None
+        self._listener: Listener | None = None
         self._idle_task: asyncio.Task[None] | None = None
         self._open_listeners: list[OpenListener] = []
         self._close_listeners: list[CloseListener] = []
@@ -95,15 +104,30 @@ class RemotingServer:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            self._create_protocol, self.host, self.port, backlog=self._backlog, reuse_address=True
-        )
-        sockets = self._server.sockets or ()
-        if sockets:
-            self.port = sockets[0].getsockname()[1]
+        if self.tls is None:  # no TLS at all: every connection is a remoting one from its accept on
+            self._server = await loop.create_server(
+                self._create_protocol, self.host, self.port, backlog=self._backlog, reuse_address=True
+            )
+            self.port = self._server.sockets[0].getsockname()[1]
+        else:
+            self._listener = Listener(
+                self._create_protocol,
+                self.host,
+                self.port,
+                tls=self.tls,
+                backlog=self._backlog,
+                first_byte_timeout=self.idle_timeout,
+                name=f"remoting server :{self.port}",
+                log_limit=self.limited_log,
+            )
+            await self._listener.start()
+            self.port = self._listener.port
+            self.tls.start()
         if self.idle_timeout or self.frame_timeout:
             self._idle_task = loop.create_task(self._close_stale_connections())
-        log.info("remoting server listening on %s:%d", self.host, self.port)
+        log.info(
+            "remoting server listening on %s:%d (TLS %s)", self.host, self.port, self.tls.mode if self.tls else "off"
+        )
 
     @property
     def address(self) -> str:
@@ -116,6 +140,8 @@ class RemotingServer:
         self._shutting_down = True
         if self._server is not None:
             self._server.close()
+        if self._listener is not None:
+            self._listener.close()
         if self._idle_task is not None:
             self._idle_task.cancel()
         conns = list(self.connections)
@@ -141,6 +167,10 @@ class RemotingServer:
                     conn.abort(CloseReason.SHUTDOWN)
         if self._server is not None:
             await self._server.wait_closed()
+        if self._listener is not None:
+            await self._listener.wait_closed()
+        if self.tls is not None:
+            await self.tls.close()
         log.info("remoting server %s:%d stopped", self.host, self.port)
 
     # ------------------------------------------------------------------ sending to connected peers
