@@ -145,6 +145,17 @@ class RequestCode(IntEnum):
     SET_MESSAGE_REQUEST_MODE = 401
     GET_ALL_MESSAGE_REQUEST_MODE = 402
     BROKER_HEARTBEAT = 904
+    # ACL 2.0 administration (RocketMQ 5.3: AdminBrokerProcessor, broker/auth/admin.py)
+    AUTH_CREATE_USER = 3001
+    AUTH_UPDATE_USER = 3002
+    AUTH_DELETE_USER = 3003
+    AUTH_GET_USER = 3004
+    AUTH_LIST_USER = 3005
+    AUTH_CREATE_ACL = 3006
+    AUTH_UPDATE_ACL = 3007
+    AUTH_DELETE_ACL = 3008
+    AUTH_GET_ACL = 3009
+    AUTH_LIST_ACL = 3010
 
 
 class ResponseCode(IntEnum):

@@ -7,6 +7,10 @@ handler may instead return the response already encoded as one frame (`bytes`, b
 opaque), which is written as is (the send path's reply template, broker/server/processors/send.py). Plain
 functions run inline in `data_received` (the fast path: no task per request); coroutine functions
 run as one task per request. Registration decides once which kind a handler is.
+
+A guard (`set_guard`: the ACL check of broker/auth) runs before every registered handler: each route is
+wrapped once, so a dispatcher without a guard costs nothing per request, and a refusal the guard returns is
+the response (the handler does not run). The default route (codes nobody registered) is not guarded.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from broker.protocol.command import RemotingCommand
 if TYPE_CHECKING:
     from broker.transport.connection import RemotingConnection
 
-__all__ = ["AnswerMeter", "AsyncHandler", "Dispatcher", "Handler", "Response", "Route", "SyncHandler"]
+__all__ = ["AnswerMeter", "AsyncHandler", "Dispatcher", "Guard", "Handler", "Response", "Route", "SyncHandler"]
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +33,7 @@ Response: TypeAlias = RemotingCommand | bytes | None  # bytes: an encoded respon
 SyncHandler: TypeAlias = Callable[["RemotingConnection", RemotingCommand], Response]
 AsyncHandler: TypeAlias = Callable[["RemotingConnection", RemotingCommand], Awaitable[Response]]
 Handler: TypeAlias = SyncHandler | AsyncHandler | Any  # Any: an object with a `handle` method
+Guard: TypeAlias = Callable[["RemotingConnection", RemotingCommand], RemotingCommand | None]
 
 
 class AnswerMeter(Protocol):
@@ -59,13 +64,39 @@ def _resolve(handler: Handler) -> Route:
     return Route(call, is_async)
 
 
+def _guarded(route: Route, guard: Guard | None) -> Route:
+    if guard is None:
+        return route
+    call = route.call
+    if route.is_async:
+
+        async def guarded_async(conn: RemotingConnection, cmd: RemotingCommand) -> Any:
+            refusal = guard(conn, cmd)
+            if refusal is not None:
+                return refusal
+            return await call(conn, cmd)
+
+        return Route(guarded_async, True)
+
+    def guarded(conn: RemotingConnection, cmd: RemotingCommand) -> Any:
+        refusal = guard(conn, cmd)
+        if refusal is not None:
+            return refusal
+        return call(conn, cmd)
+
+    return Route(guarded, False)
+
+
 class Dispatcher:
     """Request code -> Route, plus an optional default for codes nobody registered."""
 
-    __slots__ = ("_default", "_routes", "meter")
+    __slots__ = ("_default", "_guard", "_plain", "_routes", "meter")
 
     def __init__(self) -> None:
         self._routes: dict[int, Route] = {}
+        # the routes as registered; `_routes` holds them wrapped by the guard when there is one
+        self._plain: dict[int, Route] = {}
+        self._guard: Guard | None = None
         self._default: Route | None = None
         # Set by the metrics (broker/metrics/rpc.py instrument): the connections report answers to it.
         self.meter: AnswerMeter | None = None
@@ -75,12 +106,29 @@ class Dispatcher:
         route = _resolve(handler)
         if int(code) in self._routes:
             log.debug("replacing the handler of request code %d", code)
-        self._routes[int(code)] = route
+        self._plain[int(code)] = route
+        self._routes[int(code)] = _guarded(route, self._guard)
 
     def register_many(self, codes: list[int] | tuple[int, ...], handler: Handler) -> None:
         route = _resolve(handler)
+        guarded = _guarded(route, self._guard)
         for code in codes:
-            self._routes[int(code)] = route
+            self._plain[int(code)] = route
+            self._routes[int(code)] = guarded
+
+    def set_guard(self, guard: Guard | None) -> None:
+        """Run `guard(conn, cmd)` before every registered handler, now and for later registrations; a
+        non-None result is answered instead of calling the handler. None removes the guard."""
+        self._guard = guard
+        wrapped: dict[Route, Route] = {}
+        for code, route in self._plain.items():
+            if route not in wrapped:
+                wrapped[route] = _guarded(route, guard)
+            self._routes[code] = wrapped[route]
+
+    @property
+    def guard(self) -> Guard | None:
+        return self._guard
 
     def register_default(self, handler: Handler | None) -> None:
         """Handler for every code without its own; without one, such codes get REQUEST_CODE_NOT_SUPPORTED."""
