@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import ssl
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -15,11 +16,13 @@ from typing import Any
 
 from broker.client.errors import NoNameServerError
 from broker.client.message import ConsumeFromWhere, MessageModel
+from broker.transport.tls import client_context
 
 __all__ = [
     "DEFAULT_MAX_MESSAGE_SIZE",
     "NAMESRV_ADDR_ENV",
     "NAMESRV_ADDR_PROPERTY",
+    "TLS_ENABLE_PROPERTY",
     "ClientConfig",
     "ConsumerConfig",
     "ProducerConfig",
@@ -35,6 +38,13 @@ DEFAULT_MAX_MESSAGE_SIZE = 4 * 1024 * 1024
 #: Java's system property; Python's equivalent of `java -Dkey=value` is `python -X key=value`.
 NAMESRV_ADDR_PROPERTY = "rocketmq.namesrv.addr"
 NAMESRV_ADDR_ENV = "NAMESRV_ADDR"
+#: Java's -Dtls.enable=true (ClientConfig.useTLS's default): `python -X tls.enable=true`.
+TLS_ENABLE_PROPERTY = "tls.enable"
+
+
+def _tls_enable_property() -> bool:
+    value = sys._xoptions.get(TLS_ENABLE_PROPERTY)
+    return value is True or (isinstance(value, str) and value.strip().lower() == "true")
 
 
 def parse_namesrv_addr(value: str | list[str] | tuple[str, ...]) -> list[str]:
@@ -86,6 +96,17 @@ class ClientConfig:
     persist_consumer_offset_interval: float = 5.0
     #: Timeout of control requests (Java's mqClientApiTimeout, 3000 ms).
     request_timeout: float = 3.0
+    #: TLS to the NameServers and brokers (Java's useTLS; default the tls.enable property, `python -X tls.enable=true`).
+    #: The server's certificate is verified against `tls_ca_file` (else the system's CAs) and must name the host
+    #: dialled; `tls_cert_file`/`tls_key_file` answer a server that asks for a client certificate (mTLS).
+    use_tls: bool = field(default_factory=_tls_enable_property)
+    tls_ca_file: str | None = None
+    tls_cert_file: str | None = None
+    tls_key_file: str | None = None
+    tls_key_password: str | None = field(default=None, repr=False)
+    #: Opt-outs for tests and self-signed servers (tls.test.mode.enable): no verification at all / no host name check.
+    tls_verify: bool = True
+    tls_check_hostname: bool = True
 
     @property
     def client_id(self) -> str:
@@ -94,6 +115,19 @@ class ClientConfig:
     @property
     def namesrv_list(self) -> list[str]:
         return parse_namesrv_addr(resolve_namesrv_addr(self.namesrv_addr))
+
+    def tls_context(self) -> ssl.SSLContext | None:
+        """The SSLContext of this client's connections; None without use_tls (a bad file raises ConfigError)."""
+        if not self.use_tls:
+            return None
+        return client_context(
+            verify=self.tls_verify,
+            check_hostname=self.tls_check_hostname,
+            ca_file=self.tls_ca_file,
+            cert_file=self.tls_cert_file,
+            key_file=self.tls_key_file,
+            key_password=self.tls_key_password,
+        )
 
 
 def client_config_with(client_config: ClientConfig | None, namesrv_addr: str | None, **defaults: Any) -> ClientConfig:

@@ -22,6 +22,7 @@ from broker.ha.settings import HASettings
 from broker.ha.status import ReplicationStatus
 from broker.ha.transfer import GroupTransfer
 from broker.store.results import PutResult, PutStatus
+from broker.transport.listener import Listener
 from broker.transport.loop import cancel_and_wait
 
 if TYPE_CHECKING:
@@ -309,19 +310,28 @@ class HAMaster:
         self._pushed_end = 0  # end of what was pushed from data_appended or _publish
         self._publish_scheduled = False
         self.port = 0
-        self._server: asyncio.Server | None = None
+        self._server: Listener | None = None
         self._status_task: asyncio.Task[None] | None = None
 
     async def start(self) -> int:
         """Listen on haListenPort (0 = any free port); returns the bound port."""
         s = self.settings
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            lambda: SlaveLink(self), s.listen_host, s.listen_port, reuse_address=True
+        # TLS and plaintext on one port by the first byte, as the remoting port (a slave's first report is an
+        # offset: its first byte is 0, never a TLS record's 0x16); a silent peer goes after the housekeeping interval
+        self._server = Listener(
+            lambda: SlaveLink(self),
+            s.listen_host,
+            s.listen_port,
+            tls=s.tls,
+            first_byte_timeout=s.housekeeping_interval,
+            remoting=False,
+            name=self.kind,
         )
-        self.port = int(self._server.sockets[0].getsockname()[1])
+        await self._server.start()
+        self.port = self._server.port
         self._status_task = loop.create_task(self._log_status(), name="ha-status")
-        log.info("%s listening on %s:%d (%s)", self.kind, s.listen_host, self.port, s.role)
+        log.info("%s listening on %s:%d (%s, TLS %s)", self.kind, s.listen_host, self.port, s.role, self._server.mode)
         return self.port
 
     def peer_ahead(self, conn: HAConnection, report: int) -> None:

@@ -7,7 +7,12 @@ mappedFileSizeCommitLog); the HA controller, master and slave services read it a
 
 from __future__ import annotations
 
+import ssl
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from broker.transport.tls import ServerTls
 
 __all__ = ["HASettings"]
 
@@ -27,6 +32,10 @@ class HASettings:
     full_transfer_from_empty: bool = False  # haFullTransferFromEmpty (ours): empty slave gets everything
     slave_read_enable: bool = False  # slaveReadEnable: a master may suggest reading from the slave
     memory_ratio_percent: int = 40  # accessMessageInMemoryMaxRatio: when a pull counts as reading from disk
+    # TLS (broker.transport.tls): the HA server's modes and context (shared with the remoting port's), and the
+    # slave's client context (tls.client.*, on with tls.enable or when enforcing); None: plaintext
+    tls: ServerTls | None = None
+    client_tls: ssl.SSLContext | None = None
 
     @property
     def sync(self) -> bool:

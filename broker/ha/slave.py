@@ -98,7 +98,7 @@ class HAClient:
             try:
                 host, port = parse_addr(addr)
                 _transport, stream = await asyncio.wait_for(
-                    loop.create_connection(MasterStream, host, port), CONNECT_TIMEOUT
+                    loop.create_connection(MasterStream, host, port, ssl=self.settings.client_tls), CONNECT_TIMEOUT
                 )
             except (OSError, TimeoutError, ValueError) as exc:
                 failures += 1
@@ -233,7 +233,7 @@ class HAClient:
         loop = asyncio.get_running_loop()
         try:
             _transport, stream = await asyncio.wait_for(
-                loop.create_connection(MasterStream, host, port), CONNECT_TIMEOUT
+                loop.create_connection(MasterStream, host, port, ssl=self.settings.client_tls), CONNECT_TIMEOUT
             )
         except (OSError, TimeoutError) as exc:
             log.warning("HA restore: cannot connect to %s: %s", addr, exc or "timeout")

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from broker.config.typed import load_model, model_aliases
 from broker.logs.settings import (
@@ -30,6 +30,7 @@ from broker.logs.settings import (
     LogRoot,
 )
 from broker.metrics.settings import DEFAULT_PROM_PORT, ExporterType, PromHost, PromPort
+from broker.transport.tls import TlsKeys, with_tls_file
 
 __all__ = ["NamesrvConfig"]
 
@@ -44,8 +45,8 @@ def _user_home() -> Path:
     return Path(os.path.expanduser("~"))
 
 
-class NamesrvConfig(BaseModel):
-    """Effective NameServer configuration. Field aliases are the property keys."""
+class NamesrvConfig(TlsKeys):
+    """Effective NameServer configuration. Field aliases are the property keys; the tls.* keys are `TlsKeys`'."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
 
@@ -95,6 +96,7 @@ class NamesrvConfig(BaseModel):
     def from_properties(cls, values: Mapping[str, Any], source: str = "namesrv config") -> NamesrvConfig:
         """Validate RocketMQ-named keys: an unknown key is warned about (by name, with `source`) and ignored;
         a bad value raises ConfigError naming the key."""
+        values = with_tls_file(values, origin=source)  # tls.config.file's keys win
         known = model_aliases(cls)
         for key in sorted(k for k in values if k not in known):
             log.warning("unknown NameServer config key %r in %s is ignored", key, source)

@@ -19,6 +19,7 @@ from broker.namesrv.processors import NamesrvProcessors
 from broker.namesrv.route import RouteInfoManager
 from broker.transport.errors import CloseReason
 from broker.transport.server import RemotingServer
+from broker.transport.tls import ServerTls, TlsSettings
 
 __all__ = ["NamesrvController"]
 
@@ -39,6 +40,7 @@ class NamesrvController:
             config.listen_port,
             max_frame_length=config.frame_max_length,
             idle_timeout=config.server_channel_max_idle_time_seconds or None,
+            tls=ServerTls(TlsSettings.of(config), name="namesrv"),  # the tls.* keys (broker.transport.tls)
         )
         self.processors.register(self.server.dispatcher)
         # Metrics (issue 26), when metricsExporterType=PROM: request latency per code and route table gauges

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -60,6 +61,7 @@ from broker.transport.connection import ConnectionConfig, RemotingConnection
 from broker.transport.errors import CloseReason
 from broker.transport.loop import cancel_and_wait
 from broker.transport.server import RemotingServer
+from broker.transport.tls import ServerTls, TlsSettings, outgoing_context
 
 __all__ = ["BrokerController"]
 
@@ -69,8 +71,11 @@ CHANNEL_SCAN_INTERVAL = 10.0
 SHUTDOWN_GRACE = 5.0
 
 
-def ha_settings(c: BrokerConfig, sc: StoreConfig) -> HASettings:
-    """The replication knobs (broker.ha) from the broker's and the store's configuration."""
+def ha_settings(
+    c: BrokerConfig, sc: StoreConfig, tls: ServerTls | None = None, client_tls: ssl.SSLContext | None = None
+) -> HASettings:
+    """The replication knobs (broker.ha) from the broker's and the store's configuration; `tls` and `client_tls`
+    are the broker's (its remoting port's ServerTls, its outgoing context)."""
     return HASettings(
         role=c.broker_role,
         listen_host=c.bind_address,
@@ -85,6 +90,8 @@ def ha_settings(c: BrokerConfig, sc: StoreConfig) -> HASettings:
         full_transfer_from_empty=c.ha_full_transfer_from_empty,
         slave_read_enable=c.slave_read_enable,
         memory_ratio_percent=c.access_message_in_memory_max_ratio,
+        tls=tls,
+        client_tls=client_tls,
     )
 
 
@@ -117,7 +124,11 @@ class BrokerController:
         self.metrics: MetricsExporter | None = None
         if self.meters is not None:
             self.metrics = MetricsExporter(metrics, BrokerCollector(self, self.meters))
-        self.client = RemotingClient()
+        # TLS (broker.transport.tls): the remoting and HA ports' modes and certificate, and this broker's own
+        # outgoing connections (NameServers, its master), from the tls.* keys
+        tls = TlsSettings.of(self.config)
+        self.tls = ServerTls(tls, name="broker")
+        self.client = RemotingClient(tls=outgoing_context(tls))
         self.registrar = Registrar(self.config, self.client, self.topics.wrapper)
         self.server: RemotingServer | None = None
         self._store: MessageStore | None = None
@@ -198,6 +209,7 @@ class BrokerController:
             frame_timeout=c.server_frame_timeout_millis / 1000 or None,
             incomplete_frames_limit=c.server_incomplete_frames_max_bytes or None,
             config=ConnectionConfig(write_buffer_limit=c.server_write_buffer_max_bytes),
+            tls=self.tls,
         )
         server.register_default(self._starting)
         server.add_close_listener(self._connection_closed)
@@ -238,7 +250,7 @@ class BrokerController:
         registrar = self.registrar
         self.ha = HAController(
             self._store,
-            ha_settings(c, self.store_config),
+            ha_settings(c, self.store_config, self.tls, self.client.tls),
             lambda: registrar.master_ha_addr,
             lambda: registrar.master_addr,
             lambda: c.ha_server_addr,
@@ -293,7 +305,11 @@ class BrokerController:
         if not c.is_master or c.broker_id != 0 or not c.restore_from_slave_on_start or not c.name_servers:
             return {}
         restore = StartRestore(
-            c, self.client, store, ha_settings(c, self.store_config), self._metadata_sync(lambda: None)
+            c,
+            self.client,
+            store,
+            ha_settings(c, self.store_config, self.tls, self.client.tls),
+            self._metadata_sync(lambda: None),
         )
         return await restore.run()
 

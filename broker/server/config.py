@@ -35,6 +35,7 @@ from broker.logs.settings import (
 )
 from broker.metrics.settings import DEFAULT_PROM_PORT, ExporterType, PromHost, PromPort
 from broker.store.config import BrokerStoreKeys, StoreConfig
+from broker.transport.tls import TlsKeys, with_tls_file
 
 __all__ = [
     "BrokerConfig",
@@ -63,8 +64,10 @@ def default_broker_ip() -> str:
     return "127.0.0.1"
 
 
-class BrokerConfig(BrokerStoreKeys):
+class BrokerConfig(BrokerStoreKeys, TlsKeys):
     """Broker settings under their broker.conf names (aliases); Python code uses the snake_case names.
+
+    RocketMQ's tls.* keys come from `TlsKeys` (broker.transport.tls; docs/configuration.md "TLS").
 
     The keys the store reads too (storePathRootDir, flushDiskType, brokerRole...) come from `BrokerStoreKeys`.
     """
@@ -222,6 +225,7 @@ def load_broker_config(
     """Validate broker.conf properties (+ CLI overrides such as -n). Raises ConfigError naming the key."""
     merged: dict[str, Any] = {k.strip(): v for k, v in properties.items()}
     merged.update(overrides or {})
+    merged = with_tls_file(merged, origin=origin)  # tls.config.file's keys win, as over RocketMQ's -D properties
     broker_keys = _broker_aliases()
     store_keys = _store_aliases()
     broker_values: dict[str, Any] = {}

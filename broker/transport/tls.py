@@ -76,27 +76,27 @@ class TlsKeys(BaseModel):
     A mixin of BrokerConfig and NamesrvConfig: their model_config (populate_by_name, extra="forbid") applies.
     """
 
-    tls_config_file: str = Field("", alias="tls.config.file")
-    tls_server_mode: TlsMode = Field("permissive", alias="tls.server.mode")
+    tls_config_file: str = Field(default="", alias="tls.config.file")
+    tls_server_mode: TlsMode = Field(default="permissive", alias="tls.server.mode")
     # RocketMQ's default: a server without a certificate makes a self-signed one (first TLS connection).
-    tls_test_mode_enable: bool = Field(True, alias="tls.test.mode.enable")
-    tls_server_need_client_auth: ClientAuth = Field("none", alias="tls.server.need.client.auth")
-    tls_server_key_path: str = Field("", alias="tls.server.keyPath")
-    tls_server_key_password: str = Field("", alias="tls.server.keyPassword")
-    tls_server_cert_path: str = Field("", alias="tls.server.certPath")
-    tls_server_auth_client: bool = Field(False, alias="tls.server.authClient")
-    tls_server_trust_cert_path: str = Field("", alias="tls.server.trustCertPath")
+    tls_test_mode_enable: bool = Field(default=True, alias="tls.test.mode.enable")
+    tls_server_need_client_auth: ClientAuth = Field(default="none", alias="tls.server.need.client.auth")
+    tls_server_key_path: str = Field(default="", alias="tls.server.keyPath")
+    tls_server_key_password: str = Field(default="", alias="tls.server.keyPassword")
+    tls_server_cert_path: str = Field(default="", alias="tls.server.certPath")
+    tls_server_auth_client: bool = Field(default=False, alias="tls.server.authClient")
+    tls_server_trust_cert_path: str = Field(default="", alias="tls.server.trustCertPath")
     # The server's own outgoing connections (NameServer registration, slave sync, HA): unset = on when enforcing.
-    tls_enable: bool | None = Field(None, alias="tls.enable")
-    tls_client_key_path: str = Field("", alias="tls.client.keyPath")
-    tls_client_key_password: str = Field("", alias="tls.client.keyPassword")
-    tls_client_cert_path: str = Field("", alias="tls.client.certPath")
-    tls_client_auth_server: bool = Field(False, alias="tls.client.authServer")
-    tls_client_trust_cert_path: str = Field("", alias="tls.client.trustCertPath")
+    tls_enable: bool | None = Field(default=None, alias="tls.enable")
+    tls_client_key_path: str = Field(default="", alias="tls.client.keyPath")
+    tls_client_key_password: str = Field(default="", alias="tls.client.keyPassword")
+    tls_client_cert_path: str = Field(default="", alias="tls.client.certPath")
+    tls_client_auth_server: bool = Field(default=False, alias="tls.client.authServer")
+    tls_client_trust_cert_path: str = Field(default="", alias="tls.client.trustCertPath")
     # Ours: a handshake not done within this is dropped; at most this many at once; how often files are checked.
-    tls_server_handshake_timeout_millis: int = Field(10_000, alias="tls.server.handshakeTimeoutMillis", gt=0)
-    tls_server_max_handshakes: int = Field(256, alias="tls.server.maxHandshakes", gt=0)
-    tls_reload_interval_millis: int = Field(5_000, alias="tls.reloadIntervalMillis", ge=0)
+    tls_server_handshake_timeout_millis: int = Field(default=10_000, alias="tls.server.handshakeTimeoutMillis", gt=0)
+    tls_server_max_handshakes: int = Field(default=256, alias="tls.server.maxHandshakes", gt=0)
+    tls_reload_interval_millis: int = Field(default=5_000, alias="tls.reloadIntervalMillis", ge=0)
 
 
 def with_tls_file(properties: Mapping[str, Any], *, origin: str = "config") -> dict[str, Any]:
