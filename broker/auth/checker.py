@@ -49,6 +49,8 @@ class AuthSettings:
     authorization_whitelist: frozenset[int] = field(default_factory=frozenset)
     #: The `Cluster:<name>` of admin requests.
     cluster: str = "DefaultCluster"
+    #: Only these codes are authenticated (the NameServer's writes); None: every code but the whitelisted.
+    authenticated_codes: frozenset[int] | None = None
 
     @property
     def enabled(self) -> bool:
@@ -96,7 +98,11 @@ class AuthChecker:
         """Raise AuthError when ACL 2.0 refuses `cmd` from `ip`."""
         settings = self.settings
         code = cmd.code
-        if settings.authentication and code not in settings.authentication_whitelist:
+        if (
+            settings.authentication
+            and code not in settings.authentication_whitelist
+            and (settings.authenticated_codes is None or code in settings.authenticated_codes)
+        ):
             self.authenticate(cmd)
         if settings.authorization and code not in settings.authorization_whitelist:
             self.authorize(cmd, ip)

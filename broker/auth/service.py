@@ -23,14 +23,32 @@ from broker.auth.model import AuthError, User, UserType
 from broker.auth.plain import PlainAcl, migrate_to_v2
 from broker.auth.settings import parse_codes, parse_credentials, parse_init_user
 from broker.auth.store import AuthStore
+from broker.protocol.codes import RequestCode
 from broker.protocol.signature import Credentials
 from broker.transport.dispatcher import Dispatcher, Handler
 
-__all__ = ["PLAIN_RELOAD_INTERVAL", "ServerAuth", "rocketmq_home"]
+__all__ = ["NAMESRV_WRITES", "PLAIN_RELOAD_INTERVAL", "ServerAuth", "rocketmq_home"]
 
 log = logging.getLogger(__name__)
 
 PLAIN_RELOAD_INTERVAL = 2.0
+_rc = RequestCode
+#: The NameServer requests that change something: signed when its authenticationEnabled is on.
+NAMESRV_WRITES = frozenset(
+    {
+        _rc.PUT_KV_CONFIG,
+        _rc.DELETE_KV_CONFIG,
+        _rc.REGISTER_BROKER,
+        _rc.UNREGISTER_BROKER,
+        _rc.BROKER_HEARTBEAT,
+        _rc.WIPE_WRITE_PERM_OF_BROKER,
+        _rc.ADD_WRITE_PERM_OF_BROKER,
+        _rc.DELETE_TOPIC_IN_NAMESRV,
+        _rc.REGISTER_TOPIC_IN_NAMESRV,
+        _rc.UPDATE_NAMESRV_CONFIG,
+        _rc.GET_NAMESRV_CONFIG,  # not a write, but it lists the configuration: kept for the same users
+    }
+)
 
 
 def rocketmq_home() -> Path:
@@ -79,6 +97,23 @@ class ServerAuth:
             plain=plain,
             acl_enable=config.acl_enable,
             migrate_from_v1=config.migrate_auth_from_v1_enabled,
+        )
+
+    @classmethod
+    def of_namesrv(cls, config: Any) -> ServerAuth:
+        """From a NamesrvConfig: with authenticationEnabled its writes (`NAMESRV_WRITES`) need a signature by
+        initAuthenticationUser's user or innerClientAuthenticationCredentials' (the brokers sign with it); reads
+        stay open. The users live in memory: the keys are their only source, read at each start."""
+        settings = AuthSettings(
+            authentication=config.authentication_enabled,
+            authentication_whitelist=parse_codes(config.authentication_whitelist, "authenticationWhitelist"),
+            authenticated_codes=NAMESRV_WRITES,
+        )
+        return cls(
+            settings,
+            AuthStore(None),
+            init_user=parse_init_user(config.init_authentication_user.get_secret_value()),
+            credentials=parse_credentials(config.inner_client_authentication_credentials.get_secret_value()),
         )
 
     @property

@@ -18,8 +18,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, SecretStr, model_validator
 
+from broker.auth.settings import check_auth_keys
+from broker.config.errors import ConfigError
 from broker.config.typed import load_model, model_aliases
 from broker.logs.settings import (
     DEFAULT_MAX_INDEX,
@@ -85,6 +87,15 @@ class NamesrvConfig(TlsKeys):
     log_root: LogRoot = Field(default="", alias="logRoot")
     log_file_max_size: LogFileMaxSize = Field(default=DEFAULT_MAX_SIZE, alias="logFileMaxSize")
     log_file_max_index: LogFileMaxIndex = Field(default=DEFAULT_MAX_INDEX, alias="logFileMaxIndex")
+    # Authentication (broker.auth, docs/security.md; ours, RocketMQ's NameServer has none): with it on, the writes
+    # (REGISTER_BROKER, UNREGISTER_BROKER, KV and topic changes, write perms, config updates) need a request signed
+    # by one of the two users these keys define; route and cluster reads stay open. Secret: shown masked.
+    authentication_enabled: bool = Field(default=False, alias="authenticationEnabled")
+    init_authentication_user: SecretStr = Field(default=SecretStr(""), alias="initAuthenticationUser")
+    inner_client_authentication_credentials: SecretStr = Field(
+        default=SecretStr(""), alias="innerClientAuthenticationCredentials"
+    )
+    authentication_whitelist: str = Field(default="", alias="authenticationWhitelist")
 
     @model_validator(mode="after")
     def _check_paths(self) -> NamesrvConfig:
@@ -100,6 +111,10 @@ class NamesrvConfig(TlsKeys):
         known = model_aliases(cls)
         for key in sorted(k for k in values if k not in known):
             log.warning("unknown NameServer config key %r in %s is ignored", key, source)
+        try:
+            check_auth_keys({k: str(v) for k, v in values.items() if isinstance(v, str)})
+        except ValueError as exc:  # checked here: load_model's messages show the value, and these are secrets
+            raise ConfigError(f"{source}: {exc}") from None
         return load_model(cls, {k: v for k, v in values.items() if k in known}, source)
 
     def with_overrides(self, **changes: Any) -> NamesrvConfig:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from broker.auth.service import ServerAuth
 from broker.metrics import MetricsExporter, MetricsSettings
 from broker.metrics.namesrv_collector import NamesrvCollector
 from broker.metrics.rpc import RpcMeter, instrument
@@ -43,6 +44,10 @@ class NamesrvController:
             tls=ServerTls(TlsSettings.of(config), name="namesrv"),  # the tls.* keys (broker.transport.tls)
         )
         self.processors.register(self.server.dispatcher)
+        # authenticationEnabled (broker.auth): the writes need a signature by a user of the keys; before the metrics
+        self.auth = ServerAuth.of_namesrv(config)
+        self.auth.load()
+        self.auth.install(self.server.dispatcher)
         # Metrics (issue 26), when metricsExporterType=PROM: request latency per code and route table gauges
         settings = MetricsSettings.of(config)
         self.metrics: MetricsExporter | None = None

@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from broker.auth.service import ServerAuth
 from broker.ha.controller import HAController
 from broker.ha.settings import HASettings
 from broker.metrics import MetricsExporter, MetricsSettings
@@ -128,7 +129,10 @@ class BrokerController:
         # outgoing connections (NameServers, its master), from the tls.* keys
         tls = TlsSettings.of(self.config)
         self.tls = ServerTls(tls, name="broker")
-        self.client = RemotingClient(tls=outgoing_context(tls))
+        # Authentication and authorization (broker.auth): users and ACLs beside the other metadata; the broker signs
+        # its own requests (registration, slave sync, restore) with innerClientAuthenticationCredentials
+        self.auth = ServerAuth.of_broker(self.config, config_dir)
+        self.client = RemotingClient(tls=outgoing_context(tls), signer=self.auth.credentials)
         self.registrar = Registrar(self.config, self.client, self.topics.wrapper)
         self.server: RemotingServer | None = None
         self._store: MessageStore | None = None
@@ -199,6 +203,7 @@ class BrokerController:
         self.topics.load()
         self.offsets.load()
         self.groups.load()
+        self.auth.load()
 
         server = self.server = RemotingServer(
             c.bind_address,
@@ -239,6 +244,7 @@ class BrokerController:
         self._transactions = TransactionService(self)
         self._transactions.load()
         self._register_processors(server)
+        self.auth.install(server.dispatcher)  # before the metrics wrap the routes: they time refusals too
         if self.meters is not None:
             instrument(server.dispatcher, self.meters.rpc)
         self._hold = PullHoldService(self.pull.rerun, self._store.get_max_offset_in_queue)
@@ -269,6 +275,7 @@ class BrokerController:
             loop.create_task(self._scan_channels()),
             loop.create_task(self._sample_stats()),
             loop.create_task(self.registrar.run_periodically()),
+            loop.create_task(self.auth.run()),
         ]
         if c.is_master:
             self._schedule.start()
@@ -297,6 +304,7 @@ class BrokerController:
             lambda: self.addr,
             master_addr,
             c.slave_sync_interval / 1000,
+            auth=self.auth.store,
         )
 
     async def _restore_from_slaves(self, store: MessageStore) -> dict[str, str]:
@@ -361,6 +369,7 @@ class BrokerController:
             rc.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: admin.update_subscription_group,
             rc.GET_BROKER_CONFIG: admin.get_broker_config,
             **admin_routes(self),
+            **self.auth.routes(),
         }
         for code, handler in routes.items():
             server.register(code, handler)

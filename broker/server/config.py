@@ -23,6 +23,7 @@ from typing import Any
 
 from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from broker.auth.settings import MASK, SECRET_KEYS, check_auth_keys
 from broker.config.errors import ConfigError
 from broker.config.typed import model_aliases
 from broker.logs.settings import (
@@ -144,6 +145,16 @@ class BrokerConfig(BrokerStoreKeys, TlsKeys):
     log_root: LogRoot = Field("", alias="logRoot")
     log_file_max_size: LogFileMaxSize = Field(DEFAULT_MAX_SIZE, alias="logFileMaxSize")
     log_file_max_index: LogFileMaxIndex = Field(DEFAULT_MAX_INDEX, alias="logFileMaxIndex")
+    # Authentication and authorization (broker.auth, docs/security.md): RocketMQ 5.3's ACL 2.0 keys, and 4.x's
+    # aclEnable (ACL 1.0, $ROCKETMQ_HOME/conf/plain_acl.yml). The two JSON keys hold secrets: never shown.
+    authentication_enabled: bool = Field(False, alias="authenticationEnabled")
+    authorization_enabled: bool = Field(False, alias="authorizationEnabled")
+    init_authentication_user: str = Field("", alias="initAuthenticationUser", repr=False)
+    inner_client_authentication_credentials: str = Field("", alias="innerClientAuthenticationCredentials", repr=False)
+    authentication_whitelist: str = Field("", alias="authenticationWhitelist")
+    authorization_whitelist: str = Field("", alias="authorizationWhitelist")
+    migrate_auth_from_v1_enabled: bool = Field(False, alias="migrateAuthFromV1Enabled")
+    acl_enable: bool = Field(False, alias="aclEnable")
 
     @field_validator("namesrv_addr")
     @classmethod
@@ -155,6 +166,12 @@ class BrokerConfig(BrokerStoreKeys, TlsKeys):
             if not sep or not host or not port.isdigit():
                 raise ValueError(f"name server address {addr!r} is not host:port")
         return value.strip()
+
+    @model_validator(mode="after")
+    def _check_auth(self) -> BrokerConfig:
+        # a model-level error: its message names the key, and no input value is echoed (the JSON keys are secret)
+        check_auth_keys(self.model_dump(by_alias=True, include=_AUTH_TEXT_FIELDS))
+        return self
 
     @model_validator(mode="after")
     def _fill_derived(self) -> BrokerConfig:
@@ -189,6 +206,14 @@ class BrokerConfig(BrokerStoreKeys, TlsKeys):
         return self.broker_role != "SLAVE"
 
 
+_AUTH_TEXT_FIELDS = {
+    "init_authentication_user",
+    "inner_client_authentication_credentials",
+    "authentication_whitelist",
+    "authorization_whitelist",
+}
+
+
 @dataclass(slots=True)
 class LoadedConfig:
     """Result of `load_broker_config`: the broker model, store keys for StoreConfig, and warnings."""
@@ -214,7 +239,7 @@ def _validation_message(exc: ValidationError, origin: str) -> str:
     for err in exc.errors():
         key = ".".join(str(p) for p in err["loc"]) or "?"
         value = err.get("input")
-        shown = f" (got {value!r})" if not isinstance(value, dict) else ""
+        shown = f" (got {value!r})" if not isinstance(value, dict) and key not in SECRET_KEYS else ""
         parts.append(f"{key}: {err['msg']}{shown}")
     return f"invalid configuration in {origin}: " + "; ".join(parts)
 
@@ -273,6 +298,8 @@ def effective_properties(loaded: LoadedConfig) -> dict[str, str]:
             value = ""
         elif isinstance(value, bool):
             value = "true" if value else "false"
+        elif key in SECRET_KEYS and value:
+            value = MASK
         out[key] = str(value)
     return out
 

@@ -9,6 +9,11 @@ key, each persisted when it changed. A consumer that moves from the master to th
 at the master's committed offsets. It lives in the server package because it writes the server's managers;
 the HA package replicates the CommitLog only and knows nothing of them. A master that restores from one
 of its slaves at start (broker.server.restore) copies the slave's metadata once with the same `sync_all`.
+
+ACL 2.0 users and ACLs (broker.auth) come the same way, with RocketMQ's own admin requests AUTH_LIST_USER
+(3005) and AUTH_LIST_ACL (3010): the broker's client signs them with innerClientAuthenticationCredentials, a
+SUPER user on the master, so no body of our own is needed and a RocketMQ 5.3 master answers them too. The
+slave's tables are replaced when they differ (passwords included: the slave authenticates the same users).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from broker.auth.store import AuthStore
 from broker.protocol.bodies import DataVersion, fastjson_loads
 from broker.protocol.codes import RequestCode, ResponseCode
 from broker.protocol.command import RemotingCommand
@@ -49,6 +55,8 @@ class SlaveSynchronize:
         own_addr: Callable[[], str],
         master_addr: Callable[[], str | None],
         interval: float,
+        *,
+        auth: AuthStore | None = None,
     ) -> None:
         self.client = client
         self.topics = topics
@@ -58,6 +66,7 @@ class SlaveSynchronize:
         self.own_addr = own_addr
         self.master_addr = master_addr
         self.interval = interval
+        self.auth = auth
         self.last_sync_ok = 0.0
         self._task: asyncio.Task[None] | None = None
         self._failing = False
@@ -97,6 +106,11 @@ class SlaveSynchronize:
         self.apply_consumer_offsets(await self._fetch(addr, RequestCode.GET_ALL_CONSUMER_OFFSET))
         self.apply_delay_offsets(await self._fetch(addr, RequestCode.GET_ALL_DELAY_OFFSET))
         self.apply_subscription_groups(await self._fetch(addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG))
+        if self.auth is not None:
+            users = await self._fetch(addr, RequestCode.AUTH_LIST_USER)
+            acls = await self._fetch(addr, RequestCode.AUTH_LIST_ACL)
+            if self.auth.replace_tables(users or [], acls or []):
+                log.info("synchronized %d users and %d ACLs from the master", len(self.auth.users), len(self.auth.acls))
         self.last_sync_ok = asyncio.get_running_loop().time()
 
     def apply_topics(self, data: dict[str, Any]) -> bool:

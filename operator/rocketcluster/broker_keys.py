@@ -114,6 +114,15 @@ BROKER_KEYS: Final[Mapping[str, ValueKind]] = MappingProxyType(
         "syncFlushTimeout": _INT,
         "timerMaxDelaySec": _INT,
         "timerWheelEnable": _BOOL,
+        # Authentication and authorization (broker.auth, docs/security.md): ACL 2.0's keys and 4.x's aclEnable
+        "aclEnable": _BOOL,
+        "authenticationEnabled": _BOOL,
+        "authenticationWhitelist": _STR,
+        "authorizationEnabled": _BOOL,
+        "authorizationWhitelist": _STR,
+        "initAuthenticationUser": _STR,
+        "innerClientAuthenticationCredentials": _STR,
+        "migrateAuthFromV1Enabled": _BOOL,
         # TLS (broker.transport.tls): RocketMQ's tls.* keys, three of them ours (handshake bounds, reload period)
         "tls.client.authServer": _BOOL,
         "tls.client.certPath": _STR,
