@@ -23,6 +23,7 @@ import dataclasses
 import datetime
 import logging
 import os
+import sys
 import time
 from collections.abc import Mapping
 from typing import Any, cast
@@ -32,6 +33,7 @@ import kopf
 from broker.client import Admin
 from rocketcluster import metrics, names
 from rocketcluster.kube import ApiError, Kube
+from rocketcluster.main import watched_namespaces
 from rocketcluster.model import RocketClusterSpec, SpecError, parse_spec
 from rocketcluster.observe import (
     BrokerFacts,
@@ -60,6 +62,7 @@ from rocketcluster.plan import (
     WipeWritePerm,
     plan,
 )
+from rocketcluster.pod_watch import watch_paths, watch_pods
 from rocketcluster.render import render_broker_group, render_cluster
 
 __all__ = ["Outcome", "reconcile"]
@@ -79,6 +82,7 @@ _clusters: dict[tuple[str, str], str] = {}  # (namespace, name) -> uid of every 
 _passes: dict[tuple[str, str], asyncio.Task[None]] = {}  # a pass started by a pod event or the resync loop
 _changed_again: set[tuple[str, str]] = set()
 _resync_task: asyncio.Task[None] | None = None
+_watch_tasks: list[asyncio.Task[None]] = []  # the pod watches (rocketcluster.pod_watch)
 
 
 class _RoutineProgress(logging.Filter):
@@ -111,11 +115,13 @@ async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     except (OSError, ValueError) as exc:  # a bad setting is not retried: the operator stops, saying why
         raise kopf.PermanentError(str(exc)) from exc
     _resync_task = asyncio.create_task(_resync_forever())
+    for path, patterns in watch_paths(watched_namespaces(sys.argv[1:])):
+        _watch_tasks.append(asyncio.create_task(watch_pods(_kube, path, patterns, on_pod)))
 
 
 @kopf.on.cleanup()
 async def close(**_: Any) -> None:
-    for task in [_resync_task, *_passes.values()]:
+    for task in [_resync_task, *_watch_tasks, *_passes.values()]:
         if task is not None:
             task.cancel()
     # let passes under way finish their API calls before the session goes (kopf stops handlers first)
@@ -164,10 +170,12 @@ async def _resync_forever() -> None:
             _schedule_pass(key)
 
 
-@kopf.on.event("v1", "pods", labels={names.LABEL_MANAGED_BY: names.MANAGED_BY, names.LABEL_CLUSTER: kopf.PRESENT})
-async def on_pod(namespace: str | None, labels: Mapping[str, str], **_: Any) -> None:
-    """A pod of some cluster changed (created, ready, crashed, deleted): plan that cluster again, soon."""
-    _schedule_pass((namespace or "", labels[names.LABEL_CLUSTER]))
+def on_pod(namespace: str, labels: Mapping[str, str]) -> None:
+    """A pod of some cluster changed (created, ready, crashed, deleted): plan that cluster again, soon. Called
+    by the pod watch (rocketcluster.pod_watch), which asks the API server for the clusters' pods only."""
+    cluster = labels.get(names.LABEL_CLUSTER)
+    if cluster:
+        _schedule_pass((namespace, cluster))
 
 
 def _schedule_pass(key: tuple[str, str]) -> None:

@@ -15,7 +15,7 @@ import json
 import logging
 import socket
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -148,6 +148,30 @@ class Kube:
                 message = text[:500]
             raise ApiError(status_code, reason, message)
         return json.loads(text) if text else None
+
+    async def watch(self, path: str, params: Mapping[str, str], read_timeout: float) -> AsyncIterator[dict[str, Any]]:
+        """The events of one watch request ({"type": ..., "object": ...}), until the server ends it. An
+        answer other than 200 raises ApiError (410 Gone: the resourceVersion is too old, list again)."""
+        url = f"{path}?{urlencode(params)}"
+        timeout = aiohttp.ClientTimeout(total=None, sock_read=read_timeout)
+        try:
+            async with self._session_now().get(url, headers=self._headers(), timeout=timeout) as resp:
+                if resp.status >= 400:
+                    text = await resp.text()
+                    raise ApiError(resp.status, resp.reason or "", text[:500])
+                pending = b""
+                # lines by hand: aiohttp's readline refuses lines over 64 KiB, and an object can be larger
+                async for chunk in resp.content.iter_any():
+                    pending += chunk
+                    *lines, pending = pending.split(b"\n")
+                    for line in lines:
+                        if line.strip():
+                            event: dict[str, Any] = json.loads(line)
+                            yield event
+        except aiohttp.ClientError as exc:  # a dropped watch is routine: the caller watches again
+            raise ConnectionError(f"watch {path}: {exc or type(exc).__name__}") from exc
+        except TimeoutError as exc:
+            raise ConnectionError(f"watch {path}: nothing for {read_timeout:.0f} s") from exc
 
     async def apply(self, obj: Mapping[str, Any]) -> dict[str, Any]:
         """Server-side apply, owning every field the operator renders (force: the operator is the owner)."""

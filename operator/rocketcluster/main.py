@@ -14,7 +14,7 @@ import sys
 
 from kopf import cli
 
-__all__ = ["main"]
+__all__ = ["kopf_arguments", "main", "watched_namespaces"]
 
 _NAMESPACE_FLAGS = ("-n", "--namespace", "-A", "--all-namespaces")
 
@@ -26,6 +26,20 @@ def kopf_arguments(argv: list[str]) -> list[str]:
     if not chooses_namespaces:
         args.append("--all-namespaces")
     return args + argv
+
+
+def watched_namespaces(argv: list[str]) -> list[str] | None:
+    """The namespaces (or kopf patterns) our arguments name; None when they name none or all of them."""
+    found: list[str] = []
+    args = iter(argv)
+    for arg in args:
+        if arg in ("-A", "--all-namespaces"):
+            return None
+        if arg in ("-n", "--namespace"):
+            found.append(next(args, ""))
+        elif arg.startswith(("--namespace=", "-n=")):
+            found.append(arg.split("=", 1)[1])
+    return [ns for ns in found if ns] or None
 
 
 def main(argv: list[str] | None = None) -> None:

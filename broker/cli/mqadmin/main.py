@@ -8,15 +8,17 @@ command line argparse rejects.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
 import sys
+import time
 from collections.abc import Sequence
 
 from broker.cli.mqadmin import brokers, connections, groups, messages, namesrv, reading, stats, topics
 from broker.cli.mqadmin.registry import COMMANDS, UnknownName, UsageError
 from broker.client.admin import Admin
-from broker.client.config import NAMESRV_ADDR_ENV, resolve_namesrv_addr
+from broker.client.config import NAMESRV_ADDR_ENV, ClientConfig, resolve_namesrv_addr
 from broker.client.errors import NoNameServerError, RequestCodeNotSupported, RocketError
 from broker.protocol.bodies import BodyError
 from broker.transport.errors import RemotingError
@@ -38,13 +40,42 @@ def build_parser() -> argparse.ArgumentParser:
             dest="namesrvAddr",
             help=f"NameServer address(es), host:port;host:port (default: ${NAMESRV_ADDR_ENV})",
         )
+        _tls_arguments(p)
         for flags, options in registered.arguments:
             p.add_argument(*flags, **options)
     return parser
 
 
+def _tls_arguments(p: argparse.ArgumentParser) -> None:
+    """RocketMQ's tools take -Dtls.enable=true and tls.client.* properties; these flags say the same."""
+    tls = p.add_argument_group("TLS (a server with tls.server.mode=enforcing accepts nothing else)")
+    tls.add_argument("--tls", action="store_true", help="connect with TLS (RocketMQ's -Dtls.enable=true)")
+    tls.add_argument("--tls-ca", metavar="FILE", help="PEM file of the CA(s) to verify the servers with")
+    tls.add_argument("--tls-cert", metavar="FILE", help="client certificate (PEM) for servers that ask for one")
+    tls.add_argument("--tls-key", metavar="FILE", help="the client certificate's key (PEM)")
+    tls.add_argument(
+        "--tls-insecure", action="store_true", help="do not verify the server's certificate (test certificates only)"
+    )
+
+
+def client_config(args: argparse.Namespace) -> ClientConfig:
+    """The Admin's client settings from -n and the TLS flags (any --tls-* flag implies --tls)."""
+    config = ClientConfig(namesrv_addr=args.namesrvAddr, instance_name=f"admin-{time.monotonic_ns()}")
+    wanted = args.tls or args.tls_ca or args.tls_cert or args.tls_insecure
+    if not wanted:
+        return config
+    return dataclasses.replace(
+        config,
+        use_tls=True,
+        tls_ca_file=args.tls_ca,
+        tls_cert_file=args.tls_cert,
+        tls_key_file=args.tls_key,
+        tls_verify=not args.tls_insecure,
+    )
+
+
 async def _run(args: argparse.Namespace) -> int:
-    async with Admin(args.namesrvAddr) as admin:
+    async with Admin(client_config=client_config(args)) as admin:
         return int(await COMMANDS[args.command].run(args, admin))
 
 
