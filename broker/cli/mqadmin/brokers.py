@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from broker.cli.mqadmin.lookup import master_of, target_masters
-from broker.cli.mqadmin.registry import UnknownName, UsageError, arg, boolean, command, count
+from broker.cli.mqadmin.registry import UnknownName, UsageError, arg, boolean, command, count, producer_config
 from broker.client import Message, Producer
 from broker.client import admin_changes as changes
 from broker.client import admin_requests as requests
@@ -196,7 +196,7 @@ def _payload(size: int) -> str:
 )
 async def run_sendMsgStatus(args: argparse.Namespace, admin: Admin) -> int:
     master_of(await admin.cluster_info(), args.brokerName)
-    async with Producer("PID_SMSC", admin.instance.config.namesrv_addr) as producer:
+    async with Producer("PID_SMSC", client_config=producer_config(admin)) as producer:
         await producer.send(Message(args.brokerName, _payload(16)))  # warms the route, as RocketMQ does
         for _ in range(args.count):
             began = time.monotonic()
@@ -227,7 +227,7 @@ async def run_clusterRT(args: argparse.Namespace, admin: Admin) -> int:
         raise UnknownName(f"cluster {args.cluster} does not exist (mqadmin clusterList lists the clusters)")
     if not args.printAsTlog:
         print(f"{'#Cluster Name':<24}  {'#Broker Name':<24}  {'#RT':<8}  {'#successCount':<16}  #failCount")
-    async with Producer(f"CLUSTER_RT_{time.time_ns()}", admin.instance.config.namesrv_addr) as producer:
+    async with Producer(f"CLUSTER_RT_{time.time_ns()}", client_config=producer_config(admin)) as producer:
         while True:
             for cluster in clusters:
                 for broker_name in info.clusters[cluster]:

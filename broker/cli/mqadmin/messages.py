@@ -6,7 +6,7 @@ import argparse
 
 from broker.cli.mqadmin.lookup import master_of, queue_of, require_topic
 from broker.cli.mqadmin.output import print_message
-from broker.cli.mqadmin.registry import UnknownName, UsageError, arg, command
+from broker.cli.mqadmin.registry import UnknownName, UsageError, arg, command, producer_config
 from broker.client import Message, Producer
 from broker.client.admin import Admin
 from broker.client.queue_reader import queue_addr, read_range
@@ -106,7 +106,7 @@ async def run_sendMessage(args: argparse.Namespace, admin: Admin) -> int:
         route = await require_topic(admin, args.topic)
         queue = queue_of(route, args.topic, args.brokerName, args.queueId)
     msg = Message(args.topic, args.body, tags=args.tags, keys=args.keys.split() if args.keys else None)
-    async with Producer(args.producerGroup, admin.instance.config.namesrv_addr) as producer:
+    async with Producer(args.producerGroup, client_config=producer_config(admin)) as producer:
         if queue is None and args.brokerName:
             queues = [q for q in await producer.fetch_publish_queues(args.topic) if q.broker_name == args.brokerName]
             if not queues:

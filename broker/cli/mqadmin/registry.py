@@ -7,13 +7,27 @@ the argparse parser from this table, runs the chosen command and turns the error
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from broker.client.admin import Admin
+from broker.client.config import ClientConfig
 
-__all__ = ["COMMANDS", "Argument", "Command", "UnknownName", "UsageError", "arg", "boolean", "command", "count"]
+__all__ = [
+    "COMMANDS",
+    "Argument",
+    "Command",
+    "UnknownName",
+    "UsageError",
+    "arg",
+    "boolean",
+    "command",
+    "count",
+    "producer_config",
+]
 
 Command = Callable[[argparse.Namespace, Admin], Awaitable[int]]
 Argument = tuple[tuple[str, ...], dict[str, Any]]
@@ -36,6 +50,11 @@ class UnknownName(Exception):
 
 class UsageError(Exception):
     """Flags that parse but do not make sense together (RocketMQ prints a hint and exits 0; we exit 2)."""
+
+
+def producer_config(admin: Admin) -> ClientConfig:
+    """The client settings of a producer a command starts: the Admin's (NameServers, TLS), as its own client."""
+    return dataclasses.replace(admin.instance.config, instance_name=str(os.getpid()))
 
 
 def arg(*flags: str, **options: Any) -> Argument:
