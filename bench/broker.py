@@ -44,6 +44,7 @@ from broker.protocol.command import FrameDecoder, RemotingCommand, encode_binary
 from broker.protocol.properties import encode_properties
 from broker.transport.client import connect
 from broker.transport.loop import run
+from broker.transport.tls import client_context
 
 __all__ = ["main"]
 
@@ -347,40 +348,13 @@ async def _run_flush_type(flush: str, args: argparse.Namespace, progress: Progre
         port, proc = args.broker_port, None
     else:
         port = _free_port()
-        proc = _start_broker(root, port, flush, args.file_size, args.set)
+        # --tls: the broker serves TLS and plaintext on its one port (permissive, self-signed test certificate)
+        tls_keys = ["tls.server.mode=permissive", "tls.test.mode.enable=true"] if args.tls != "off" else []
+        proc = _start_broker(root, port, flush, args.file_size, [*tls_keys, *args.set])
     try:
-        loop = asyncio.get_running_loop()
-        _t, conn = await loop.create_connection(BenchConnection, "127.0.0.1", port)
-        body = os.urandom(args.size)
-        props = encode_properties(_PROPS)
-        templates = [_send_template(q, body, props=props) for q in range(QUEUES)]
         results: list[PhaseResult] = []
-        pid = proc.pid if proc is not None else None
-
-        async def phase(run: Any) -> None:
-            cpu = cpu_s(pid)
-            result = await run
-            result.broker_cpu_s = cpu_s(pid) - cpu
-            results.append(result)
-
-        # A new broker prepares its CommitLog files in the background (SYNC_FLUSH: 2 GiB of zeros): wait
-        # for that to end, so the phases measure the send path rather than the start-up.
-        await _settle(pid)
-        # create the topic with 8 queues first (auto-creation from TBW102 on the first send)
-        await phase(_pipelined(conn, templates, args.sync_num, 1, 1, progress, f"{flush} sync x1"))
-        await phase(_pipelined(conn, templates, args.num, 64, 1, progress, f"{flush} pipelined x64"))
-        # issue 4: latency at half the rate (the target's half, or half of what the pipelined phase reached)
-        rate = args.paced_rate or results[-1].rate / 2
-        paced = max(1, int(rate * 5))  # five seconds
-        await phase(_pipelined(conn, templates, paced, 64, 1, progress, f"{flush} paced {rate:,.0f}/s", rate))
-        batch_body = encode_batch([BatchMessage(body, props)] * 32)
-        batch_templates = [_send_template(q, batch_body, code=320) for q in range(QUEUES)]
-        batches = max(1, args.num // 32)
-        await phase(_pipelined(conn, batch_templates, batches, 8, 32, progress, f"{flush} batch 32 x8"))
-        per_queue = await _queue_depths(port)
-        await phase(_consume(conn, per_queue, 64, progress))
-        results[-1].name = f"{flush} consume (pull 32) x64"
-        conn.transport.close()  # type: ignore[union-attr]
+        for tls in {"off": [False], "on": [True], "both": [False, True]}[args.tls]:
+            results += await _run_connection(port, proc, flush, tls, args, progress)
         return results
     finally:
         if proc is not None:
@@ -390,6 +364,47 @@ async def _run_flush_type(flush: str, args: argparse.Namespace, progress: Progre
             except subprocess.TimeoutExpired:
                 proc.kill()
         shutil.rmtree(root, ignore_errors=True)
+
+
+async def _run_connection(
+    port: int, proc: subprocess.Popen[str] | None, flush: str, tls: bool, args: argparse.Namespace, progress: Progress
+) -> list[PhaseResult]:
+    """Every phase over one connection, TLS (the self-signed certificate is not verified) or plaintext."""
+    loop = asyncio.get_running_loop()
+    context = client_context(verify=False) if tls else None
+    _t, conn = await loop.create_connection(BenchConnection, "127.0.0.1", port, ssl=context)
+    flush = f"{flush} TLS" if tls else flush
+    body = os.urandom(args.size)
+    props = encode_properties(_PROPS)
+    templates = [_send_template(q, body, props=props) for q in range(QUEUES)]
+    results: list[PhaseResult] = []
+    pid = proc.pid if proc is not None else None
+
+    async def phase(run: Any) -> None:
+        cpu = cpu_s(pid)
+        result = await run
+        result.broker_cpu_s = cpu_s(pid) - cpu
+        results.append(result)
+
+    # A new broker prepares its CommitLog files in the background (SYNC_FLUSH: 2 GiB of zeros): wait
+    # for that to end, so the phases measure the send path rather than the start-up.
+    await _settle(pid)
+    # create the topic with 8 queues first (auto-creation from TBW102 on the first send)
+    await phase(_pipelined(conn, templates, args.sync_num, 1, 1, progress, f"{flush} sync x1"))
+    await phase(_pipelined(conn, templates, args.num, 64, 1, progress, f"{flush} pipelined x64"))
+    # issue 4: latency at half the rate (the target's half, or half of what the pipelined phase reached)
+    rate = args.paced_rate or results[-1].rate / 2
+    paced = max(1, int(rate * 5))  # five seconds
+    await phase(_pipelined(conn, templates, paced, 64, 1, progress, f"{flush} paced {rate:,.0f}/s", rate))
+    batch_body = encode_batch([BatchMessage(body, props)] * 32)
+    batch_templates = [_send_template(q, batch_body, code=320) for q in range(QUEUES)]
+    batches = max(1, args.num // 32)
+    await phase(_pipelined(conn, batch_templates, batches, 8, 32, progress, f"{flush} batch 32 x8"))
+    per_queue = await _queue_depths(port)
+    await phase(_consume(conn, per_queue, 64, progress))
+    results[-1].name = f"{flush} consume (pull 32) x64"
+    conn.transport.close()  # type: ignore[union-attr]
+    return results
 
 
 def _markdown(results: list[PhaseResult], args: argparse.Namespace, command: str) -> str:
@@ -429,6 +444,12 @@ def main(argv: list[str] | None = None) -> None:
         default=[],
         metavar="KEY=VALUE",
         help="a broker.conf line for the broker under test (repeatable), e.g. indexHelperEnable=false",
+    )
+    parser.add_argument(
+        "--tls",
+        choices=["off", "on", "both"],
+        default="off",
+        help="the client connection over TLS (on), plaintext (off), or both in turn against the same broker",
     )
     parser.add_argument("--markdown", help="write a docs/benchmarks.md results block to this file")
     parser.add_argument(
