@@ -31,6 +31,7 @@ from broker.client.subscription import SUB_ALL, parse_subscription
 from broker.protocol.codes import LanguageCode, RequestCode, ResponseCode
 from broker.protocol.command import RemotingCommand
 from broker.protocol.headers import PullMessageRequestHeader
+from broker.spark.options import NO_TLS, SparkTls
 from broker.transport.errors import RemotingError
 from broker.transport.loop import new_event_loop
 
@@ -65,6 +66,7 @@ class PullSpec:
     fail_on_data_loss: bool = True
     batch_size: int = 1024
     timeout: float = 30.0
+    tls: SparkTls = NO_TLS
 
 
 def _loss_message(mq: MessageQueue, start: int, low: int) -> str:
@@ -75,10 +77,15 @@ def _loss_message(mq: MessageQueue, start: int, low: int) -> str:
 
 
 class QueueClient:
-    def __init__(self, namesrv: str, timeout: float = 5.0) -> None:
+    def __init__(self, namesrv: str, timeout: float = 5.0, tls: SparkTls = NO_TLS) -> None:
         self.namesrv = namesrv
         self.loop = new_event_loop()
-        config = ClientConfig(namesrv_addr=namesrv, instance_name=f"spark-{os.getpid()}", request_timeout=timeout)
+        config = ClientConfig(
+            namesrv_addr=namesrv,
+            instance_name=f"spark-{os.getpid()}",
+            request_timeout=timeout,
+            **tls.client_settings(),
+        )
         self.instance: ClientInstance = self.loop.run_until_complete(self._build(config))
 
     @staticmethod
@@ -343,13 +350,13 @@ def _drop(task: asyncio.Task[Any]) -> None:
         task.cancel()
 
 
-_clients: dict[tuple[int, str], QueueClient] = {}
+_clients: dict[tuple[int, str, SparkTls], QueueClient] = {}
 
 
-def client_for(namesrv: str) -> QueueClient:
-    """This process's client for a NameServer list (a forked child builds its own)."""
-    key = (os.getpid(), namesrv)
+def client_for(namesrv: str, tls: SparkTls = NO_TLS) -> QueueClient:
+    """This process's client for a NameServer list and TLS settings (a forked child builds its own)."""
+    key = (os.getpid(), namesrv, tls)
     client = _clients.get(key)
     if client is None or client.loop.is_closed():
-        client = _clients[key] = QueueClient(namesrv)
+        client = _clients[key] = QueueClient(namesrv, tls=tls)
     return client

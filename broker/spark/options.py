@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from broker.spark.offsets import EARLIEST, OffsetSpec, parse_offset_spec
 
@@ -20,9 +20,11 @@ __all__ = [
     "DEFAULT_PULL_GROUP",
     "DEFAULT_WRITER_GROUP",
     "NAMESRV_ENV",
+    "NO_TLS",
     "OptionError",
     "SinkOptions",
     "SourceOptions",
+    "SparkTls",
     "sink_options",
     "source_options",
 ]
@@ -53,11 +55,50 @@ _SOURCE_KEYS = frozenset(
         "pulltimeoutms",
     }
 )
-_SINK_KEYS = frozenset({"topic", "nameserver", "producergroup", "maxinflight", "sendtimeoutms"})
+# TLS to the NameServers and brokers, for the source and the sink alike (ClientConfig.use_tls and its files)
+_TLS_KEYS = frozenset({"tls", "tlscafile", "tlscertfile", "tlskeyfile", "tlsinsecure"})
+_SOURCE_KEYS = _SOURCE_KEYS | _TLS_KEYS
+_SINK_KEYS = frozenset({"topic", "nameserver", "producergroup", "maxinflight", "sendtimeoutms"}) | _TLS_KEYS
 
 
 class OptionError(ValueError):
     """An option of the rocketmq source or sink is missing, unknown or malformed."""
+
+
+@dataclass(frozen=True, slots=True)
+class SparkTls:
+    """Options tls (true/false), tlsCaFile, tlsCertFile, tlsKeyFile, tlsInsecure: the client's TLS settings
+    (broker.client.config.ClientConfig); any file or tlsInsecure implies tls. Hashable: part of client keys."""
+
+    enabled: bool = False
+    ca_file: str | None = None
+    cert_file: str | None = None
+    key_file: str | None = None
+    insecure: bool = False
+
+    def client_settings(self) -> dict[str, Any]:
+        """ClientConfig keyword arguments."""
+        if not self.enabled:
+            return {}
+        return {
+            "use_tls": True,
+            "tls_ca_file": self.ca_file,
+            "tls_cert_file": self.cert_file,
+            "tls_key_file": self.key_file,
+            "tls_verify": not self.insecure,
+        }
+
+
+NO_TLS = SparkTls()
+
+
+def _tls(opts: Mapping[str, str]) -> SparkTls:
+    files = {key: (opts.get(key) or "").strip() or None for key in ("tlscafile", "tlscertfile", "tlskeyfile")}
+    insecure = _bool(opts, "tlsinsecure", False)
+    enabled = _bool(opts, "tls", insecure or any(files.values()))
+    if files["tlskeyfile"] and not files["tlscertfile"]:
+        raise OptionError("option tlsKeyFile needs tlsCertFile")
+    return SparkTls(enabled, files["tlscafile"], files["tlscertfile"], files["tlskeyfile"], insecure)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +122,7 @@ class SourceOptions:
     progress_group: str | None
     pull_batch_size: int
     pull_timeout: float
+    tls: SparkTls = SparkTls()
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +133,7 @@ class SinkOptions:
     producer_group: str
     max_in_flight: int
     send_timeout: float
+    tls: SparkTls = SparkTls()
 
 
 def _lower(options: Mapping[str, str]) -> dict[str, str]:
@@ -196,6 +239,7 @@ def source_options(
         progress_group=progress_group,
         pull_batch_size=_int(opts, "pullbatchsize", 1024) or 1024,
         pull_timeout=timeout_ms / 1000,
+        tls=_tls(opts),
     )
 
 
@@ -213,4 +257,5 @@ def sink_options(options: Mapping[str, str], *, env: Mapping[str, str] | None = 
         producer_group=(opts.get("producergroup") or DEFAULT_WRITER_GROUP).strip(),
         max_in_flight=_int(opts, "maxinflight", 256) or 256,
         send_timeout=timeout_ms / 1000,
+        tls=_tls(opts),
     )

@@ -46,6 +46,7 @@ def pull_spec(opts: SourceOptions) -> PullSpec:
         fail_on_data_loss=opts.fail_on_data_loss,
         batch_size=opts.pull_batch_size,
         timeout=opts.pull_timeout,
+        tls=opts.tls,
     )
 
 
@@ -57,7 +58,7 @@ def partitions_of(ranges: list[QueueRange], opts: SourceOptions) -> list[InputPa
 def read_partition(partition: RangePartition) -> Iterator[pa.RecordBatch]:
     ranges, spec = partition.ranges, partition.spec
     tags = parse_subscription("", spec.sub_expression).tags_set  # the same for every topic
-    client = client_for(spec.namesrv)
+    client = client_for(spec.namesrv, spec.tls)
     for index, body in client.pull_ranges(spec, [(r.mq, r.start, r.end) for r in ranges]):
         r = ranges[index]
         batch = record_batch(r.broker, body, r.end, tags)
@@ -89,7 +90,7 @@ class RocketMQBatchReader(DataSourceReader):
 
     def plan(self) -> list[QueueRange]:
         opts = self.opts
-        client = client_for(opts.namesrv)
+        client = client_for(opts.namesrv, opts.tls)
         mqs = client.queues(opts.topics)
         lows, highs = client.bounds(mqs)
         # A timestamp search runs after `highs` were read, so a message stored meanwhile could put its

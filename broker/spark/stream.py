@@ -54,7 +54,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def initialOffset(self) -> dict:  # type: ignore[type-arg]
         """Where a new query starts (a restart uses its checkpoint instead)."""
         opts = self.opts
-        client = client_for(opts.namesrv)
+        client = client_for(opts.namesrv, opts.tls)
         mqs = client.queues(opts.topics)
         lows, highs = client.bounds(mqs)
         if opts.starting_timestamp is not None:
@@ -70,11 +70,11 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def prepareForTriggerAvailableNow(self) -> None:
         # Read up to what exists now, then let the query finish even if producers keep going.
-        client = client_for(self.opts.namesrv)
+        client = client_for(self.opts.namesrv, self.opts.tls)
         self._snapshot = client.max_offsets(client.queues(self.opts.topics))
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:  # type: ignore[type-arg]
-        client = client_for(self.opts.namesrv)
+        client = client_for(self.opts.namesrv, self.opts.tls)
         begin = queues_of(start)
         mqs = client.queues(self.opts.topics)
         lows, highs = client.bounds(mqs)
@@ -118,7 +118,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:  # type: ignore[type-arg]
         if start == end:
             return []
-        client = client_for(self.opts.namesrv)
+        client = client_for(self.opts.namesrv, self.opts.tls)
         begin, stop = queues_of(start), queues_of(end)
         known: dict[MessageQueue, int] = {}
         if self._lows is not None and self._lows[0] == end:  # the batch latestOffset() just planned
@@ -143,7 +143,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if group is None:
             return
         try:
-            client_for(self.opts.namesrv).commit_group(group, queues_of(end))
+            client_for(self.opts.namesrv, self.opts.tls).commit_group(group, queues_of(end))
         except Exception as exc:  # informational only: Spark's checkpoint is the truth
             log.warning("reporting progress to consumer group %s failed: %s", group, exc)
 

@@ -27,7 +27,7 @@ from broker.client.blocking import LoopThread
 from broker.client.config import ClientConfig
 from broker.client.message import Message
 from broker.client.producer import Producer
-from broker.spark.options import OptionError, SinkOptions
+from broker.spark.options import OptionError, SinkOptions, SparkTls
 
 __all__ = [
     "RocketMQBatchWriter",
@@ -96,7 +96,9 @@ def messages_from_batch(batch: pa.RecordBatch, topic: str | None) -> list[Messag
 class _ProducerHandle:
     def __init__(self, opts: SinkOptions) -> None:
         self.loop_thread = LoopThread(f"spark-rocketmq-producer-{os.getpid()}")
-        config = ClientConfig(namesrv_addr=opts.namesrv, instance_name=f"spark-writer-{os.getpid()}")
+        config = ClientConfig(
+            namesrv_addr=opts.namesrv, instance_name=f"spark-writer-{os.getpid()}", **opts.tls.client_settings()
+        )
 
         async def build() -> Producer:
             producer = Producer(opts.producer_group, client_config=config, send_msg_timeout=opts.send_timeout)
@@ -131,13 +133,13 @@ async def _send_pipelined(producer: Producer, msgs: Sequence[Message], window: i
     return len(results)
 
 
-_producers: dict[tuple[int, str, str], _ProducerHandle] = {}
+_producers: dict[tuple[int, str, str, SparkTls], _ProducerHandle] = {}
 _lock = threading.Lock()
 
 
 def producer_for(opts: SinkOptions) -> _ProducerHandle:
     """This worker process's producer for the sink's NameServer and group (built on first use)."""
-    key = (os.getpid(), opts.namesrv, opts.producer_group)
+    key = (os.getpid(), opts.namesrv, opts.producer_group, opts.tls)
     with _lock:
         handle = _producers.get(key)
         if handle is None:

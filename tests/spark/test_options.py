@@ -130,3 +130,18 @@ def test_sink_option_errors(options: dict[str, str], message: str) -> None:
     with pytest.raises(OptionError) as err:
         sink_options(options, env=ENV)
     assert message in str(err.value)
+
+
+def test_tls_options_for_the_source_and_the_sink() -> None:
+    from broker.spark.options import NO_TLS, SparkTls
+
+    base = {"topic": "T", "nameServer": "ns:9876"}
+    assert source_options(base, streaming=False).tls == NO_TLS
+    opts = source_options({**base, "tlsCaFile": "/ca.pem"}, streaming=True)
+    assert opts.tls == SparkTls(True, "/ca.pem")
+    assert opts.tls.client_settings()["use_tls"] is True and opts.tls.client_settings()["tls_verify"] is True
+    sink = sink_options({**base, "tls": "true", "tlsInsecure": "true"})
+    assert sink.tls.enabled and sink.tls.client_settings()["tls_verify"] is False
+    assert not sink_options({**base, "tls": "false"}).tls.enabled
+    with pytest.raises(OptionError, match="tlsKeyFile needs tlsCertFile"):
+        sink_options({**base, "tlsKeyFile": "/k.pem"})
