@@ -24,6 +24,7 @@ from typing import Any
 from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from broker.auth.settings import MASK, SECRET_KEYS, check_auth_keys
+from broker.config.effective import is_secret
 from broker.config.errors import ConfigError
 from broker.config.typed import model_aliases
 from broker.logs.settings import (
@@ -298,7 +299,7 @@ def effective_properties(loaded: LoadedConfig) -> dict[str, str]:
             value = ""
         elif isinstance(value, bool):
             value = "true" if value else "false"
-        elif key in SECRET_KEYS and value:
+        elif (key in SECRET_KEYS or is_secret(key)) and value:  # is_secret: tls.*.keyPassword
             value = MASK
         out[key] = str(value)
     return out
