@@ -130,7 +130,7 @@ async def _until_ready(server: Server, addr: str, namesrv: str, timeout: float) 
             raise RuntimeError(f"{server.name} exited with {server.proc.returncode}:\n{server.tail()}")
         if time.monotonic() - server.started > timeout:
             raise RuntimeError(f"{server.name} not ready after {timeout:.0f} s:\n{server.tail()}")
-        await asyncio.sleep(0.02)
+        await asyncio.sleep(0.05)
 
 
 async def _until_gone(addr: str, namesrv: str, timeout: float) -> None:

@@ -67,6 +67,7 @@ def broker_props(
         "haListenPort": listen_port + 1,
         "bindAddress": "127.0.0.1",
         "brokerIP1": "127.0.0.1",
+        "brokerIP2": "127.0.0.1",  # the HA address it registers; Java's default is the host's first address
         "namesrvAddr": namesrv,
         "storePathRootDir": root / "store",
         "storePathCommitLog": root / "store" / "commitlog",
