@@ -33,6 +33,7 @@ from broker.client.push_consumer import PushConsumer
 from broker.client.selector import select_by_hash, select_by_random
 from broker.client.subscription import MessageSelector
 from broker.client.transaction import LocalTransactionState, TransactionProducer, TransactionSendResult
+from broker.protocol.signature import Credentials
 
 __all__ = [
     "Admin",
@@ -47,6 +48,7 @@ __all__ = [
     "ConsumeFromWhere",
     "ConsumeStatus",
     "ConsumerConfig",
+    "Credentials",
     "LocalTransactionState",
     "Message",
     "MessageExt",

@@ -16,6 +16,7 @@ from typing import Any
 
 from broker.client.errors import NoNameServerError
 from broker.client.message import ConsumeFromWhere, MessageModel
+from broker.protocol.signature import Credentials
 from broker.transport.tls import client_context
 
 __all__ = [
@@ -107,6 +108,26 @@ class ClientConfig:
     #: Opt-outs for tests and self-signed servers (tls.test.mode.enable): no verification at all / no host name check.
     tls_verify: bool = True
     tls_check_hostname: bool = True
+    #: ACL (RocketMQ's AclClientRPCHook): every request is signed with these credentials. Give `credentials`, or
+    #: `access_key` and `secret_key`; neither secret appears in a repr, a log line or an exception.
+    credentials: Credentials | None = None
+    access_key: str | None = None
+    secret_key: str | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if (self.access_key is None) != (self.secret_key is None):
+            raise ValueError("give both access_key and secret_key, or credentials=Credentials(...)")
+        if self.access_key is not None and self.credentials is not None:
+            raise ValueError("give either credentials or access_key and secret_key, not both")
+
+    @property
+    def signer(self) -> Credentials | None:
+        """What this client signs its requests with (None: unsigned)."""
+        if self.credentials is not None:
+            return self.credentials
+        if self.access_key is not None and self.secret_key is not None:
+            return Credentials(self.access_key, self.secret_key)
+        return None
 
     @property
     def client_id(self) -> str:

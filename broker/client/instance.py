@@ -79,7 +79,7 @@ class ClientInstance:
         self.client_id = config.client_id
         self.namesrvs = config.namesrv_list
         self._ns_index = 0
-        self.remoting = RemotingClient(tls=config.tls_context())
+        self.remoting = RemotingClient(tls=config.tls_context(), signer=config.signer)
         self.api = ClientAPI(self.remoting, config.request_timeout)
         self.routes: dict[str, TopicRouteData] = {}
         #: broker name -> {broker id: address}, merged from every route seen.

@@ -15,11 +15,12 @@ import sys
 import time
 from collections.abc import Sequence
 
-from broker.cli.mqadmin import brokers, connections, groups, messages, namesrv, reading, stats, topics
+from broker.cli.mqadmin import auth, brokers, connections, groups, messages, namesrv, reading, stats, topics
+from broker.cli.mqadmin.credentials import CredentialsError, tools_credentials
 from broker.cli.mqadmin.registry import COMMANDS, UnknownName, UsageError
 from broker.client.admin import Admin
 from broker.client.config import NAMESRV_ADDR_ENV, ClientConfig, resolve_namesrv_addr
-from broker.client.errors import NoNameServerError, RequestCodeNotSupported, RocketError
+from broker.client.errors import NoNameServerError, NoPermission, RequestCodeNotSupported, RocketError
 from broker.protocol.bodies import BodyError
 from broker.transport.errors import RemotingError
 from broker.transport.loop import run
@@ -27,7 +28,7 @@ from broker.transport.loop import run
 __all__ = ["build_parser", "main"]
 
 # imported for their @command registrations
-_MODULES = (brokers, connections, groups, messages, namesrv, reading, stats, topics)
+_MODULES = (auth, brokers, connections, groups, messages, namesrv, reading, stats, topics)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -60,7 +61,10 @@ def _tls_arguments(p: argparse.ArgumentParser) -> None:
 
 def client_config(args: argparse.Namespace) -> ClientConfig:
     """The Admin's client settings from -n and the TLS flags (any --tls-* flag implies --tls)."""
-    config = ClientConfig(namesrv_addr=args.namesrvAddr, instance_name=f"admin-{time.monotonic_ns()}")
+    # ACL: signed with $ROCKETMQ_HOME/conf/tools.yml's accessKey/secretKey, as RocketMQ's tools sign (AclUtils)
+    config = ClientConfig(
+        namesrv_addr=args.namesrvAddr, instance_name=f"admin-{time.monotonic_ns()}", credentials=tools_credentials()
+    )
     wanted = args.tls or args.tls_ca or args.tls_cert or args.tls_insecure
     if not wanted:
         return config
@@ -95,6 +99,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     except (UnknownName, UsageError) as exc:
         print(f"mqadmin {args.command}: {exc}", file=sys.stderr)
+        return 1
+    except CredentialsError as exc:
+        print(f"mqadmin {args.command}: {exc}", file=sys.stderr)
+        return 1
+    except NoPermission as exc:
+        print(
+            f"mqadmin {args.command}: access denied: {exc}\n(mqadmin signs with accessKey/secretKey of "
+            "$ROCKETMQ_HOME/conf/tools.yml; a user with the right ACL, or a Super user, may do this)",
+            file=sys.stderr,
+        )
         return 1
     except RequestCodeNotSupported as exc:
         print(f"mqadmin {args.command}: the server does not support this request: {exc}", file=sys.stderr)

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/apache/rocketmq-client-go/v2/primitive"
 )
 
 // args holds `--name value` options (repeatable); a `--name` followed by another option or nothing is a flag.
@@ -71,4 +73,13 @@ func (a *args) duration(name string, fallbackSeconds float64) time.Duration {
 		panic(fmt.Sprintf("--%s is not a number of seconds", name))
 	}
 	return time.Duration(seconds * float64(time.Second))
+}
+
+// credentials: `--access-key AK --secret-key SK` as primitive.Credentials (the client signs every request).
+func (a *args) credentials() (primitive.Credentials, bool) {
+	ak := a.get("access-key", "")
+	if ak == "" {
+		return primitive.Credentials{}, false
+	}
+	return primitive.Credentials{AccessKey: ak, SecretKey: a.required("secret-key")}, true
 }

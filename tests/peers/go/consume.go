@@ -77,6 +77,9 @@ func newPushConsumer(a *args, group string, k int, owners *ownership) (rocketmq.
 	if a.flag("broadcast") {
 		opts = append(opts, consumer.WithConsumerModel(consumer.BroadCasting))
 	}
+	if creds, ok := a.credentials(); ok {
+		opts = append(opts, consumer.WithCredentials(creds))
+	}
 	if a.flag("orderly") {
 		opts = append(opts, consumer.WithConsumerOrder(true))
 	}

@@ -16,14 +16,18 @@ import (
 const delayLevel = 2
 
 func newProducer(a *args, group, instance string) (rocketmq.Producer, error) {
-	return rocketmq.NewProducer(
+	opts := []producer.Option{
 		producer.WithNsResolver(primitive.NewPassthroughResolver([]string{a.required("namesrv")})),
 		producer.WithGroupName(group),
 		producer.WithInstanceName(instance),
 		producer.WithRetry(2),
 		// the sharding key picks the queue (ordered mode); messages without one go to a random queue
 		producer.WithQueueSelector(producer.NewHashQueueSelector()),
-	)
+	}
+	if creds, ok := a.credentials(); ok {
+		opts = append(opts, producer.WithCredentials(creds))
+	}
+	return rocketmq.NewProducer(opts...)
 }
 
 // produce: `produce --send MODE:TOPIC ...` sends the canonical messages 0..count-1 with one API of the

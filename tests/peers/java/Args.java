@@ -26,6 +26,16 @@ final class Args {
         }
     }
 
+    /** `--access-key AK --secret-key SK`: an AclClientRPCHook signing every request (ACL), else null. */
+    org.apache.rocketmq.remoting.RPCHook aclHook() {
+        String accessKey = get("access-key", null);
+        if (accessKey == null) {
+            return null;
+        }
+        return new org.apache.rocketmq.acl.common.AclClientRPCHook(
+            new org.apache.rocketmq.acl.common.SessionCredentials(accessKey, required("secret-key")));
+    }
+
     String get(String name, String fallback) {
         List<String> values = options.get(name);
         return values == null ? fallback : values.get(values.size() - 1);

@@ -60,7 +60,7 @@ final class Consume {
 
     private static DefaultMQPushConsumer create(Args args, String group, String topic, int k,
             AtomicIntegerArray counts, boolean failAll) throws Exception {
-        DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(group);
+        DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(group, args.aclHook());
         consumer.setNamesrvAddr(args.required("namesrv"));
         // Instances in one JVM need their own client instance, or they would be one group member.
         consumer.setInstanceName("consumer-" + k);

@@ -20,7 +20,7 @@ final class Produce {
     private Produce() {}
 
     static int run(Args args) throws Exception {
-        DefaultMQProducer producer = new DefaultMQProducer(args.get("group", "PID-java-iop"));
+        DefaultMQProducer producer = new DefaultMQProducer(args.get("group", "PID-java-iop"), args.aclHook());
         producer.setNamesrvAddr(args.required("namesrv"));
         producer.setInstanceName(args.get("instance", "producer"));
         producer.start();

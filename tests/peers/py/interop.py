@@ -107,6 +107,8 @@ def send_all(producer, mode, topic, specs, shards):
 def produce(args):
     producer = Producer(args.group)
     producer.set_namesrv_addr(args.namesrv)
+    if args.access_key:  # ACL: the C core signs every request (ClientRPCHook)
+        producer.set_session_credentials(args.access_key, args.secret_key, "ALIYUN")
     producer.start()
     for send in args.send:
         # MODE:TOPIC[:COUNT]; a failed send is reported and the next MODE:TOPIC still runs.
@@ -176,6 +178,8 @@ def consume(args):
 
     consumer = PushConsumer(args.group, orderly=args.orderly)
     consumer.set_namesrv_addr(args.namesrv)
+    if args.access_key:
+        consumer.set_session_credentials(args.access_key, args.secret_key, "ALIYUN")
     for topic in args.topic:
         consumer.subscribe(topic, on_message, args.expression)
     consumer.start()
@@ -271,6 +275,8 @@ def main():
     parser.add_argument("--namesrv", required=True)
     parser.add_argument("--group", required=True)
     parser.add_argument("--origin", default="cpp")
+    parser.add_argument("--access-key", default="", help="ACL credentials (produce, consume)")
+    parser.add_argument("--secret-key", default="")
     parser.add_argument("--send", action="append", default=[], help="MODE:TOPIC (produce)")
     parser.add_argument("--count", type=int, default=4)
     parser.add_argument("--shards", type=int, default=3)
