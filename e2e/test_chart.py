@@ -101,8 +101,9 @@ def helm(k8s_control_plane: Kube, tmp_path_factory: pytest.TempPathFactory) -> H
 @pytest.fixture(scope="module")
 def crd(k8s_control_plane: Kube) -> Kube:
     kube = k8s_control_plane
-    kube.run("apply", "--server-side", "-f", str(CRD_FILE))
-    kube.run("wait", "--for=condition=Established", "crd/rocketclusters.rocketcluster.io", "--timeout=60s")
+    kube.run("apply", "--server-side", "-f", str(CRD_FILE.parent))  # every CRD: the examples use all three
+    for crd_name in ("rocketclusters", "rockettopics", "rocketconsumergroups"):
+        kube.run("wait", "--for=condition=Established", f"crd/{crd_name}.rocketcluster.io", "--timeout=60s")
     return kube
 
 
@@ -145,6 +146,15 @@ NAMESPACED_NEEDS = {
     ("rocketcluster.io", "rocketclusters", v) for v in ("get", "list", "watch", "patch")
 } | {
     ("rocketcluster.io", "rocketclusters/status", "patch"),
+} | {
+    # RocketTopic, RocketConsumerGroup (handlers_resources): kopf lists and watches them, and patches its
+    # finalizer on and off those with deletionPolicy Delete; each pass gets one, and lists them for conflicts
+    ("rocketcluster.io", resource, verb)
+    for resource in ("rockettopics", "rocketconsumergroups")
+    for verb in ("get", "list", "watch", "patch")
+} | {
+    ("rocketcluster.io", "rockettopics/status", "patch"),  # the status of each topic and group
+    ("rocketcluster.io", "rocketconsumergroups/status", "patch"),
     ("", "events", "create"),
     ("", "pods", "list"),
     ("", "pods", "watch"),

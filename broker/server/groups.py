@@ -34,6 +34,9 @@ class SubscriptionGroupConfig:
     notify_consumer_ids_changed_enable: bool = True
     group_sys_flag: int = 0
     consume_timeout_minute: int = 15
+    # RocketMQ 5's groupRetryPolicy ({type: CUSTOMIZED|EXPONENTIAL, customizedRetryPolicy|exponentialRetryPolicy}),
+    # kept as sent and given back (GET_ALL_SUBSCRIPTIONGROUP_CONFIG, subscriptionGroup.json); None: never set
+    group_retry_policy: dict[str, Any] | None = None
 
     _KEYS = (
         ("group_name", "groupName"),
@@ -51,7 +54,10 @@ class SubscriptionGroupConfig:
     )
 
     def to_json(self) -> dict[str, Any]:
-        return {wire: getattr(self, name) for name, wire in self._KEYS}
+        out = {wire: getattr(self, name) for name, wire in self._KEYS}
+        if self.group_retry_policy is not None:
+            out["groupRetryPolicy"] = self.group_retry_policy
+        return out
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> SubscriptionGroupConfig:
@@ -61,6 +67,9 @@ class SubscriptionGroupConfig:
                 current = getattr(cfg, name)
                 value = data[wire]
                 setattr(cfg, name, bool(value) if isinstance(current, bool) else int(value))
+        policy = data.get("groupRetryPolicy")
+        if isinstance(policy, dict):
+            cfg.group_retry_policy = policy
         return cfg
 
 

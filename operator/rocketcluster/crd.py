@@ -1,7 +1,8 @@
-"""The RocketCluster CustomResourceDefinition, generated from `rocketcluster.model`.
+"""The CustomResourceDefinitions, generated from the models: RocketCluster (`rocketcluster.model`), RocketTopic
+and RocketConsumerGroup (`rocketcluster.model_resources`).
 
-`python -m rocketcluster.crd` prints it as YAML; `--write` writes crds/rocketclusters.rocketcluster.io.yaml
-(`make crds`). tests/operator/test_crd.py proves the checked-in file equals this output.
+`python -m rocketcluster.crd` prints them as YAML; `--write` writes one file per CRD into crds/
+(`make crds`). tests/operator/test_crd.py proves the checked-in files equal this output.
 
 pydantic's JSON schema becomes a Kubernetes *structural* schema: references inlined, `X | None` turned into X
 (the API server prunes a null it was not told to keep, so no field is `nullable`), titles dropped, each nested
@@ -23,11 +24,37 @@ from typing import Any
 from rocketcluster import names
 from rocketcluster.broker_keys import BROKER_KEYS, OWNED_KEYS
 from rocketcluster.model import RocketClusterSpec, RocketClusterStatus
+from rocketcluster.model_resources import (
+    ATTRIBUTE_KEY_PATTERN,
+    MAX_GROUP_NAME,
+    MAX_TOPIC_NAME,
+    NAME_PATTERN,
+    SYSTEM_GROUP_PREFIX,
+    SYSTEM_GROUPS,
+    SYSTEM_TOPIC_PREFIX,
+    SYSTEM_TOPICS,
+    RocketConsumerGroupSpec,
+    RocketConsumerGroupStatus,
+    RocketTopicSpec,
+    RocketTopicStatus,
+)
 
-__all__ = ["CRD_FILE", "CRD_NAME", "crd_manifest", "crd_yaml", "main", "structural_schema"]
+__all__ = [
+    "CRD_DIR",
+    "CRD_FILE",
+    "CRD_NAME",
+    "crd_manifest",
+    "crd_yaml",
+    "group_crd_manifest",
+    "main",
+    "manifests",
+    "structural_schema",
+    "topic_crd_manifest",
+]
 
+CRD_DIR = Path("crds")
 CRD_NAME = f"{names.PLURAL}.{names.GROUP}"
-CRD_FILE = Path("crds") / f"{CRD_NAME}.yaml"
+CRD_FILE = CRD_DIR / f"{CRD_NAME}.yaml"
 
 JsonSchema = dict[str, Any]
 SchemaPath = tuple[str, ...]
@@ -290,13 +317,241 @@ def crd_manifest() -> dict[str, Any]:
     }
 
 
-def crd_yaml() -> str:
-    """The CRD as YAML text: deterministic (keys in declaration order), so the checked-in file can be compared."""
+# -- RocketTopic and RocketConsumerGroup ------------------------------------------------------------------------
+
+
+def _name_rule(kind: str, field: str, limit: int, system: Sequence[str], prefix: str) -> dict[str, str]:
+    """metadata.name is the topic (group) name when spec.<field> is unset: then it must be one."""
+    return {
+        "rule": f"has(self.spec.{field}) || (size(self.metadata.name) <= {limit} && "
+        f"self.metadata.name.matches('{NAME_PATTERN}') && !(self.metadata.name in {_cel_list(system)}) && "
+        f"!self.metadata.name.startsWith('{prefix}'))",
+        "message": f"metadata.name is the {kind} name when spec.{field} is not set, so it must be one: letters, "
+        f"digits, '%', '|', '_' and '-' (no '.'), at most {limit} characters, not a system {kind}; "
+        f"or set spec.{field}",
+    }
+
+
+def _immutable(field: str, why: str) -> dict[str, str]:
+    """A root rule: spec.<field> cannot change, be added or be removed (at the root, because a transition rule on
+    an optional field itself does not run when it is added or removed)."""
+    return {
+        "rule": f"!has(oldSelf.spec) || (has(self.spec.{field}) == has(oldSelf.spec.{field}) && "
+        f"(!has(self.spec.{field}) || self.spec.{field} == oldSelf.spec.{field}))",
+        "message": f"cannot change ({why})",
+        "fieldPath": f".spec.{field}",
+        "reason": "FieldValueInvalid",
+    }
+
+
+def _not_system(field: str, kind: str, system: Sequence[str], prefix: str) -> dict[str, str]:
+    return {
+        "rule": f"!has(self.{field}) || (!(self.{field} in {_cel_list(system)}) && "
+        f"!self.{field}.startsWith('{prefix}'))",
+        "message": f"a system {kind} (the brokers make and own it)",
+        "fieldPath": f".{field}",
+        "reason": "FieldValueForbidden",
+    }
+
+
+def _topic_validations() -> dict[SchemaPath, list[dict[str, str]]]:
+    return {
+        (): [
+            _name_rule("topic", "topicName", MAX_TOPIC_NAME, SYSTEM_TOPICS, SYSTEM_TOPIC_PREFIX),
+            _immutable("topicName", "a new name is another topic: create another RocketTopic"),
+            _immutable("clusterRef", "the topic lives in that cluster: create a RocketTopic for the other one"),
+        ],
+        ("spec",): [
+            {
+                "rule": "!has(self.queues) || (!has(self.readQueueNums) && !has(self.writeQueueNums))",
+                "message": "queues sets both readQueueNums and writeQueueNums: give either queues or those two",
+                "fieldPath": ".queues",
+                "reason": "FieldValueInvalid",
+            },
+            {
+                "rule": "!has(self.order) || !self.order || !has(self.messageType) || "
+                "self.messageType in ['NORMAL', 'FIFO']",
+                "message": "order needs messageType NORMAL or FIFO",
+                "fieldPath": ".order",
+                "reason": "FieldValueInvalid",
+            },
+            _not_system("topicName", "topic", SYSTEM_TOPICS, SYSTEM_TOPIC_PREFIX),
+        ],
+        ("spec", "attributes"): [
+            {
+                "rule": "!('message.type' in self)",
+                "message": "message.type is set by spec.messageType",
+                "reason": "FieldValueForbidden",
+            },
+            {
+                "rule": f"self.all(k, k.matches('{ATTRIBUTE_KEY_PATTERN}'))",
+                "messageExpression": f"'key \\'' + self.filter(k, !k.matches('{ATTRIBUTE_KEY_PATTERN}'))[0] + "
+                "'\\' is not an attribute name (letters, digits, \\'.\\' and \\'_\\', at most 64)'",
+                "reason": "FieldValueInvalid",
+            },
+        ],
+    }
+
+
+def _group_validations() -> dict[SchemaPath, list[dict[str, str]]]:
+    return {
+        (): [
+            _name_rule("group", "groupName", MAX_GROUP_NAME, SYSTEM_GROUPS, SYSTEM_GROUP_PREFIX),
+            _immutable("groupName", "a new name is another group: create another RocketConsumerGroup"),
+            _immutable("clusterRef", "the group lives in that cluster: create a RocketConsumerGroup for the other one"),
+        ],
+        ("spec",): [_not_system("groupName", "group", SYSTEM_GROUPS, SYSTEM_GROUP_PREFIX)],
+        ("spec", "groupRetryPolicy"): [
+            {
+                "rule": "!has(self.exponentialRetryPolicy) || (has(self.type) && self.type == 'EXPONENTIAL')",
+                "message": "exponentialRetryPolicy goes with type EXPONENTIAL",
+                "fieldPath": ".exponentialRetryPolicy",
+                "reason": "FieldValueInvalid",
+            },
+            {
+                "rule": "!has(self.customizedRetryPolicy) || !has(self.type) || self.type == 'CUSTOMIZED'",
+                "message": "customizedRetryPolicy goes with type CUSTOMIZED",
+                "fieldPath": ".customizedRetryPolicy",
+                "reason": "FieldValueInvalid",
+            },
+        ],
+        ("spec", "groupRetryPolicy", "exponentialRetryPolicy"): [
+            {
+                "rule": "!has(self.max) || !has(self.initial) || self.max >= self.initial",
+                "message": "max is below initial",
+                "fieldPath": ".max",
+                "reason": "FieldValueInvalid",
+            },
+        ],
+    }
+
+
+def _resource_crd(
+    *,
+    kind: str,
+    plural: str,
+    singular: str,
+    short_names: Sequence[str],
+    description: str,
+    spec_model: Any,
+    status_model: Any,
+    name_column: tuple[str, str],
+    validations: dict[SchemaPath, list[dict[str, str]]],
+    no_default: Sequence[SchemaPath] = (),
+) -> dict[str, Any]:
+    spec = structural_schema(spec_model.model_json_schema(by_alias=True), keep_defaults=True)
+    for path in no_default:
+        # An optional object whose absence means something (groupRetryPolicy unset: left as the brokers have it)
+        # must not be filled in as {} by the API server.
+        _at(spec, path).pop("default", None)
+    status = structural_schema(status_model.model_json_schema(by_alias=True), keep_defaults=False)
+    root: JsonSchema = {
+        "type": "object",
+        "description": description,
+        "properties": {
+            "apiVersion": {"type": "string"},
+            "kind": {"type": "string"},
+            "metadata": {"type": "object"},
+            "spec": spec,
+            "status": status,
+        },
+        "required": ["spec"],
+    }
+    for path, rules in validations.items():
+        _at(root, path)["x-kubernetes-validations"] = rules
+    for path, extension in _EXTENSIONS.items():
+        _at(root, path).update(extension)
+    ready = '.status.conditions[?(@.type=="Ready")]'
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.{names.GROUP}", "labels": {names.LABEL_NAME: "rocketcluster-operator"}},
+        "spec": {
+            "group": names.GROUP,
+            "names": {
+                "kind": kind,
+                "listKind": f"{kind}List",
+                "plural": plural,
+                "singular": singular,
+                "shortNames": list(short_names),
+                "categories": list(names.CATEGORIES),
+            },
+            "scope": "Namespaced",
+            "versions": [
+                {
+                    "name": names.VERSION,
+                    "served": True,
+                    "storage": True,
+                    "subresources": {"status": {}},
+                    "additionalPrinterColumns": [
+                        {"name": "Cluster", "type": "string", "jsonPath": ".spec.clusterRef"},
+                        {"name": name_column[0], "type": "string", "jsonPath": name_column[1]},
+                        {"name": "Ready", "type": "string", "jsonPath": f"{ready}.status"},
+                        {"name": "Reason", "type": "string", "jsonPath": f"{ready}.reason"},
+                        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+                    ],
+                    "schema": {"openAPIV3Schema": root},
+                }
+            ],
+        },
+    }
+
+
+def topic_crd_manifest() -> dict[str, Any]:
+    """The RocketTopic CustomResourceDefinition."""
+    return _resource_crd(
+        kind=names.TOPIC_KIND,
+        plural=names.TOPIC_PLURAL,
+        singular=names.TOPIC_SINGULAR,
+        short_names=names.TOPIC_SHORT_NAMES,
+        description="A topic on every broker group of a RocketCluster, kept as the spec says by the rocketcluster "
+        "operator.",
+        spec_model=RocketTopicSpec,
+        status_model=RocketTopicStatus,
+        name_column=("Topic", ".status.topicName"),
+        validations=_topic_validations(),
+    )
+
+
+def group_crd_manifest() -> dict[str, Any]:
+    """The RocketConsumerGroup CustomResourceDefinition."""
+    return _resource_crd(
+        kind=names.CONSUMER_GROUP_KIND,
+        plural=names.CONSUMER_GROUP_PLURAL,
+        singular=names.CONSUMER_GROUP_SINGULAR,
+        short_names=names.CONSUMER_GROUP_SHORT_NAMES,
+        description="A consumer (subscription) group on every broker group of a RocketCluster, kept as the spec "
+        "says by the rocketcluster operator.",
+        spec_model=RocketConsumerGroupSpec,
+        status_model=RocketConsumerGroupStatus,
+        name_column=("Group", ".status.groupName"),
+        validations=_group_validations(),
+        no_default=[
+            ("groupRetryPolicy",),
+            ("groupRetryPolicy", "exponentialRetryPolicy"),
+            ("groupRetryPolicy", "customizedRetryPolicy"),
+        ],
+    )
+
+
+def manifests() -> dict[str, dict[str, Any]]:
+    """Every CRD by the name of its file in crds/."""
+    out = {}
+    for manifest in (crd_manifest(), topic_crd_manifest(), group_crd_manifest()):
+        out[f"{manifest['metadata']['name']}.yaml"] = manifest
+    return out
+
+
+def crd_yaml(manifest: dict[str, Any] | None = None) -> str:
+    """A CRD (default: RocketCluster's) as YAML text: deterministic (keys in declaration order), so the checked-in
+    file can be compared."""
     import yaml  # type: ignore[import-untyped]  # the `operator` extra (no stubs); only generation needs it
 
-    header = "# Generated by `python -m rocketcluster.crd --write` (make crds) from operator/rocketcluster/model.py.\n"
+    manifest = crd_manifest() if manifest is None else manifest
+    source = "model.py" if manifest["spec"]["names"]["kind"] == names.KIND else "model_resources.py"
+    header = f"# Generated by `python -m rocketcluster.crd --write` (make crds) from operator/rocketcluster/{source}.\n"
     header += "# Do not edit: tests/operator/test_crd.py fails when this file and the model disagree.\n"
-    return header + str(yaml.safe_dump(crd_manifest(), sort_keys=False, width=120, allow_unicode=True))
+    return header + str(yaml.safe_dump(manifest, sort_keys=False, width=120, allow_unicode=True))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -304,16 +559,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--write",
         nargs="?",
-        const=str(CRD_FILE),
-        metavar="PATH",
-        help=f"write the CRD to PATH (default {CRD_FILE}) instead of printing it",
+        const=str(CRD_DIR),
+        metavar="DIR",
+        help=f"write each CRD to DIR/<name>.yaml (default {CRD_DIR}) instead of printing them",
     )
     args = parser.parse_args(argv)
-    text = crd_yaml()
+    texts = {file: crd_yaml(manifest) for file, manifest in manifests().items()}
     if args.write:
-        Path(args.write).write_text(text, encoding="utf-8")
+        for file, text in texts.items():
+            (Path(args.write) / file).write_text(text, encoding="utf-8")
     else:
-        sys.stdout.write(text)
+        sys.stdout.write("---\n".join(texts.values()))
     return 0
 
 

@@ -25,7 +25,7 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 import kopf
@@ -83,6 +83,8 @@ _passes: dict[tuple[str, str], asyncio.Task[None]] = {}  # a pass started by a p
 _changed_again: set[tuple[str, str]] = set()
 _resync_task: asyncio.Task[None] | None = None
 _watch_tasks: list[asyncio.Task[None]] = []  # the pod watches (rocketcluster.pod_watch)
+# Run on every resync tick too: the RocketTopic and RocketConsumerGroup passes (rocketcluster.handlers_resources)
+RESYNC_HOOKS: list[Callable[[], None]] = []
 
 
 class _RoutineProgress(logging.Filter):
@@ -168,6 +170,8 @@ async def _resync_forever() -> None:
         await asyncio.sleep(RESYNC_SECONDS)
         for key in list(_clusters):
             _schedule_pass(key)
+        for hook in RESYNC_HOOKS:
+            hook()
 
 
 def on_pod(namespace: str, labels: Mapping[str, str]) -> None:

@@ -37,6 +37,8 @@ _PLURALS = {
     "Pod": "pods",
     "PodDisruptionBudget": "poddisruptionbudgets",
     "RocketCluster": "rocketclusters",
+    "RocketConsumerGroup": "rocketconsumergroups",
+    "RocketTopic": "rockettopics",
     "Service": "services",
     "ServiceAccount": "serviceaccounts",
     "StatefulSet": "statefulsets",
@@ -237,9 +239,11 @@ class Kube:
         )
         return result
 
-    async def patch_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> dict[str, Any]:
-        """Merge-patch a RocketCluster's status (the status subresource)."""
-        path = resource_path("rocketcluster.io/v1alpha1", "RocketCluster", namespace, name) + "/status"
+    async def patch_status(
+        self, namespace: str, name: str, status: Mapping[str, Any], kind: str = "RocketCluster"
+    ) -> dict[str, Any]:
+        """Merge-patch the status (the status subresource) of a RocketCluster, or of another of our kinds."""
+        path = resource_path("rocketcluster.io/v1alpha1", kind, namespace, name) + "/status"
         result: dict[str, Any] = await self.request(
             "PATCH", path, body={"status": status}, content_type="application/merge-patch+json"
         )

@@ -1,10 +1,11 @@
-"""`rocketcluster-operator`: `kopf run` with the RocketCluster handlers loaded, and kopf's own flags.
+"""`rocketcluster-operator`: `kopf run` with the handlers of RocketCluster (rocketcluster.handlers) and of
+RocketTopic and RocketConsumerGroup (rocketcluster.handlers_resources) loaded, and kopf's own flags.
 
     rocketcluster-operator --standalone --all-namespaces --liveness=http://0.0.0.0:8080/healthz
     rocketcluster-operator --namespace team-a --namespace team-b      # only these namespaces
     rocketcluster-operator --peering=rocketcluster --priority=100      # active/standby replicas
 
-Every flag is kopf's (`kopf run --help`); this script only names the module, so users never type a path.
+Every flag is kopf's (`kopf run --help`); this script only names the modules, so users never type a path.
 Without a flag that chooses namespaces it watches all of them, as the Helm chart's default does.
 """
 
@@ -21,7 +22,7 @@ _NAMESPACE_FLAGS = ("-n", "--namespace", "-A", "--all-namespaces")
 
 def kopf_arguments(argv: list[str]) -> list[str]:
     """The `kopf run` command line for our arguments (pure: tested by a table)."""
-    args = ["run", "--module", "rocketcluster.handlers"]
+    args = ["run", "--module", "rocketcluster.handlers", "--module", "rocketcluster.handlers_resources"]
     chooses_namespaces = any(a in _NAMESPACE_FLAGS or a.startswith(("--namespace=", "-n=")) for a in argv)
     if not chooses_namespaces:
         args.append("--all-namespaces")

@@ -23,6 +23,10 @@ __all__ = [
     "CATEGORIES",
     "COMPONENT_BROKER",
     "COMPONENT_NAMESERVER",
+    "CONSUMER_GROUP_KIND",
+    "CONSUMER_GROUP_PLURAL",
+    "CONSUMER_GROUP_SHORT_NAMES",
+    "CONSUMER_GROUP_SINGULAR",
     "DATA_MOUNT_PATH",
     "DATA_VOLUME",
     "GROUP",
@@ -43,6 +47,10 @@ __all__ = [
     "SHORT_NAMES",
     "SINGULAR",
     "STORE_ROOT_DIR",
+    "TOPIC_KIND",
+    "TOPIC_PLURAL",
+    "TOPIC_SHORT_NAMES",
+    "TOPIC_SINGULAR",
     "VERSION",
     "ClusterRef",
     "broker_conf_file",
@@ -83,6 +91,15 @@ PLURAL: Final = "rocketclusters"
 SINGULAR: Final = "rocketcluster"
 SHORT_NAMES: Final = ("rmq",)
 CATEGORIES: Final = ("rocketmq",)
+# Topics and subscription groups as resources (model_resources), bound to a RocketCluster by spec.clusterRef.
+TOPIC_KIND: Final = "RocketTopic"
+TOPIC_PLURAL: Final = "rockettopics"
+TOPIC_SINGULAR: Final = "rockettopic"
+TOPIC_SHORT_NAMES: Final = ("rmqt",)
+CONSUMER_GROUP_KIND: Final = "RocketConsumerGroup"
+CONSUMER_GROUP_PLURAL: Final = "rocketconsumergroups"
+CONSUMER_GROUP_SINGULAR: Final = "rocketconsumergroup"
+CONSUMER_GROUP_SHORT_NAMES: Final = ("rmqg",)
 
 ANNOTATION_PAUSE_RECONCILIATION: Final = f"{GROUP}/pause-reconciliation"
 ANNOTATION_MANUAL_ROLLING_UPDATE: Final = f"{GROUP}/manual-rolling-update"

@@ -16,15 +16,20 @@ import pytest
 from broker.cli.mqadmin import build_parser
 from rocketcluster import names
 from rocketcluster.model import DEFAULT_IMAGE, RocketClusterSpec, parse_spec
+from rocketcluster.model_resources import parse_group_spec, parse_topic_spec
 
 yaml = pytest.importorskip("yaml", reason="PyYAML comes with the `operator` extra")
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "rocketcluster-operator"
-CRD_NAME = "rocketclusters.rocketcluster.io.yaml"
+CRD_NAMES = [
+    "rocketclusters.rocketcluster.io.yaml",
+    "rocketconsumergroups.rocketcluster.io.yaml",
+    "rockettopics.rocketcluster.io.yaml",
+]
 EXAMPLES = REPO / "examples" / "kubernetes"
 EXAMPLE_FILES = sorted(EXAMPLES.glob("*.yaml"))
-CRD_SYNC_COMMAND = f"make crds && cp crds/{CRD_NAME} charts/rocketcluster-operator/crds/{CRD_NAME}"
+CRD_SYNC_COMMAND = "make crds (it copies crds/*.yaml to charts/rocketcluster-operator/crds/)"
 
 
 def _documents(path: Path) -> list[dict[str, Any]]:
@@ -49,13 +54,18 @@ def _image_env() -> dict[str, str]:
 # -- the chart ------------------------------------------------------------------------------------------------
 
 
-def test_the_chart_ships_the_top_level_crd_byte_for_byte() -> None:
-    top = (REPO / "crds" / CRD_NAME).read_bytes()
-    shipped = (CHART / "crds" / CRD_NAME).read_bytes()
+@pytest.mark.parametrize("crd_name", CRD_NAMES)
+def test_the_chart_ships_the_top_level_crds_byte_for_byte(crd_name: str) -> None:
+    top = (REPO / "crds" / crd_name).read_bytes()
+    shipped = (CHART / "crds" / crd_name).read_bytes()
     assert shipped == top, (
-        f"charts/rocketcluster-operator/crds/{CRD_NAME} differs from crds/{CRD_NAME}: run `{CRD_SYNC_COMMAND}`"
+        f"charts/rocketcluster-operator/crds/{crd_name} differs from crds/{crd_name}: run `{CRD_SYNC_COMMAND}`"
     )
-    assert [p.name for p in (CHART / "crds").iterdir()] == [CRD_NAME], "the chart ships exactly one CRD"
+
+
+def test_the_chart_ships_every_crd_and_nothing_else() -> None:
+    assert sorted(p.name for p in (CHART / "crds").iterdir()) == CRD_NAMES
+    assert sorted(p.name for p in (REPO / "crds").iterdir()) == CRD_NAMES
 
 
 def test_the_chart_runs_the_operator_image_that_images_operator_builds() -> None:
@@ -82,7 +92,13 @@ def test_every_default_value_is_declared_in_the_schema() -> None:
 
 
 def test_the_examples_are_there() -> None:
-    assert [p.name for p in EXAMPLE_FILES] == ["minimal.yaml", "producer-consumer-job.yaml", "production.yaml"]
+    assert [p.name for p in EXAMPLE_FILES] == [
+        "consumer-group.yaml",
+        "minimal.yaml",
+        "producer-consumer-job.yaml",
+        "production.yaml",
+        "topic.yaml",
+    ]
 
 
 @pytest.mark.parametrize("path", EXAMPLE_FILES, ids=lambda p: p.name)
@@ -97,6 +113,10 @@ def test_an_example_parses_and_its_clusters_are_specs_the_operator_accepts(path:
             name = doc["metadata"]["name"]
             assert len(name) <= names.MAX_CLUSTER_NAME_LENGTH
             parse_spec(doc.get("spec"))  # raises SpecError naming the field
+        if doc["kind"] in (names.TOPIC_KIND, names.CONSUMER_GROUP_KIND):
+            assert doc["apiVersion"] == names.API_VERSION
+            parse = parse_topic_spec if doc["kind"] == names.TOPIC_KIND else parse_group_spec
+            assert parse(doc.get("spec")).cluster_ref in _clusters(), "it names an example cluster"
 
 
 def test_minimal_is_one_group_of_a_master_and_a_slave_on_ephemeral_storage() -> None:

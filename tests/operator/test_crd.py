@@ -12,6 +12,7 @@ import pytest
 from rocketcluster import crd, names
 from rocketcluster.broker_keys import BROKER_KEYS, OWNED_KEYS
 from rocketcluster.model import RocketClusterSpec, parse_spec
+from rocketcluster.model_resources import SYSTEM_GROUPS, SYSTEM_TOPICS, parse_group_spec, parse_topic_spec
 
 yaml = pytest.importorskip("yaml", reason="PyYAML comes with the `operator` extra")
 
@@ -33,22 +34,30 @@ def _nodes(node: dict[str, Any], path: str = "") -> Iterator[tuple[str, dict[str
         yield from _nodes(node["items"], f"{path}[]")
 
 
-def test_the_checked_in_crd_is_the_generated_one() -> None:
-    checked_in = (REPO / crd.CRD_FILE).read_text(encoding="utf-8")
-    assert checked_in == crd.crd_yaml(), "run `make crds` and commit crds/"
-    assert yaml.safe_load(checked_in) == crd.crd_manifest()
+@pytest.mark.parametrize("file", sorted(crd.manifests()))
+def test_the_checked_in_crds_are_the_generated_ones(file: str) -> None:
+    manifest = crd.manifests()[file]
+    checked_in = (REPO / crd.CRD_DIR / file).read_text(encoding="utf-8")
+    assert checked_in == crd.crd_yaml(manifest), "run `make crds` and commit crds/"
+    assert yaml.safe_load(checked_in) == manifest
+    assert (REPO / crd.CRD_FILE).read_text(encoding="utf-8") == crd.crd_yaml() or file != crd.CRD_FILE.name
 
 
 def test_generation_is_deterministic() -> None:
     assert crd.crd_yaml() == crd.crd_yaml()
 
 
-def test_the_command_writes_the_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    target = tmp_path / "crd.yaml"
-    assert crd.main(["--write", str(target)]) == 0
-    assert target.read_text(encoding="utf-8") == crd.crd_yaml()
+def test_the_command_writes_the_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert crd.main(["--write", str(tmp_path)]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "rocketclusters.rocketcluster.io.yaml",
+        "rocketconsumergroups.rocketcluster.io.yaml",
+        "rockettopics.rocketcluster.io.yaml",
+    ]
+    assert (tmp_path / crd.CRD_FILE.name).read_text(encoding="utf-8") == crd.crd_yaml()
     assert crd.main([]) == 0
-    assert capsys.readouterr().out == crd.crd_yaml()
+    printed = [doc for doc in yaml.safe_load_all(capsys.readouterr().out) if doc]
+    assert printed == list(crd.manifests().values())
 
 
 def test_the_schema_is_structural() -> None:
@@ -205,3 +214,83 @@ def test_a_keyword_without_a_structural_form_stops_generation() -> None:
             {"type": "object", "properties": {"x": {"anyOf": [{"type": "string"}, {"type": "integer"}]}}},
             keep_defaults=True,
         )
+
+
+# -- RocketTopic and RocketConsumerGroup --------------------------------------------------------------------------
+
+
+def _resource_schema(manifest: dict[str, Any]) -> dict[str, Any]:
+    [version] = manifest["spec"]["versions"]
+    return dict(version["schema"]["openAPIV3Schema"])
+
+
+@pytest.mark.parametrize(
+    ("manifest", "kind", "plural", "short", "name_path"),
+    [
+        (crd.topic_crd_manifest(), "RocketTopic", "rockettopics", "rmqt", ".status.topicName"),
+        (crd.group_crd_manifest(), "RocketConsumerGroup", "rocketconsumergroups", "rmqg", ".status.groupName"),
+    ],
+    ids=["topic", "group"],
+)
+def test_resource_crds_names_columns_and_structure(
+    manifest: dict[str, Any], kind: str, plural: str, short: str, name_path: str
+) -> None:
+    spec = manifest["spec"]
+    assert manifest["metadata"]["name"] == f"{plural}.rocketcluster.io"
+    assert spec["names"]["kind"] == kind and spec["names"]["shortNames"] == [short]
+    assert spec["names"]["categories"] == ["rocketmq"] and spec["scope"] == "Namespaced"
+    [version] = spec["versions"]
+    assert version["name"] == "v1alpha1" and version["subresources"] == {"status": {}}
+    columns = {c["name"]: c["jsonPath"] for c in version["additionalPrinterColumns"]}
+    assert columns["Cluster"] == ".spec.clusterRef"
+    assert name_path in columns.values()
+    assert columns["Ready"] == '.status.conditions[?(@.type=="Ready")].status'
+    assert columns["Age"] == ".metadata.creationTimestamp"
+    schema = _resource_schema(manifest)
+    assert schema["required"] == ["spec"]
+    status = schema["properties"]["status"]["properties"]
+    assert {"observedGeneration", "conditions", "adopted", "adoptedGeneration"} <= set(status)
+    for path, node in _nodes(schema):
+        for keyword in ("$ref", "$defs", "anyOf", "oneOf", "allOf", "not", "title", "nullable", "const"):
+            assert keyword not in node, f"{path}: {keyword}"
+        assert "type" in node, f"{path}: no type"
+        assert not node.get("x-kubernetes-preserve-unknown-fields"), path
+        for rule in node.get("x-kubernetes-validations", []):
+            assert rule.get("message") or rule.get("messageExpression"), path
+            if "self.all(" in rule["rule"]:
+                assert "maxProperties" in node or "maxItems" in node, path
+
+
+def test_topic_schema_defaults_and_bounds_are_the_models() -> None:
+    spec = _resource_schema(crd.topic_crd_manifest())["properties"]["spec"]
+    fields = spec["properties"]
+    assert spec["required"] == ["clusterRef"]
+    for name in ("queues", "readQueueNums", "writeQueueNums"):
+        assert (fields[name]["minimum"], fields[name]["maximum"]) == (1, 1024)
+        assert "default" not in fields[name], "the CEL rule against queues with read/write would see a default"
+    assert fields["perm"]["enum"] == ["RW", "R", "W"] and fields["perm"]["default"] == "RW"
+    assert fields["messageType"]["enum"] == ["NORMAL", "FIFO", "DELAY", "TRANSACTION"]
+    assert fields["deletionPolicy"]["default"] == "Retain"
+    assert fields["topicName"]["maxLength"] == 127 and fields["topicName"]["pattern"] == "^[%|a-zA-Z0-9_-]+$"
+    defaulted = _apply_defaults(spec, {"clusterRef": "c"})
+    assert parse_topic_spec(defaulted) == parse_topic_spec({"clusterRef": "c"})
+
+
+def test_group_schema_defaults_are_the_models() -> None:
+    spec = _resource_schema(crd.group_crd_manifest())["properties"]["spec"]
+    fields = spec["properties"]
+    assert fields["retryMaxTimes"]["default"] == 16 and fields["deletionPolicy"]["default"] == "Retain"
+    policy = fields["groupRetryPolicy"]["properties"]
+    assert policy["type"]["enum"] == ["CUSTOMIZED", "EXPONENTIAL"]
+    defaulted = _apply_defaults(spec, {"clusterRef": "c"})
+    assert parse_group_spec(defaulted) == parse_group_spec({"clusterRef": "c"})
+
+
+def test_resource_cel_rules_name_every_system_name() -> None:
+    topic_rules = str(_resource_schema(crd.topic_crd_manifest()))
+    for topic in SYSTEM_TOPICS:
+        assert f"'{topic}'" in topic_rules
+    assert "rmq_sys_" in topic_rules
+    group_rules = str(_resource_schema(crd.group_crd_manifest()))
+    for group in SYSTEM_GROUPS:
+        assert f"'{group}'" in group_rules

@@ -286,4 +286,5 @@ def test_resource_path_refuses_unknown_kinds() -> None:
     ],
 )
 def test_console_script_runs_kopf_with_our_module(argv: list[str], expected_tail: list[str]) -> None:
-    assert kopf_arguments(argv) == ["run", "--module", "rocketcluster.handlers", *expected_tail]
+    modules = ["--module", "rocketcluster.handlers", "--module", "rocketcluster.handlers_resources"]
+    assert kopf_arguments(argv) == ["run", *modules, *expected_tail]

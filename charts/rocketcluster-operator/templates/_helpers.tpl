@@ -79,7 +79,10 @@ namespace (a ClusterRole). Every rule is one the operator uses:
   the first apply, patch after), listed, and deleted when a broker group is removed;
 - Pods: watched (a pod that changes starts a reconcile of its cluster), and deleted one at a time by a
   rolling restart; PVCs: read, and deleted per retention;
-- Events: kopf posts them for every restart and scale step.
+- Events: kopf posts them for every restart and scale step;
+- rockettopics, rocketconsumergroups: kopf lists and watches them, and adds and removes its finalizer on those
+  with deletionPolicy Delete (patch); the operator reads one before each pass and lists them (two resources
+  naming one topic); their status is the operator's to write.
 Nothing here reads Secrets or creates Pods directly.
 */}}
 {{- define "rocketcluster-operator.namespacedRules" -}}
@@ -92,6 +95,12 @@ Nothing here reads Secrets or creates Pods directly.
 - apiGroups: ["rocketcluster.io"]
   resources: ["rocketclusters/finalizers"]
   verbs: ["update"]
+- apiGroups: ["rocketcluster.io"]
+  resources: ["rockettopics", "rocketconsumergroups"]
+  verbs: ["get", "list", "watch", "patch"]
+- apiGroups: ["rocketcluster.io"]
+  resources: ["rockettopics/status", "rocketconsumergroups/status"]
+  verbs: ["get", "patch"]
 - apiGroups: ["apps"]
   resources: ["statefulsets"]
   verbs: ["get", "list", "create", "patch", "delete"]
