@@ -25,6 +25,7 @@ import pytest
 
 from rocketcluster import crd
 from rocketcluster.model import SpecError, parse_spec
+from rocketcluster.model_resources import name_problem, parse_group_spec, parse_topic_spec
 from rocketcluster.render import ClusterRef, render_cluster
 
 pytestmark = pytest.mark.k8s
@@ -164,8 +165,9 @@ def kubectl(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kubectl]:
         )
         client = Kubectl(kube_bin / "kubectl", kubeconfig)
         _wait_ready(client, processes, work)
-        client.ok("apply", "-f", str(REPO / crd.CRD_FILE))
-        client.ok("wait", "--for=condition=Established", f"crd/{crd.CRD_NAME}", "--timeout=60s")
+        for file in crd.manifests():
+            client.ok("apply", "-f", str(REPO / crd.CRD_DIR / file))
+            client.ok("wait", "--for=condition=Established", f"crd/{file.removesuffix('.yaml')}", "--timeout=60s")
         client.ok("create", "namespace", NAMESPACE)
         yield client
     finally:
@@ -329,9 +331,11 @@ def test_status_and_scale_subresources_and_printer_columns(kubectl: Kubectl) -> 
         kubectl.ok("get", "--raw", f"/apis/rocketcluster.io/v1alpha1/namespaces/{NAMESPACE}/rocketclusters/sub/scale")
     )
     assert scale["status"] == {"replicas": 2, "selector": status["labelSelector"]}
-    table = kubectl.ok("get", "rocketmq")
-    header, *rows = table.splitlines()
+    table = kubectl.ok("get", "rocketmq")  # the category: RocketClusters, and topics and groups when there are any
+    [block] = [b for b in table.split("\n\n") if "GROUPS" in b.splitlines()[0]]
+    header, *rows = block.splitlines()
     assert header.split()[:5] == ["NAME", "GROUPS", "SLAVES/GROUP", "READY", "PHASE"]
+    rows = [" ".join([row.split()[0].rsplit("/", 1)[-1], *row.split()[1:]]) for row in rows]
     assert any(row.split()[:5] == ["sub", "3", "1", "2/2", "Ready"] for row in rows), table
 
 
@@ -370,3 +374,119 @@ def test_every_rendered_child_passes_the_api_servers_validation(kubectl: Kubectl
     done = kubectl.apply({"apiVersion": "v1", "kind": "List", "items": objects}, dry_run=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("(server dry run)") == len(objects), done.stdout
+
+
+# -- RocketTopic and RocketConsumerGroup ------------------------------------------------------------------------
+
+
+def _topic(name: str, spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "rocketcluster.io/v1alpha1", "kind": "RocketTopic", "metadata": {"name": name}, "spec": spec}
+
+
+def _group(name: str, spec: Any) -> dict[str, Any]:
+    return _topic(name, spec) | {"kind": "RocketConsumerGroup"}
+
+
+def test_the_api_server_fills_in_the_topic_and_group_defaults(kubectl: Kubectl) -> None:
+    for body, parse in (
+        (_topic("dt", {"clusterRef": "c"}), parse_topic_spec),
+        (_group("dg", {"clusterRef": "c"}), parse_group_spec),
+    ):
+        created = kubectl.ok("create", "-f", "-", "--dry-run=server", "-o", "json", input=json.dumps(body))
+        stored = json.loads(created)["spec"]
+        assert parse(stored) == parse(body["spec"]), stored
+        assert stored["deletionPolicy"] == "Retain"
+        assert "groupRetryPolicy" not in stored and "queues" not in stored and "readQueueNums" not in stored
+
+
+_RESOURCES_REFUSED: list[tuple[str, dict[str, Any], str]] = [
+    # (case, object, what the API server's message says); the model (or the handler's name check) refuses each too
+    ("topic without clusterRef", _topic("t", {}), "spec.clusterRef: Required value"),
+    ("zero queues", _topic("t", {"clusterRef": "c", "queues": 0}), "spec.queues"),
+    ("too many queues", _topic("t", {"clusterRef": "c", "writeQueueNums": 4096}), "spec.writeQueueNums"),
+    ("queues as a string", _topic("t", {"clusterRef": "c", "queues": "8"}), "spec.queues"),
+    (
+        "queues with readQueueNums",
+        _topic("t", {"clusterRef": "c", "queues": 4, "readQueueNums": 2}),
+        "give either queues",
+    ),
+    ("order with DELAY", _topic("t", {"clusterRef": "c", "order": True, "messageType": "DELAY"}), "order needs"),
+    ("unknown messageType", _topic("t", {"clusterRef": "c", "messageType": "BATCH"}), "spec.messageType"),
+    ("bad perm", _topic("t", {"clusterRef": "c", "perm": "X"}), "spec.perm"),
+    ("system topic", _topic("t", {"clusterRef": "c", "topicName": "TBW102"}), "a system topic"),
+    ("rmq_sys_ topic", _topic("t", {"clusterRef": "c", "topicName": "rmq_sys_x"}), "a system topic"),
+    ("bad topic name", _topic("t", {"clusterRef": "c", "topicName": "a.b"}), "spec.topicName"),
+    ("topic name too long", _topic("t", {"clusterRef": "c", "topicName": "t" * 128}), "spec.topicName"),
+    ("metadata.name not a topic name", _topic("my.topic", {"clusterRef": "c"}), "metadata.name is the topic name"),
+    (
+        "message.type attribute",
+        _topic("t", {"clusterRef": "c", "attributes": {"message.type": "FIFO"}}),
+        "set by spec.messageType",
+    ),
+    ("bad attribute key", _topic("t", {"clusterRef": "c", "attributes": {"a=b": "1"}}), "is not an attribute name"),
+    ("unknown field", _topic("t", {"clusterRef": "c", "partitions": 3}), 'unknown field "spec.partitions"'),
+    ("bad deletionPolicy", _topic("t", {"clusterRef": "c", "deletionPolicy": "Orphan"}), "spec.deletionPolicy"),
+    ("system group", _group("g", {"clusterRef": "c", "groupName": "TOOLS_CONSUMER"}), "a system group"),
+    ("negative retries", _group("g", {"clusterRef": "c", "retryMaxTimes": -1}), "spec.retryMaxTimes"),
+    (
+        "exponential policy with CUSTOMIZED",
+        _group("g", {"clusterRef": "c", "groupRetryPolicy": {"exponentialRetryPolicy": {"initial": 5}}}),
+        "goes with type EXPONENTIAL",
+    ),
+    (
+        "max below initial",
+        _group(
+            "g",
+            {
+                "clusterRef": "c",
+                "groupRetryPolicy": {"type": "EXPONENTIAL", "exponentialRetryPolicy": {"initial": 10, "max": 5}},
+            },
+        ),
+        "max is below initial",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("body", "words"), [row[1:] for row in _RESOURCES_REFUSED], ids=[row[0] for row in _RESOURCES_REFUSED]
+)
+def test_the_api_server_refuses_hostile_topics_and_groups(kubectl: Kubectl, body: dict[str, Any], words: str) -> None:
+    topic = body["kind"] == "RocketTopic"
+    try:
+        spec = (parse_topic_spec if topic else parse_group_spec)(body["spec"])
+        named = spec.topic_name if topic else spec.group_name
+        refused_by_us = not named and name_problem("topic" if topic else "group", body["metadata"]["name"]) is not None
+    except SpecError:
+        refused_by_us = True
+    assert refused_by_us, f"the model accepts {body}"
+    done = kubectl.apply(body, dry_run=True)
+    assert done.returncode != 0, f"accepted: {body}"
+    assert words in done.stderr, done.stderr
+
+
+def test_a_topic_name_and_cluster_cannot_change_and_the_status_shows_in_columns(kubectl: Kubectl) -> None:
+    assert kubectl.apply(_topic("orders", {"clusterRef": "c", "queues": 4})).returncode == 0
+    assert kubectl.apply(_topic("orders", {"clusterRef": "c", "queues": 16}), dry_run=True).returncode == 0
+    for spec, field in (
+        ({"clusterRef": "c", "topicName": "Orders"}, "spec.topicName"),
+        ({"clusterRef": "d", "queues": 4}, "spec.clusterRef"),
+    ):
+        done = kubectl.apply(_topic("orders", spec), dry_run=True)
+        assert done.returncode != 0 and field in done.stderr and "cannot change" in done.stderr, done.stderr
+    ready = {"type": "Ready", "status": "True", "reason": "Applied", "message": "m"}
+    status = {
+        "observedGeneration": 1,
+        "topicName": "orders",
+        "clusterName": "c",
+        "brokerNames": ["c-0"],
+        "adopted": False,
+        "conditions": [ready | {"lastTransitionTime": "2026-01-01T00:00:00Z"}],
+    }
+    kubectl.ok("patch", "rmqt", "orders", "--subresource=status", "--type=merge", "-p", json.dumps({"status": status}))
+    assert json.loads(kubectl.ok("get", "rmqt", "orders", "-o", "json"))["status"] == status
+    header, *rows = kubectl.ok("get", "rmqt").splitlines()
+    assert header.split()[:5] == ["NAME", "CLUSTER", "TOPIC", "READY", "REASON"]
+    assert any(row.split()[:5] == ["orders", "c", "orders", "True", "Applied"] for row in rows), rows
+    assert kubectl.apply(_group("billing", {"clusterRef": "c"})).returncode == 0
+    header, *_ = kubectl.ok("get", "rmqg").splitlines()
+    assert header.split()[:5] == ["NAME", "CLUSTER", "GROUP", "READY", "REASON"]
