@@ -1,5 +1,9 @@
 """Broker CPU per send without sockets: `python -m bench.sendpath [--num N] [--rounds R] [--flush F] [--set K=V]`.
 
+`--auth` measures what ACL 2.0 costs the send path (broker/auth): in the same run, a broker with authentication
+and authorization off, then one with both on (a NORMAL user whose ACL allows the topic; every frame signed by
+broker.protocol.signature, as a Java client's AclClientRPCHook signs it), and prints both and the difference.
+
 An in-process BrokerController (real store in a temp dir, no NameServer) gets SEND_MESSAGE_V2 frames, as
 bench/broker.py encodes them (binary header, 1 KiB body, KEYS/TAGS/WAIT and a fresh UNIQ_KEY per
 message), fed 64 at a time (--per-read) into a server connection whose transport only counts the reply bytes. Each
@@ -21,8 +25,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.broker import _PROPS, QUEUES, _send_template, _uniq_slots
+from bench.broker import _PROPS, _UNIQ_PLACEHOLDER, QUEUES, TOPIC, _send_template, _uniq_slots
+from broker.auth.model import Acl, Action, Policy, PolicyEntry, PolicyType, Resource, User
+from broker.protocol.command import RemotingCommand, encode_binary
 from broker.protocol.properties import encode_properties
+from broker.protocol.signature import Credentials, sign_command
 from broker.server.broker import BrokerController
 from broker.server.config import load_broker_config
 from broker.transport.loop import run
@@ -82,7 +89,38 @@ def _frames(count: int, start: int) -> bytes:
     return bytes(out)
 
 
-async def _rounds(args: argparse.Namespace) -> list[float]:
+BENCH_USER = Credentials("bench-user", "bench-secret")
+_AUTH_KEYS = {
+    "authenticationEnabled": "true",
+    "authorizationEnabled": "true",
+    "initAuthenticationUser": '{"username":"bench-root","password":"bench-root-secret"}',
+}
+
+
+def _signed_frames(count: int, start: int, creds: Credentials) -> bytes:
+    """As `_frames`, each frame built whole and signed (the signature covers the UNIQ_KEY and the opaque-free
+    header), the way a signing client sends them."""
+    body = bytes(1024)
+    prefix = _UNIQ_PLACEHOLDER.decode()[:-12]
+    out = bytearray()
+    for i in range(start, start + count):
+        props = encode_properties({**_PROPS, "UNIQ_KEY": f"{prefix}{i:012X}"})
+        ext = {"a": "BenchPG", "b": TOPIC, "c": "TBW102", "d": str(QUEUES), "e": str(i % QUEUES), "f": "0",
+               "g": str(int(time.time() * 1000)), "h": "0", "i": props, "j": "0", "k": "false"}  # fmt: skip
+        cmd = RemotingCommand(code=310, opaque=i, ext_fields=ext, body=body)
+        sign_command(cmd, creds)
+        out += encode_binary(cmd)
+    return bytes(out)
+
+
+def _allow_bench_user(broker: BrokerController) -> None:
+    store = broker.auth.store
+    store.ensure_user(User(BENCH_USER.access_key, BENCH_USER.secret_key))
+    entry = PolicyEntry(Resource.parse(f"Topic:{TOPIC}"), (Action.PUB,))
+    store.put_acl(Acl(BENCH_USER.access_key, [Policy(PolicyType.CUSTOM, [entry])]))
+
+
+async def _rounds(args: argparse.Namespace, auth: bool = False) -> list[float]:
     root = Path(tempfile.mkdtemp(prefix="bench-sendpath-"))
     broker = BrokerController(
         load_broker_config(
@@ -95,16 +133,20 @@ async def _rounds(args: argparse.Namespace) -> list[float]:
                 "flushDiskType": args.flush,
                 "mappedFileSizeCommitLog": str(1 << 30),
                 **dict(item.split("=", 1) for item in args.set),
+                **(_AUTH_KEYS if auth else {}),
             }
         )
     )
     await broker.start()
+    if auth:
+        _allow_bench_user(broker)
     try:
         conn = broker.server._create_protocol()
         transport = CountingTransport()
         conn.connection_made(transport)
         per_read = args.per_read
-        reads = [_frames(per_read, 1 + r * per_read) for r in range(args.num // per_read)]
+        make = (lambda n, s: _signed_frames(n, s, BENCH_USER)) if auth else _frames
+        reads = [make(per_read, 1 + r * per_read) for r in range(args.num // per_read)]
         conn.data_received(reads[0])  # creates the topic (auto-creation from TBW102)
         await asyncio.sleep(0.5)
         results: list[float] = []
@@ -136,7 +178,18 @@ def main(argv: list[str] | None = None) -> None:
         metavar="KEY=VALUE",
         help="a broker.conf key for the broker under test (repeatable), e.g. messageIndexEnable=false",
     )
+    parser.add_argument("--auth", action="store_true", help="auth off, then ACL 2.0 on, in this run; prints both")
     args = parser.parse_args(argv)
+    if args.auth:
+        off = run(_rounds(args))
+        on = run(_rounds(args, auth=True))
+        cost = (min(on) / min(off) - 1) * 100
+        print(
+            f"{args.flush} send path, {args.num} msgs x {args.rounds} rounds: auth off best {min(off):.1f} us/msg "
+            f"(median {statistics.median(off):.1f}), auth on best {min(on):.1f} (median {statistics.median(on):.1f}): "
+            f"authentication + authorization cost {cost:+.1f}% CPU per message"
+        )
+        return
     results = run(_rounds(args))
     print(
         f"{args.flush} send path, {args.num} msgs x {args.rounds} rounds, {args.per_read} a read: "

@@ -39,6 +39,9 @@ log = logging.getLogger(__name__)
 _NO_PERMISSION = int(ResponseCode.NO_PERMISSION)
 _SYSTEM_ERROR = int(ResponseCode.SYSTEM_ERROR)
 _DECISIONS_CACHED = 65536
+_PUB = (Action.PUB,)
+# send codes -> the extField naming the topic (derive() makes Topic:<it> Pub of them, or Group Sub for retries)
+_SEND_TOPIC = {310: "b", 320: "b", 10: "topic", 325: "b", 324: "topic"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +76,7 @@ class AuthChecker:
         self.refused = 0
         # (user, resource, actions, ip) -> allowed; valid for one version of the ACL tables
         self._decisions: dict[tuple[str, Resource, tuple[Action, ...], str], bool] = {}
+        self._sends: dict[tuple[str, str, str], bool] = {}
         self._decisions_of = -1
 
     @property
@@ -132,12 +136,26 @@ class AuthChecker:
             raise AuthError(f"User:{username} is disabled.")
         if user.is_super:
             return
+        if self._decisions_of != store.data_version.counter or len(self._decisions) > _DECISIONS_CACHED:
+            self._decisions.clear()
+            self._sends.clear()
+            self._decisions_of = store.data_version.counter
+        topic_key = _SEND_TOPIC.get(cmd.code)
+        if topic_key is not None:  # the hot path: a send to a plain topic, decided once per (user, topic, ip)
+            topic = cmd.ext_fields.get(topic_key)
+            if topic and not topic.startswith("%RETRY%"):
+                send_key = (username, topic, ip)
+                allowed = self._sends.get(send_key)
+                if allowed is True:
+                    return
+                if allowed is None:
+                    allowed = self._sends[send_key] = self._decide(username, Resource.topic(topic), _PUB, ip) is None
+                    if allowed:
+                        return
+                raise AuthError(self._denial(username, Resource.topic(topic), _PUB, ip))
         needs = derive(cmd, self.settings.cluster)
         if not needs:
             return
-        if self._decisions_of != store.data_version.counter or len(self._decisions) > _DECISIONS_CACHED:
-            self._decisions.clear()
-            self._decisions_of = store.data_version.counter
         decisions = self._decisions
         for resource, actions in needs:
             key = (username, resource, actions, ip)

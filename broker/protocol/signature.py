@@ -12,10 +12,11 @@ Received extFields are already strings here: the decoder writes JSON numbers and
 
 from __future__ import annotations
 
-import base64
+import binascii
 import hashlib
 import hmac
 from dataclasses import dataclass, field
+from typing import Any
 
 from broker.protocol.command import RemotingCommand
 
@@ -44,22 +45,67 @@ def _utf16_key(key: str) -> bytes:
     return key.encode("utf-16-be")
 
 
+# (extFields keys in arrival order, skip _UNIQUE_KEY_QUERY) -> the keys to sign in order: a client sends the
+# same header keys in the same order every time, so the sort runs once per kind of request
+_ORDERS: dict[tuple[tuple[str, ...], bool], tuple[str, ...]] = {}
+_MAX_ORDERS = 4096
+# secret -> SHA-1 states after the HMAC inner and outer pads: a request costs two copies and two updates
+_PADS: dict[str, tuple[Any, Any]] = {}
+_MAX_PADS = 4096
+
+
+def _order(keys: tuple[str, ...], skip_unique: bool) -> tuple[str, ...]:
+    order = _ORDERS.get((keys, skip_unique))
+    if order is None:
+        wanted = [k for k in keys if k != SIGNATURE and not (skip_unique and k == UNIQUE_KEY_QUERY)]
+        wanted.sort(key=_utf16_key if not all(k.isascii() for k in wanted) else None)
+        if len(_ORDERS) >= _MAX_ORDERS:
+            _ORDERS.clear()
+        order = _ORDERS[(keys, skip_unique)] = tuple(wanted)
+    return order
+
+
+def _header_content(ext_fields: dict[str, str], version: int | None) -> bytes:
+    order = _order(tuple(ext_fields), version is not None and version <= V4_9_3)
+    return "".join([ext_fields[k] for k in order]).encode()
+
+
 def signed_content(ext_fields: dict[str, str], body: bytes = b"", version: int | None = None) -> bytes:
     """The bytes a signature covers: the values of `ext_fields` but `Signature`, sorted by key, then `body`."""
-    skip_unique = version is not None and version <= V4_9_3
-    keys = [k for k in ext_fields if k != SIGNATURE and not (skip_unique and k == UNIQUE_KEY_QUERY)]
-    if keys and not all(k.isascii() for k in keys):
-        keys.sort(key=_utf16_key)
-    else:
-        keys.sort()
-    content = "".join([ext_fields[k] for k in keys]).encode()
+    content = _header_content(ext_fields, version)
     return content + body if body else content
+
+
+def _pads(secret_key: str) -> tuple[Any, Any]:
+    pads = _PADS.get(secret_key)
+    if pads is None:
+        key = secret_key.encode()
+        if len(key) > 64:
+            key = hashlib.sha1(key).digest()
+        key = key.ljust(64, b"\0")
+        pads = (hashlib.sha1(bytes(b ^ 0x36 for b in key)), hashlib.sha1(bytes(b ^ 0x5C for b in key)))
+        if len(_PADS) >= _MAX_PADS:
+            _PADS.clear()
+        _PADS[secret_key] = pads
+    return pads
+
+
+def _digest(secret_key: str, header: bytes, body: bytes) -> bytes:
+    """HMAC-SHA1 (RFC 2104) of header + body, from the cached pads (the same bytes hmac.new gives)."""
+    inner_pad, outer_pad = _pads(secret_key)
+    inner = inner_pad.copy()
+    inner.update(header)
+    if body:
+        inner.update(body)
+    outer = outer_pad.copy()
+    outer.update(inner.digest())
+    return outer.digest()  # type: ignore[no-any-return]
 
 
 def sign(secret_key: str, ext_fields: dict[str, str], body: bytes = b"", version: int | None = None) -> str:
     """Base64(HMAC-SHA1(secret_key, signed_content(...))), as `AclClientRPCHook` computes it."""
-    digest = hmac.new(secret_key.encode(), signed_content(ext_fields, body, version), hashlib.sha1).digest()
-    return base64.b64encode(digest).decode("ascii")
+    digest = _digest(secret_key, _header_content(ext_fields, version), body)
+    return binascii.b2a_base64(digest, newline=False).decode("ascii")
 
 
 def verify(secret_key: str, ext_fields: dict[str, str], body: bytes = b"", version: int | None = None) -> bool:

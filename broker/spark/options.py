@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from broker.spark.offsets import EARLIEST, OffsetSpec, parse_offset_spec
@@ -56,7 +56,8 @@ _SOURCE_KEYS = frozenset(
     }
 )
 # TLS to the NameServers and brokers, for the source and the sink alike (ClientConfig.use_tls and its files)
-_TLS_KEYS = frozenset({"tls", "tlscafile", "tlscertfile", "tlskeyfile", "tlsinsecure"})
+# and ACL credentials (accessKey/secretKey: ClientConfig.access_key/secret_key, every request signed)
+_TLS_KEYS = frozenset({"tls", "tlscafile", "tlscertfile", "tlskeyfile", "tlsinsecure", "accesskey", "secretkey"})
 _SOURCE_KEYS = _SOURCE_KEYS | _TLS_KEYS
 _SINK_KEYS = frozenset({"topic", "nameserver", "producergroup", "maxinflight", "sendtimeoutms"}) | _TLS_KEYS
 
@@ -75,12 +76,19 @@ class SparkTls:
     cert_file: str | None = None
     key_file: str | None = None
     insecure: bool = False
+    #: Options accessKey and secretKey (ACL): the connection settings carry them too; never shown in a repr.
+    access_key: str | None = None
+    secret_key: str | None = field(default=None, repr=False)
 
     def client_settings(self) -> dict[str, Any]:
         """ClientConfig keyword arguments."""
+        signed: dict[str, Any] = {}
+        if self.access_key and self.secret_key:
+            signed = {"access_key": self.access_key, "secret_key": self.secret_key}
         if not self.enabled:
-            return {}
+            return signed
         return {
+            **signed,
             "use_tls": True,
             "tls_ca_file": self.ca_file,
             "tls_cert_file": self.cert_file,
@@ -98,7 +106,13 @@ def _tls(opts: Mapping[str, str]) -> SparkTls:
     enabled = _bool(opts, "tls", insecure or any(files.values()))
     if files["tlskeyfile"] and not files["tlscertfile"]:
         raise OptionError("option tlsKeyFile needs tlsCertFile")
-    return SparkTls(enabled, files["tlscafile"], files["tlscertfile"], files["tlskeyfile"], insecure)
+    access_key = (opts.get("accesskey") or "").strip() or None
+    secret_key = (opts.get("secretkey") or "").strip() or None
+    if (access_key is None) != (secret_key is None):
+        raise OptionError("options accessKey and secretKey go together")
+    return SparkTls(
+        enabled, files["tlscafile"], files["tlscertfile"], files["tlskeyfile"], insecure, access_key, secret_key
+    )
 
 
 @dataclass(frozen=True, slots=True)
