@@ -115,6 +115,7 @@ class StatusTimeline:
     name: str
     interval: float = 0.5
     seen: list[tuple[float, str, dict[str, tuple[str, str]]]] = field(default_factory=list)
+    messages: list[str] = field(default_factory=list)  # the Ready condition's message of each poll
     _stop: threading.Event = field(default_factory=threading.Event)
 
     def __enter__(self) -> StatusTimeline:
@@ -135,6 +136,8 @@ class StatusTimeline:
             status = obj.get("status") or {}
             conditions = {c["type"]: (c["status"], c.get("reason", "")) for c in status.get("conditions", [])}
             self.seen.append((time.monotonic(), str(status.get("phase")), conditions))
+            ready = next((c for c in status.get("conditions", []) if c["type"] == "Ready"), {})
+            self.messages.append(str(ready.get("message", "")))
             self._stop.wait(self.interval)
 
     def condition(self, type_: str) -> tuple[str, str] | None:
@@ -156,7 +159,8 @@ class StatusTimeline:
                 continue
             ready = conds.get("Ready", ("", ""))[0] == "True"
             if was_ready and not ready:
-                flips.append(f"{phase} {conds.get('Ready')} at +{at - since:.1f} s")
+                why = self.messages[self.seen.index((at, phase, conds))]
+                flips.append(f"{phase} {conds.get('Ready')} at +{at - since:.1f} s: {why}")
             was_ready = ready
         return flips
 

@@ -386,14 +386,19 @@ class Admin:
     async def replication_lag(self, broker_name: str) -> ReplicationLag:
         """Bytes of CommitLog each registered slave of `broker_name` is behind its master (runtime info of
         each; the master is read first, so a slave that moves on meanwhile shows less lag, never more).
-        A slave the NameServer does not list (stopped, not registered yet) is not in the result."""
+        A slave the NameServer does not list (stopped, not registered yet) is not in the result; one whose
+        data diverged has no lag (None); `SlaveLag.attached` says whether this master serves the slave's host
+        a replication connection now."""
         bd = (await self.cluster_info()).brokers.get(broker_name)
         master = bd.broker_addrs.get(MASTER_ID) if bd else None
         if bd is None or master is None:
             raise ClientError(f"no master of broker group {broker_name} is registered with the NameServer")
-        master_max = (await self.runtime_info(master)).commit_log_max_offset
+        master_info = await self.runtime_info(master)
+        master_max = master_info.commit_log_max_offset
         if master_max is None:
             raise ClientError(f"master {master} of {broker_name} does not report commitLogMaxOffset")
+        # a slave still attached to a master that is gone (its session not timed out yet) replicates nothing
+        attached = master_info.ha_slave_hosts if "haSlaveAckOffsets" in master_info else None
         slaves = []
         for broker_id, addr in sorted(bd.broker_addrs.items()):
             if broker_id == MASTER_ID:
@@ -406,7 +411,8 @@ class Admin:
                 log.info("runtime info of slave %s failed: %s", addr, exc)
                 offset = None
             lag = None if offset is None or diverged else max(0, master_max - offset)
-            slaves.append(SlaveLag(broker_id, addr, offset, lag, diverged))
+            serving = None if attached is None else addr.rsplit(":", 1)[0] in attached
+            slaves.append(SlaveLag(broker_id, addr, offset, lag, diverged, serving))
         return ReplicationLag(broker_name, master, master_max, tuple(slaves))
 
 

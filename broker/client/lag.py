@@ -133,6 +133,9 @@ class SlaveLag:
     max_offset: int | None  # None: the slave did not answer
     lag_bytes: int | None
     diverged: str | None = None  # why the slave stopped replicating, when its data and its master's diverged
+    # whether the master serves this slave's host a replication connection now (None: the master did not say).
+    # A slave still attached to a master that is gone, its session not timed out yet, is not.
+    attached: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)

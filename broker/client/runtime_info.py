@@ -72,6 +72,12 @@ class BrokerRuntimeInfo(Mapping[str, str]):
         return None if value is None else value == "true"
 
     @property
+    def ha_slave_hosts(self) -> set[str]:
+        """On a master: the hosts of the slaves whose replication connections it serves now."""
+        listed = self._table.get("haSlaveAckOffsets") or ""
+        return {item.split("=", 1)[0].rsplit(":", 1)[0] for item in listed.split(",") if "=" in item}
+
+    @property
     def ha_diverged(self) -> str | None:
         """Why a slave stopped replicating because its CommitLog and its master's diverged (None: it did not)."""
         return self._table.get("haDiverged") or None

@@ -40,12 +40,14 @@ class HAController:
         master_ha_addr: Callable[[], str | None],
         master_addr: Callable[[], str | None],
         ha_server_addr: Callable[[], str] | None = None,
+        on_master_lost: Callable[[], None] | None = None,
     ) -> None:
         self.store = store
         self.settings = settings
         self._master_ha_addr = master_ha_addr
         self._master_addr = master_addr
         self._ha_server_addr = ha_server_addr
+        self._on_master_lost = on_master_lost
         self.master: HAMaster | None = None
         self.client: HAClient | None = None
         self.source: RestoreSource | None = None
@@ -73,7 +75,9 @@ class HAController:
                     exc,
                 )
             on_appended = self.source.data_appended if self.source is not None else None
-            self.client = HAClient(self.store, self.settings, self._master_ha_addr, on_appended)
+            self.client = HAClient(
+                self.store, self.settings, self._master_ha_addr, on_appended, on_master_lost=self._on_master_lost
+            )
             self.client.start()
             return port
         self.master = HAMaster(self.store, self.settings)

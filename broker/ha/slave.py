@@ -50,11 +50,15 @@ class HAClient:
         settings: HASettings,
         master_ha_addr: Callable[[], str | None],
         on_appended: Callable[[int], None] | None = None,
+        on_master_lost: Callable[[], None] | None = None,
     ) -> None:
         self.store = store
         self.settings = settings
         self.master_ha_addr = master_ha_addr
         self.on_appended = on_appended
+        # asks for the master's address anew (the broker re-registers: the NameServer's answer names the
+        # master's HA address): a master that came back elsewhere is found now, not at the next registration
+        self.on_master_lost = on_master_lost
         self.connected_addr: str | None = None
         self.last_contact = 0.0  # monotonic time of the last block (data or heartbeat) from the master
         self.last_master_offset = -1  # end of the last block the master sent
@@ -104,6 +108,8 @@ class HAClient:
                 failures += 1
                 level = logging.WARNING if failures in (1, 10) or failures % 60 == 0 else logging.DEBUG
                 log.log(level, "HA: cannot connect to master %s (%s), attempt %d", addr, exc or "timeout", failures)
+                if self.on_master_lost is not None:
+                    self.on_master_lost()
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, BACKOFF_MAX)
                 continue
@@ -117,6 +123,8 @@ class HAClient:
                 self.connected_addr = None
                 self._stream = None
                 stream.close()
+            if self.on_master_lost is not None:
+                self.on_master_lost()
             if self.diverged is not None:
                 backoff = BACKOFF_DIVERGED
             elif self.bytes_received > received_before:

@@ -260,6 +260,7 @@ class BrokerController:
             lambda: registrar.master_ha_addr,
             lambda: registrar.master_addr,
             lambda: c.ha_server_addr,
+            on_master_lost=registrar.trigger,
         )
         self.ha.start_restore = restored
         ha_port = await self.ha.start()

@@ -64,6 +64,7 @@ from rocketcluster.plan import (
 )
 from rocketcluster.pod_watch import watch_paths, watch_pods
 from rocketcluster.render import render_broker_group, render_cluster
+from rocketcluster.render_network import network_policy_names
 
 __all__ = ["Outcome", "reconcile"]
 
@@ -76,6 +77,8 @@ ADMIN_TIMEOUT = 5.0  # one admin call; a broker that does not answer in time is 
 PERM_WRITE = 0x2
 APPLY_CONCURRENCY = 6
 ORPHAN_DELETE_SECONDS = 30.0  # how long a StatefulSet deleted with its pods orphaned may take to go
+# Where the operator's pod runs (the chart sets it from the downward API): the NetworkPolicies admit it.
+OPERATOR_NAMESPACE = os.environ.get("POD_NAMESPACE") or None
 _kube: Kube | None = None
 _locks: dict[str, asyncio.Lock] = {}  # one pass at a time per cluster (uid): change handler, resync, pod events
 _clusters: dict[tuple[str, str], str] = {}  # (namespace, name) -> uid of every RocketCluster kopf has shown us
@@ -431,6 +434,7 @@ class _AdminSession:
             )
             lag: dict[int, int | None] = {}
             diverged: dict[int, str] = {}
+            detached: set[int] = set()
             writable = consumer_lag = unread = None
             if 0 in registered:
                 if len(registered) > 1:
@@ -438,6 +442,7 @@ class _AdminSession:
                     if replication is not None:
                         lag = {s.broker_id: s.lag_bytes for s in replication.slaves}
                         diverged = {s.broker_id: s.diverged for s in replication.slaves if s.diverged}
+                        detached = {s.broker_id for s in replication.slaves if s.attached is False}
                 route = await self._ask(f"{broker_name} route", self.admin.topic_route(broker_name))
                 if route is not None:
                     perms = [q.perm for q in route.queue_datas if q.broker_name == broker_name]
@@ -450,6 +455,7 @@ class _AdminSession:
                 registered=registered,
                 lag_bytes=lag,
                 diverged=diverged,
+                detached=frozenset(detached),
                 writable=writable,
                 consumer_lag=consumer_lag,
                 unread=unread,
@@ -480,10 +486,13 @@ async def _execute(
         await kube.post_event(body, "Normal", action.reason, action.describe())
         metrics.action_taken(ns, c, action.reason)
     if isinstance(action, ApplyChildren):
-        objs = _shared_children(render_cluster(cluster, spec))
+        objs = _shared_children(render_cluster(cluster, spec, OPERATOR_NAMESPACE))
         sizes = dict(action.claim_sizes)
         for g in action.groups:
             objs += render_broker_group(cluster, spec, g, sizes.get(g))
+        if not spec.network_policy.enabled:  # turned off: the policies made before go
+            for policy in network_policy_names(c):
+                await kube.delete("networking.k8s.io/v1", "NetworkPolicy", ns, policy)
         return await _apply_all(kube, body, objs)
     if isinstance(action, CreateGroup):
         return await _apply_all(kube, body, render_broker_group(cluster, spec, action.group))

@@ -49,6 +49,7 @@ class GroupFacts:
     registered: Mapping[int, str] = field(default_factory=dict)  # brokerId -> registered address
     lag_bytes: Mapping[int, int | None] = field(default_factory=dict)  # slave brokerId -> replication lag
     diverged: Mapping[int, str] = field(default_factory=dict)  # slave brokerId -> why it stopped replicating
+    detached: frozenset[int] = frozenset()  # slave brokerIds the master serves no replication connection
     writable: bool | None = None
     consumer_lag: int | None = None
     unread: Mapping[str, int] | None = None  # topic -> messages no consumer group reads
@@ -115,10 +116,12 @@ def pod_observation(pod: Mapping[str, Any], facts: GroupFacts | None = None) -> 
     registered = False
     lag: int | None = None
     diverged: str | None = None
+    attached = True
     if facts is not None:
         registered = ip is not None and facts.registered.get(ordinal) == f"{ip}:{names.BROKER_MAIN_PORT}"
         lag = facts.lag_bytes.get(ordinal)
         diverged = facts.diverged.get(ordinal)
+        attached = ordinal not in facts.detached
     return PodObservation(
         name=str(meta.get("name")),
         ordinal=ordinal,
@@ -130,6 +133,7 @@ def pod_observation(pod: Mapping[str, Any], facts: GroupFacts | None = None) -> 
         registered=registered,
         lag_bytes=lag,
         diverged=diverged,
+        attached=attached,
     )
 
 

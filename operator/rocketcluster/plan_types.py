@@ -69,7 +69,8 @@ class PodObservation:
     reason, or `Unschedulable` for a pod the scheduler could not place (PodScheduled=False). For a broker pod,
     `registered` says the NameServer lists it, and `lag_bytes` is a slave's replication lag behind its master
     (None when unknown, which counts as not caught up); `diverged` says why a slave stopped replicating because
-    its CommitLog and its master's diverged.
+    its CommitLog and its master's diverged; `attached` is false for a slave the current master serves no
+    replication connection (still attached to a master that is gone, its session not timed out yet).
     """
 
     name: str
@@ -82,6 +83,7 @@ class PodObservation:
     registered: bool = False
     lag_bytes: int | None = None
     diverged: str | None = None
+    attached: bool = True
 
     @property
     def stuck(self) -> bool:

@@ -106,8 +106,11 @@ class ClusterView:
         return not self.missing and all(m.pod.ready and (m.group is None or m.pod.registered) for m in self.members)
 
     def replicating(self) -> bool:
-        """Every slave's replication is known to run: its lag was measured, and its data has not diverged."""
-        return all(m.pod.lag_bytes is not None and not m.pod.diverged for m in self.members if m.is_slave)
+        """Every slave's replication is known to run: its lag was measured, its data has not diverged, and the
+        current master serves it."""
+        return all(
+            m.pod.lag_bytes is not None and not m.pod.diverged and m.pod.attached for m in self.members if m.is_slave
+        )
 
     def caught_up(self, member: Member) -> bool:
         lag = member.pod.lag_bytes

@@ -148,6 +148,8 @@ def test_runtime_info_typed_views() -> None:
     assert info.master_addr == "m:1" and info.registered_name_servers == ["n1:9876", "n2:9876"]
     assert info.last_register_timestamp == 77 and info.boot_timestamp is None  # unparsable: None, not 0
     assert info.commit_log_min_offset is None and info["haRole"] == "SLAVE" and len(info) == 7
+    served = BrokerRuntimeInfo("a:1", {"haSlaveAckOffsets": "10.0.0.2:40112=99,[::1]:5=7,bad"})
+    assert served.ha_slave_hosts == {"10.0.0.2", "[::1]"}  # the hosts a master serves replication to
     master = BrokerRuntimeInfo("a:1", {"haRole": "SYNC_MASTER", "haConnectedSlaves": "1"})
     assert not master.is_slave and master.ha_connected is None and master.connected_slaves == 1
     assert master.registered_name_servers == []
@@ -307,8 +309,8 @@ async def test_replication_lag_and_runtime_info_of_a_master_slave_pair(tmp_path:
             await wait_for_listed(admin, "rc-0", 2)
             lag = await admin.replication_lag("rc-0")
             assert lag.master_addr == master.addr and lag.master_max_offset == master.store.max_phy_offset
-            assert lag.slaves == (SlaveLag(1, slave.addr, master.store.max_phy_offset, 0),)
-            assert lag.max_lag_bytes == 0
+            assert lag.slaves == (SlaveLag(1, slave.addr, master.store.max_phy_offset, 0, attached=True),)
+            assert lag.max_lag_bytes == 0 and lag.slaves[0].attached is True
 
             info = await admin.runtime_info(slave.addr)
             assert info.is_slave and info.ha_connected is True and info.master_addr == master.addr
@@ -327,6 +329,7 @@ async def test_replication_lag_and_runtime_info_of_a_master_slave_pair(tmp_path:
             lag = await admin.replication_lag("rc-0")
             assert lag.slaves[0].max_offset == frozen
             assert lag.max_lag_bytes == master.store.max_phy_offset - frozen > 5 * 300
+            assert lag.slaves[0].attached is False  # the master serves it no replication connection
 
 
 async def wait_for_listed(admin: Admin, broker_name: str, count: int) -> None:

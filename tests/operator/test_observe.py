@@ -77,6 +77,8 @@ FACTS = GroupFacts(registered={0: "10.88.0.5:10911", 1: "10.88.0.6:10911"}, lag_
             dataclasses.replace(FACTS, lag_bytes={1: None}, diverged={1: "AHEAD of the master"}),
             {"lag_bytes": None, "diverged": "AHEAD of the master"},
         ),
+        (pod("c-broker-0-1", ip="10.88.0.6"), dataclasses.replace(FACTS, detached=frozenset({1})), {"attached": False}),
+        (pod("c-broker-0-1", ip="10.88.0.6"), FACTS, {"attached": True}),
     ],
 )
 def test_pod_observation(raw: dict[str, Any], facts: GroupFacts | None, expected: dict[str, Any]) -> None:

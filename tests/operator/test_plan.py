@@ -65,6 +65,7 @@ class FakePod:
     registered: bool = True
     lag: int | None = 0
     diverged: str | None = None
+    attached: bool = True
 
     def observe(self) -> PodObservation:
         return PodObservation(
@@ -78,6 +79,7 @@ class FakePod:
             registered=self.registered,
             lag_bytes=self.lag,
             diverged=self.diverged,
+            attached=self.attached,
         )
 
 
@@ -1060,6 +1062,10 @@ def test_ready_waits_for_every_slave_s_replication_to_be_measured() -> None:
     assert conditions(cluster.plan())["Ready"][0] == "False"
     cluster.broker[0].pods[2].lag = 0
     assert conditions(cluster.plan())["Ready"] == READY
+    # a master came back elsewhere; the slave's session with the old one has not timed out yet
+    cluster.broker[0].pods[2].attached = False
+    assert conditions(cluster.plan())["Ready"][0] == "False"
+    assert conditions(cluster.plan())["Degraded"] == HEALTHY  # waiting for it, not a fault
 
 
 def test_settled_cluster_plans_the_same_step_forever() -> None:
