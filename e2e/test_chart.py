@@ -170,6 +170,7 @@ NAMESPACED_NEEDS = {
         ("", "configmaps"),
         ("", "serviceaccounts"),
         ("policy", "poddisruptionbudgets"),
+        ("networking.k8s.io", "networkpolicies"),
     ]
     for verb in ("create", "patch", "list", "delete")  # server-side apply creates, then patches
 }  # fmt: skip

@@ -3,7 +3,8 @@
 Every scenario runs a producer that records each acknowledged message, and ends with a read of every
 message the topic holds: it prints the count of acknowledged messages and of unreadable ones, which must
 be 0. The cluster's status is polled throughout; once Ready is back after the disruption, it must not turn
-back.
+back. The namespace enforces the `restricted` Pod Security Standard, and the pods run with a read-only root
+filesystem.
 - A master killed abruptly (SIGKILL of the broker process, then its pod force-deleted) on ephemeral storage,
   with `examples/kubernetes/minimal.yaml` as shipped: the new master pod starts empty and restores its
   slave's messages and topics before it serves.
@@ -47,6 +48,8 @@ def ns(k8s_node: Kube) -> Iterator[str]:
     name = f"safety-{uuid.uuid4().hex[:6]}"
     k8s_node.run("apply", "--server-side", "-f", str(CRD_FILE))
     k8s_node.run("create", "namespace", name)
+    # the restricted Pod Security Standard, enforced: every pod of the operator's clusters must meet it
+    k8s_node.run("label", "namespace", name, "pod-security.kubernetes.io/enforce=restricted")
     yield name
     k8s_node.run("delete", "rmq", "--all", "-n", name, "--wait=true", "--timeout=90s", check=False, timeout=120)
     k8s_node.run("delete", "namespace", name, "--wait=false", check=False)

@@ -33,6 +33,7 @@ FIELD_MANAGER = "rocketcluster-operator"
 _PLURALS = {
     "ConfigMap": "configmaps",
     "Event": "events",
+    "NetworkPolicy": "networkpolicies",
     "PersistentVolumeClaim": "persistentvolumeclaims",
     "Pod": "pods",
     "PodDisruptionBudget": "poddisruptionbudgets",

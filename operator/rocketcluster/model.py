@@ -368,6 +368,19 @@ class Metrics(_Wire):
         return value
 
 
+class NetworkPolicySpec(_Wire):
+    """The NetworkPolicies the operator generates: who may connect to the NameServers and the brokers."""
+
+    enabled: bool = True
+    """Generate them. Off, nothing limits who connects (the cluster's own policies still apply)."""
+    allow_from: list[KubeObject] | None = Field(default=None, max_length=MAX_LIST_ITEMS)
+    """Who the clients are: NetworkPolicyPeers (podSelector, namespaceSelector, ipBlock), as in a
+    NetworkPolicy's `from`. Unset: every pod of the cluster's namespace. The cluster's own pods and the
+    operator are always admitted."""
+    metrics_from: list[KubeObject] | None = Field(default=None, max_length=MAX_LIST_ITEMS)
+    """Who may scrape the metrics port (spec.metrics): NetworkPolicyPeers. Unset: any pod of any namespace."""
+
+
 class RocketClusterSpec(_Wire):
     """A RocketMQ cluster: NameServers and broker groups."""
 
@@ -398,6 +411,8 @@ class RocketClusterSpec(_Wire):
     """Safety of removing broker groups."""
     metrics: Metrics = Field(default_factory=Metrics)
     """Prometheus metrics of the brokers."""
+    network_policy: NetworkPolicySpec = Field(default_factory=NetworkPolicySpec)
+    """NetworkPolicies admitting only the clients, the cluster's own pods and the operator."""
 
     def effective_cluster_name(self, metadata_name: str) -> str:
         """brokerClusterName: spec.clusterName, else the resource's name."""

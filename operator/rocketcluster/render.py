@@ -20,6 +20,7 @@ from typing import Any, Final
 from rocketcluster import names
 from rocketcluster.model import PodTemplate, RocketClusterSpec
 from rocketcluster.names import ClusterRef
+from rocketcluster.render_network import network_policies
 
 __all__ = [
     "BROKER_GRACE_SECONDS",
@@ -38,6 +39,7 @@ __all__ = [
     "render_cluster",
     "render_connection_config_map",
     "render_nameserver",
+    "render_network_policies",
     "render_service_account",
 ]
 
@@ -48,6 +50,10 @@ RUN_AS_ID: Final = 10001  # the broker image's user and group
 BROKER_GRACE_SECONDS: Final = 60
 NAMESERVER_GRACE_SECONDS: Final = 30
 _CONFIG_VOLUME: Final = "config"
+# The root filesystem is read-only: what a process writes outside its data volume goes to these (the image's
+# home holds the NameServer's kvConfig.json; Python and its libraries use /tmp).
+_SCRATCH: Final = (("tmp", "/tmp"), ("home", "/home/rocketmq"))
+_SCRATCH_SIZE: Final = "64Mi"
 
 
 # -- shared pieces ----------------------------------------------------------------------------------------------
@@ -107,8 +113,21 @@ def _pod_security_context(template: PodTemplate) -> Obj:
     return {**base, **copy.deepcopy(template.security_context or {})}
 
 
+def _scratch_volumes() -> list[Obj]:
+    return [{"name": name, "emptyDir": {"sizeLimit": _SCRATCH_SIZE}} for name, _ in _SCRATCH]
+
+
+def _scratch_mounts() -> list[Obj]:
+    return [{"name": name, "mountPath": path} for name, path in _SCRATCH]
+
+
 def _container_security_context(template: PodTemplate) -> Obj:
-    base: Obj = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    """The `restricted` Pod Security Standard, and a read-only root filesystem (a template may change it)."""
+    base: Obj = {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "readOnlyRootFilesystem": True,
+    }
     return {**base, **copy.deepcopy(template.container_security_context or {})}
 
 
@@ -286,7 +305,10 @@ def render_nameserver(cluster: ClusterRef, spec: RocketClusterSpec) -> list[Obj]
         {
             "command": ["mqnamesrv", "-c", f"{names.BROKER_CONFIG_DIR}/{names.NAMESERVER_CONF_FILE}"],
             "ports": container_ports + _metrics_ports(spec),
-            "volumeMounts": [{"name": _CONFIG_VOLUME, "mountPath": names.BROKER_CONFIG_DIR, "readOnly": True}],
+            "volumeMounts": [
+                {"name": _CONFIG_VOLUME, "mountPath": names.BROKER_CONFIG_DIR, "readOnly": True},
+                *_scratch_mounts(),
+            ],
             "readinessProbe": _probe(
                 {"exec": {"command": ["rocketcluster-probe", "namesrv"]}}, period=10, timeout=5, failures=3
             ),
@@ -294,7 +316,7 @@ def render_nameserver(cluster: ClusterRef, spec: RocketClusterSpec) -> list[Obj]
         }
     )
     annotations = {names.ANNOTATION_CONFIG_HASH: data_hash(config_data), **_scrape_annotations(spec)}
-    volumes = [{"name": _CONFIG_VOLUME, "configMap": {"name": names.nameserver_config_map(c)}}]
+    volumes = [{"name": _CONFIG_VOLUME, "configMap": {"name": names.nameserver_config_map(c)}}, *_scratch_volumes()]
     pod = _pod_template(
         cluster, spec, template, labels, annotations, selector, NAMESERVER_GRACE_SECONDS, container, volumes
     )
@@ -417,7 +439,7 @@ def _broker_volumes(cluster: ClusterRef, spec: RocketClusterSpec, g: int) -> lis
     ]
     if spec.storage.type == "ephemeral":
         volumes.append({"name": names.DATA_VOLUME, "emptyDir": {"sizeLimit": spec.storage.size}})
-    return volumes
+    return volumes + _scratch_volumes()
 
 
 def _data_claim_template(spec: RocketClusterSpec, labels: Mapping[str, str], size: str) -> Obj:
@@ -453,6 +475,7 @@ def _broker_container(spec: RocketClusterSpec, template: PodTemplate) -> Obj:
             "volumeMounts": [
                 {"name": names.DATA_VOLUME, "mountPath": names.DATA_MOUNT_PATH},
                 {"name": _CONFIG_VOLUME, "mountPath": names.BROKER_CONFIG_DIR, "readOnly": True},
+                *_scratch_mounts(),
             ],
             "readinessProbe": _probe(
                 {"exec": {"command": ["rocketcluster-probe", "broker"]}}, period=10, timeout=5, failures=3
@@ -518,12 +541,27 @@ def render_broker_group(
 # -- everything -----------------------------------------------------------------------------------------------------
 
 
-def render_cluster(cluster: ClusterRef, spec: RocketClusterSpec) -> list[Obj]:
-    """Every child of the cluster, in an order that can be applied front to back (identity and Services
-    before the pods that use them; NameServers before brokers)."""
+def render_network_policies(cluster: ClusterRef, spec: RocketClusterSpec, operator_namespace: str | None) -> list[Obj]:
+    """The cluster's NetworkPolicies (rocketcluster.render_network says whom they admit)."""
+    return [
+        {
+            "apiVersion": "networking.k8s.io/v1",
+            "kind": "NetworkPolicy",
+            "metadata": _metadata(cluster, name, labels),
+            "spec": policy,
+        }
+        for name, labels, policy in network_policies(cluster.name, spec, operator_namespace)
+    ]
+
+
+def render_cluster(cluster: ClusterRef, spec: RocketClusterSpec, operator_namespace: str | None = None) -> list[Obj]:
+    """Every child of the cluster, in an order that can be applied front to back (identity, policies and
+    Services before the pods that use them; NameServers before brokers). `operator_namespace`: where the
+    operator's pods run, for the NetworkPolicies to admit them (None: the operator is no pod)."""
     objects: list[Obj] = [
         render_service_account(cluster),
         render_connection_config_map(cluster, spec),
+        *render_network_policies(cluster, spec, operator_namespace),
         *render_nameserver(cluster, spec),
         render_broker_headless_service(cluster),
     ]

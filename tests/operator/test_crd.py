@@ -84,6 +84,8 @@ def test_pass_through_objects_keep_unknown_fields_and_nothing_else_does() -> Non
             "securityContext",
             "containerSecurityContext",
             "topologySpreadConstraints",
+            "allowFrom",  # NetworkPolicyPeers, passed through
+            "metricsFrom",
         }, path
     assert ".spec.template.affinity" in spec_keeps
     assert ".spec.broker.template.tolerations[]" in spec_keeps

@@ -56,6 +56,8 @@ def test_every_child_by_kind_and_name() -> None:
     assert [(o["kind"], o["metadata"]["name"]) for o in objects] == [
         ("ServiceAccount", "demo-rocketmq"),
         ("ConfigMap", "demo-connection"),
+        ("NetworkPolicy", "demo-nameserver"),
+        ("NetworkPolicy", "demo-broker"),
         ("ConfigMap", "demo-nameserver-config"),
         ("Service", "demo-nameserver-headless"),
         ("Service", "demo-nameserver"),
@@ -69,6 +71,62 @@ def test_every_child_by_kind_and_name() -> None:
         ("StatefulSet", "demo-broker-1"),
         ("PodDisruptionBudget", "demo-broker-1"),
     ]
+
+
+def _policies(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {o["metadata"]["name"]: o["spec"] for o in objects if o["kind"] == "NetworkPolicy"}
+
+
+def test_network_policies_admit_the_clients_the_cluster_and_the_operator_only() -> None:
+    policies = _policies(render_cluster(CLUSTER, _spec(), operator_namespace="ops"))
+    nameserver, broker = policies["demo-nameserver"], policies["demo-broker"]
+    assert nameserver["podSelector"]["matchLabels"] == names.nameserver_selector("demo")
+    assert broker["podSelector"]["matchLabels"] == names.broker_selector("demo")
+    assert nameserver["policyTypes"] == broker["policyTypes"] == ["Ingress"]  # egress is not limited
+    clients = [
+        {"podSelector": {}},  # by default, the cluster's namespace
+        {"podSelector": {"matchLabels": {names.LABEL_CLUSTER: "demo"}}},
+        {
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "ops"}},
+            "podSelector": {"matchLabels": {"rocketcluster.io/operator": "true"}},
+        },
+    ]
+    assert nameserver["ingress"] == [{"from": clients, "ports": [{"protocol": "TCP", "port": 9876}]}]
+    main, ha = broker["ingress"]
+    assert main == {"from": clients, "ports": [{"protocol": "TCP", "port": 10911}]}
+    # replication and restores: between the cluster's brokers only
+    assert ha == {
+        "from": [{"podSelector": {"matchLabels": names.broker_selector("demo")}}],
+        "ports": [{"protocol": "TCP", "port": 10912}],
+    }
+
+
+def test_network_policies_follow_the_spec() -> None:
+    allowed = [{"namespaceSelector": {"matchLabels": {"team": "pay"}}}, {"ipBlock": {"cidr": "10.1.0.0/16"}}]
+    spec = _spec(networkPolicy={"allowFrom": allowed}, metrics={"enabled": True})
+    broker = _policies(render_cluster(CLUSTER, spec))["demo-broker"]
+    main, _ha, metrics = broker["ingress"]
+    assert main["from"][:2] == allowed and len(main["from"]) == 3  # no operator pod: it runs outside
+    assert metrics == {"from": [{"namespaceSelector": {}}], "ports": [{"protocol": "TCP", "port": 5557}]}
+    scrapers = [{"namespaceSelector": {"matchLabels": {"name": "monitoring"}}}]
+    spec = _spec(networkPolicy={"metricsFrom": scrapers}, metrics={"enabled": True})
+    assert _policies(render_cluster(CLUSTER, spec))["demo-nameserver"]["ingress"][1]["from"] == scrapers
+    assert _policies(render_cluster(CLUSTER, _spec(networkPolicy={"enabled": False}))) == {}
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"allowFrom": "everyone"},
+        {"allowFrom": [1, 2]},
+        {"enabled": "yes please"},
+        {"unknownField": True},
+        {"allowFrom": [{"podSelector": {"matchLabels": {"a": {"b": {"c": {"d": {"e": {"f": {"g": {}}}}}}}}}}] * 200},
+    ],
+)
+def test_bad_network_policy_specs_are_refused_naming_the_field(bad: dict[str, Any]) -> None:
+    with pytest.raises(ValueError, match="networkPolicy"):
+        parse_spec({"networkPolicy": bad})
 
 
 def test_every_child_is_owned_labelled_and_namespaced() -> None:
@@ -131,12 +189,20 @@ def test_nameserver_statefulset_services_and_pdb() -> None:
     assert sts["serviceName"] == "demo-nameserver-headless"
     assert sts["updateStrategy"] == {"type": "OnDelete"}
     pod = sts["template"]["spec"]
-    assert pod["volumes"] == [{"name": "config", "configMap": {"name": "demo-nameserver-config"}}]
+    assert pod["volumes"] == [
+        {"name": "config", "configMap": {"name": "demo-nameserver-config"}},
+        {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}},
+        {"name": "home", "emptyDir": {"sizeLimit": "64Mi"}},
+    ]
     assert pod["serviceAccountName"] == "demo-rocketmq"
     container = _container(objects[("StatefulSet", "demo-nameserver")])
     assert container["name"] == "nameserver"
     assert container["command"] == ["mqnamesrv", "-c", "/etc/rocketcluster/namesrv.conf"]
-    assert container["volumeMounts"] == [{"name": "config", "mountPath": "/etc/rocketcluster", "readOnly": True}]
+    assert container["volumeMounts"] == [
+        {"name": "config", "mountPath": "/etc/rocketcluster", "readOnly": True},
+        {"name": "tmp", "mountPath": "/tmp"},
+        {"name": "home", "mountPath": "/home/rocketmq"},  # the NameServer's kvConfig.json
+    ]
     assert container["ports"] == [{"name": "namesrv", "containerPort": 9876, "protocol": "TCP"}]
     assert container["readinessProbe"]["exec"]["command"] == ["rocketcluster-probe", "namesrv"]
     assert container["livenessProbe"]["tcpSocket"] == {"port": "namesrv"}
@@ -211,7 +277,13 @@ def test_broker_statefulset_follows_the_contract() -> None:
     assert "data" not in volumes  # the claim template provides it
     assert container["readinessProbe"]["exec"]["command"] == ["rocketcluster-probe", "broker"]
     assert container["livenessProbe"]["tcpSocket"] == {"port": "main"}
-    assert container["securityContext"]["allowPrivilegeEscalation"] is False
+    assert container["securityContext"] == {  # the restricted Pod Security Standard, and a read-only root
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "readOnlyRootFilesystem": True,
+    }
+    assert {mounts["tmp"]["mountPath"], mounts["home"]["mountPath"]} == {"/tmp", "/home/rocketmq"}
+    assert volumes["tmp"] == {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}}
     pdb = _by_kind_name(objects)[("PodDisruptionBudget", "demo-broker-1")]["spec"]
     assert pdb == {"maxUnavailable": 1, "selector": {"matchLabels": names.broker_group_selector("demo", 1)}}
 
@@ -307,7 +379,7 @@ def test_templates_merge_into_the_pods_and_operator_labels_win() -> None:
             "nodeSelector": {"pool": "mq"},
             "priorityClassName": "critical",
             "securityContext": {"fsGroupChangePolicy": "OnRootMismatch"},
-            "containerSecurityContext": {"readOnlyRootFilesystem": True},
+            "containerSecurityContext": {"readOnlyRootFilesystem": False},
             "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}],
         },
         broker={"template": {"labels": {"team": "brokers"}}},
@@ -329,7 +401,7 @@ def test_templates_merge_into_the_pods_and_operator_labels_win() -> None:
         assert pod["topologySpreadConstraints"][0]["maxSkew"] == 1
         assert pod["securityContext"]["fsGroupChangePolicy"] == "OnRootMismatch"
         assert pod["securityContext"]["runAsUser"] == 10001
-        assert pod["containers"][0]["securityContext"]["readOnlyRootFilesystem"] is True
+        assert pod["containers"][0]["securityContext"]["readOnlyRootFilesystem"] is False  # the template's word
     assert broker["metadata"]["annotations"][names.ANNOTATION_CONFIG_HASH] == config_hash(CLUSTER, spec, 0)
 
 
