@@ -40,6 +40,7 @@ from rocketcluster.plan_resources import (
     Master,
     ResourceObservation,
     ResourcePlan,
+    broker_made_topic,
     finish,
     older_owner,
     plan_resource,
@@ -145,6 +146,9 @@ _KINDS = {k.kind: k for k in (TOPIC, CONSUMER_GROUP)}
 
 Key = tuple[str, str, str]  # (kind, namespace, name)
 _known: dict[Key, str] = {}  # every topic and group kopf has shown us -> uid
+# The last body the watch showed of each: who else names a topic is looked up here, not by a list per pass
+# (which would cost the API server a list of every topic for every topic on every resync).
+_bodies: dict[Key, Mapping[str, Any]] = {}
 _passes: dict[Key, asyncio.Task[None]] = {}
 _changed_again: set[Key] = set()
 
@@ -167,15 +171,28 @@ def _track(kind: Kind, type_: str | None, body: Mapping[str, Any]) -> None:
     key = (kind.kind, str(meta["namespace"]), str(meta["name"]))
     if type_ == "DELETED":
         uid = _known.pop(key, None)
+        _bodies.pop(key, None)
         if uid is not None:
             handlers._locks.pop(uid, None)
         _passes.pop(key, None)
         return
     new = key not in _known
     _known[key] = str(meta["uid"])
+    _bodies[key] = _owner_facts(body)
     seen = (body.get("status") or {}).get("observedGeneration")
     if new or seen != meta.get("generation"):
         _schedule(key)
+
+
+def _owner_facts(body: Mapping[str, Any]) -> dict[str, Any]:
+    """What `older_owner` reads of a body (kept per object, so a copy of no more than that)."""
+    meta = body["metadata"]
+    keep = ("name", "uid", "creationTimestamp", "deletionTimestamp")
+    spec = body.get("spec")
+    return {
+        "metadata": {k: meta[k] for k in keep if k in meta},
+        "spec": dict(spec) if isinstance(spec, Mapping) else {},
+    }
 
 
 def schedule_all() -> None:
@@ -263,7 +280,10 @@ async def _reconcile(kind: Kind, body: Mapping[str, Any]) -> None:
         await _report_plan(kind, body, rname, None, observation, problem)
         return
     cluster_name = cluster_spec.effective_cluster_name(spec.cluster_ref)
-    others = await kube.list(names.API_VERSION, kind.kind, namespace, {})
+    if kind is TOPIC and (owned := broker_made_topic(rname, cluster_name)) is not None:
+        await _report(kind, body, rname, cluster_name, ("False", "InvalidSpec", owned), None, invalid=True)
+        return
+    others = [b for (k, ns, _), b in list(_bodies.items()) if k == kind.kind and ns == namespace]
     owner = older_owner(body, others, lambda b: ((b.get("spec") or {}).get("clusterRef"), kind.rocketmq_name(b)))
     if owner is not None:
         problem = ("Conflict", f"{kind.kind} {owner!r} already manages the {kind.word} {rname} of this cluster")
@@ -321,8 +341,10 @@ async def _reconcile(kind: Kind, body: Mapping[str, Any]) -> None:
         await kube.post_event(body, "Normal", "Applied", message)
     if plan.adopted and old.get("adopted") is None:
         await kube.post_event(body, "Normal", "Adopted", plan.ready[2])
-    for broker_name, why in failures.items():
-        await kube.post_event(body, "Warning", "BrokerRefused", f"{kind.word} {rname} on {broker_name}: {why}")
+    told = {c.get("reason") for c in old.get("conditions") or [] if c.get("type") == "Ready"}
+    if not told & {"BrokerRefused", "BrokerUnreachable"}:  # once per episode, not on every resync
+        for broker_name, why in failures.items():
+            await kube.post_event(body, "Warning", "BrokerRefused", f"{kind.word} {rname} on {broker_name}: {why}")
     holders = tuple(b for b in plan.broker_names if b not in failures)
     plan = dataclasses.replace(plan, broker_names=holders)
     await _report(kind, body, rname, cluster_name, finish(plan, failures, unreachable), plan)

@@ -19,6 +19,7 @@ The rules:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +32,7 @@ __all__ = [
     "ResourceObservation",
     "ResourcePlan",
     "Write",
+    "broker_made_topic",
     "finish",
     "older_owner",
     "plan_resource",
@@ -135,6 +137,18 @@ def plan_resource(
     else:
         ready = ("True", "Applied", f"the {o.kind} {o.name} is on {where} as the spec says{pending}")
     return ResourcePlan(tuple(writes), adopted, adopted_generation, ready, holders, tuple(differs))
+
+
+def broker_made_topic(name: str, cluster_name: str) -> str | None:
+    """Why a topic is the brokers' own (they make a topic named after their cluster, one after each brokerName
+    and <cluster>_REPLY_TOPIC, and route by them), else None: a RocketTopic must not adopt or change those."""
+    if name == cluster_name:
+        return f"{name} is the cluster's own topic (the brokers make it and route by it)"
+    if name == f"{cluster_name}_REPLY_TOPIC":
+        return f"{name} is the cluster's reply topic (the brokers make it)"
+    if re.fullmatch(re.escape(cluster_name) + r"-[0-9]+", name):
+        return f"{name} is a broker group's own topic (its brokerName; the brokers make it)"
+    return None
 
 
 def finish(plan: ResourcePlan, failures: Mapping[str, str], unreachable: bool) -> tuple[str, str, str]:

@@ -167,9 +167,12 @@ def test_an_existing_topic_is_adopted_until_the_spec_changes(
         assert _ready(kube.objects[(names.TOPIC_KIND, "old")])["reason"] == "Applied"
         assert (await _held(namesrv, "topic", "Old"))["readQueueNums"] == 3
 
-        # a second resource naming the same topic is a conflict, and changes nothing
+        # a second resource naming the same topic is a conflict (the watch has shown both), and changes nothing
         other = kube.add(names.TOPIC_KIND, "old-too", {"clusterRef": "rt", "topicName": "Old", "queues": 9})
         other["metadata"]["creationTimestamp"] = "2026-02-01T00:00:00Z"
+        for name in ("old", "old-too"):
+            seen = handlers_resources._owner_facts(kube.objects[(names.TOPIC_KIND, name)])
+            monkeypatch.setitem(handlers_resources._bodies, (names.TOPIC_KIND, "ns", name), seen)
         await reconcile_resource(TOPIC, other)
         assert _ready(kube.objects[(names.TOPIC_KIND, "old-too")])["reason"] == "Conflict"
         assert (await _held(namesrv, "topic", "Old"))["readQueueNums"] == 3
@@ -183,6 +186,7 @@ def test_problems_are_conditions(tmp_path: Path, kube: FakeKube, monkeypatch: py
             ("nocluster", {"clusterRef": "other"}, "ClusterNotFound"),
             ("bad", {"clusterRef": "rt", "queues": 0}, "InvalidSpec"),
             ("my.topic", {"clusterRef": "rt"}, "InvalidSpec"),
+            ("rt-0", {"clusterRef": "rt"}, "InvalidSpec"),  # the broker group's own topic
         ]
         for name, spec, reason in cases:
             await reconcile_resource(TOPIC, kube.add(names.TOPIC_KIND, name, spec))

@@ -13,6 +13,7 @@ from rocketcluster.model_resources import name_problem, parse_group_spec, parse_
 from rocketcluster.plan_resources import (
     Master,
     ResourceObservation,
+    broker_made_topic,
     finish,
     older_owner,
     plan_resource,
@@ -412,3 +413,11 @@ def test_an_invalid_spec_is_its_own_condition_and_keeps_adoption() -> None:
     kinds = {c["type"]: (c["status"], c["reason"]) for c in status["conditions"]}
     assert kinds == {"Ready": ("False", "InvalidSpec"), "InvalidSpec": ("True", "InvalidSpec")}
     assert "adopted" not in status  # a merge patch leaves it as it was
+
+
+@pytest.mark.parametrize(
+    ("name", "owned"),
+    [("rt", True), ("rt_REPLY_TOPIC", True), ("rt-0", True), ("rt-12", True), ("rt-x", False), ("orders", False)],
+)
+def test_the_brokers_own_topics_are_not_for_a_resource(name: str, owned: bool) -> None:
+    assert (broker_made_topic(name, "rt") is not None) == owned
