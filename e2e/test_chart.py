@@ -148,7 +148,7 @@ NAMESPACED_NEEDS = {
     ("rocketcluster.io", "rocketclusters/status", "patch"),
 } | {
     # RocketTopic, RocketConsumerGroup (handlers_resources): kopf lists and watches them, and patches its
-    # finalizer on and off those with deletionPolicy Delete; each pass gets one, and lists them for conflicts
+    # finalizer on and off those with deletionPolicy Delete; each pass of the operator gets one
     ("rocketcluster.io", resource, verb)
     for resource in ("rockettopics", "rocketconsumergroups")
     for verb in ("get", "list", "watch", "patch")

@@ -81,8 +81,8 @@ namespace (a ClusterRole). Every rule is one the operator uses:
   rolling restart; PVCs: read, and deleted per retention;
 - Events: kopf posts them for every restart and scale step;
 - rockettopics, rocketconsumergroups: kopf lists and watches them, and adds and removes its finalizer on those
-  with deletionPolicy Delete (patch); the operator reads one before each pass and lists them (two resources
-  naming one topic); their status is the operator's to write.
+  with deletionPolicy Delete (patch); the operator reads one before each pass; their status is the
+  operator's to write.
 Nothing here reads Secrets or creates Pods directly.
 */}}
 {{- define "rocketcluster-operator.namespacedRules" -}}
