@@ -223,3 +223,20 @@ def test_a_consumer_group_is_applied_and_deleted(
 
 def test_the_resync_hook_is_registered() -> None:
     assert handlers_resources.schedule_all in handlers.RESYNC_HOOKS
+
+
+def test_kopf_sees_watches_and_deletion_handlers_only_for_delete_and_no_timers() -> None:
+    """A finalizer only where deletionPolicy is Delete: kopf adds one for a matching on.delete handler, and for
+    any resource with a timer or daemon (none here)."""
+    import kopf
+
+    registry = kopf.get_default_registry()
+    ours = {names.TOPIC_PLURAL, names.CONSUMER_GROUP_PLURAL}
+    changing = [h for h in registry._changing.get_all_handlers() if h.selector and h.selector.any_name in ours]
+    assert sorted((h.selector.any_name, h.reason, h.field, h.value) for h in changing if h.selector) == [
+        (names.CONSUMER_GROUP_PLURAL, "delete", ("spec", "deletionPolicy"), "Delete"),
+        (names.TOPIC_PLURAL, "delete", ("spec", "deletionPolicy"), "Delete"),
+    ]
+    assert not [h for h in registry._spawning.get_all_handlers() if h.selector and h.selector.any_name in ours]
+    watched = {h.selector.any_name for h in registry._watching.get_all_handlers() if h.selector}
+    assert ours <= watched
