@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, StringConstraints, ValidationError, field_validator, model_validator
 
+from broker.protocol.system_groups import SYSTEM_GROUPS
 from rocketcluster.model import (
     Condition,
     SpecError,
@@ -75,19 +76,7 @@ SYSTEM_TOPICS = (
     "TRANS_CHECK_MAX_TIME_TOPIC",
 )
 SYSTEM_TOPIC_PREFIX = "rmq_sys_"
-# MixAll's system groups (the broker makes them at start) and CID_RMQ_SYS_PREFIX.
-SYSTEM_GROUPS = (
-    "TOOLS_CONSUMER",
-    "FILTERSRV_CONSUMER",
-    "__MONITOR_CONSUMER",
-    "CLIENT_INNER_PRODUCER",
-    "SELF_TEST_P_GROUP",
-    "SELF_TEST_C_GROUP",
-    "CID_ONS-HTTP-PROXY",
-    "CID_ONSAPI_PERMISSION",
-    "CID_ONSAPI_OWNER",
-    "CID_ONSAPI_PULL",
-)
+# MixAll's system groups (the broker makes them at start: broker.protocol.system_groups) and CID_RMQ_SYS_PREFIX.
 SYSTEM_GROUP_PREFIX = "CID_RMQ_SYS_"
 
 ClusterRefName = Annotated[
