@@ -1,4 +1,4 @@
-"""Prometheus metrics of the broker and the NameServer (issue 26), named as Apache RocketMQ 5 names them.
+"""Prometheus metrics of the broker and the NameServer, named as Apache RocketMQ 5 names them.
 
 Layout: `settings` (the three broker.conf / namesrv.properties keys), `histogram` (bucket counts kept in
 plain lists), `rpc` (per request code latency, wrapped around the dispatcher's handlers), `broker_meters`

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 __all__ = ["QUEUE_READ_EVERY_S", "SIZE_BUCKETS", "TYPED_PROPERTIES", "BrokerMeters", "message_type", "plain_sends"]
 
 # The broker reads the ConsumeQueues this often besides each scrape: a scrape then reads a few seconds'
-# sends at most, and a queue's fixed cost a read (about 10 µs, bench/metrics_scan.py) is not paid every
+# sends at most, and a queue's fixed cost a read (bench/metrics_scan.py measures it) is not paid every
 # second on a broker with thousands of queues
 QUEUE_READ_EVERY_S = 5
 

@@ -2,7 +2,7 @@
 
 rocketmq_messages_in_total, rocketmq_throughput_in_total and rocketmq_message_size of plain sends are
 read here instead of being counted by each send: a ConsumeQueue unit already holds the size of its
-record, so the send path pays nothing for them (issue 26's 3%: docs/benchmarks.md). Every scrape, and the
+record, so the send path pays nothing for them (docs/benchmarks.md has the cost). Every scrape, and the
 broker every 5 seconds, reads each queue's units from where the last read stopped, as one numpy array (a
 few units in a plain loop), and adds them to its topic's SIZE_BUCKETS cell. The puts that are not plain
 sends (a delay's delivery, a commit, a retry, a typed send) reach the same queues; BrokerMeters subtracts
@@ -31,8 +31,8 @@ __all__ = ["SIZE_BUCKETS", "QueueScan", "tally_units"]
 SIZE_BUCKETS = Buckets(MESSAGE_SIZE_BUCKETS)
 _BOUNDS = SIZE_BUCKETS.bounds
 _SIZE_AT = 8  # in a ConsumeQueue unit: commitLogOffset (8 bytes), size (4), tagsCode (8), big-endian
-# Up to this many units a plain loop is faster: a broker with thousands of queues, each with a few new
-# units a second, pays 0.4 µs a unit instead of 8 µs a queue (bench/metrics_scan.py)
+# Up to this many units a plain loop is faster than a numpy call, whose fixed cost is paid per queue: it
+# matters on a broker with thousands of queues, each with a few new units a second (bench/metrics_scan.py)
 _FEW_UNITS = 64
 _READ_UNITS = 1 << 20  # units read at a time (20 MiB): a longer backlog is read in steps
 
@@ -43,7 +43,7 @@ def tally_units(units: memoryview | bytes, cell: Cell) -> None:
     """Add the records of ConsumeQueue `units` to `cell` (SIZE_BUCKETS: one observation of its size each,
     bucketed as Buckets.observe does), skipping blank fillers."""
     count = len(units) // CQ_STORE_UNIT_SIZE
-    if count <= _FEW_UNITS:  # a numpy call's fixed cost (about 8 µs) is more than a short loop's
+    if count <= _FEW_UNITS:  # a numpy call's fixed cost is more than a short loop's
         for _offset, size, _tags in UNIT.iter_unpack(units[: count * CQ_STORE_UNIT_SIZE]):
             if size != BLANK_UNIT_SIZE:
                 SIZE_BUCKETS.observe(cell, size)

@@ -48,7 +48,7 @@ class NamesrvController:
         self.auth = ServerAuth.of_namesrv(config)
         self.auth.load()
         self.auth.install(self.server.dispatcher)
-        # Metrics (issue 26), when metricsExporterType=PROM: request latency per code and route table gauges
+        # Metrics, when metricsExporterType=PROM: request latency per code and route table gauges
         settings = MetricsSettings.of(config)
         self.metrics: MetricsExporter | None = None
         if settings.enabled:

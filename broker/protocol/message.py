@@ -77,7 +77,7 @@ NO_QUEUE_OFFSET = SysFlag.TRANSACTION_PREPARED_TYPE
 
 # The bits a sender may set: compression, multi-tags and a PREPARED transaction type. The others describe
 # how the broker wrote the record (host sizes, batch wrapping), so they belong to the store: a sender's
-# BORNHOST_V6 on a record written with 4-byte hosts made every reader misparse it (issue 27).
+# BORNHOST_V6 on a record written with 4-byte hosts would make every reader misparse it.
 SENDER_SYS_FLAGS = SysFlag.COMPRESSED | SysFlag.MULTI_TAGS | SysFlag.TRANSACTION_MASK | SysFlag.COMPRESSION_TYPE_MASK
 LAYOUT_SYS_FLAGS = SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6 | SysFlag.NEED_UNWRAP | SysFlag.INNER_BATCH
 _KNOWN_SYS_FLAGS = SENDER_SYS_FLAGS | LAYOUT_SYS_FLAGS

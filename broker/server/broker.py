@@ -119,7 +119,7 @@ class BrokerController:
         self.stats = BrokerStats()
         # Always on (statsAll, consumerProgress, 315): messages and pull offsets per topic and group
         self.get_stats = GroupGetStats()
-        # Metrics (issue 26): the hot path counts into `meters` only when they exist (metricsExporterType=PROM)
+        # Metrics: the hot path counts into `meters` only when they exist (metricsExporterType=PROM)
         metrics = MetricsSettings.of(self.config)
         self.meters: BrokerMeters | None = BrokerMeters() if metrics.enabled else None
         self.metrics: MetricsExporter | None = None
@@ -325,7 +325,7 @@ class BrokerController:
     def _register_processors(self, server: RemotingServer) -> None:
         self.send = SendProcessor(self)
         self.pull = PullProcessor(self)
-        # Processors get the parts they read; those that still take the whole broker: issue 25 item 4
+        # Processors get the parts they read (processors/context.py); a few still take the whole broker
         offsets = OffsetProcessor(self.offsets, self.store)
         clients = ClientManageProcessor(
             self.config, self.topics, self.groups, self.consumers, self.producers, self.locks

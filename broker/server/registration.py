@@ -8,7 +8,7 @@ when, which `rocketcluster-probe broker` (broker/cli/probe.py) reads as readines
 
 When the connection to a NameServer drops (it restarted, or the network broke), the broker registers with
 it again as soon as it answers, not at the next period: a restarted NameServer knows no routes until then,
-and new clients fail with "no route for topic" meanwhile (issue 27: up to 30 s).
+and new clients fail with "no route for topic" meanwhile (up to a registration period, 30 s).
 """
 
 from __future__ import annotations

@@ -245,7 +245,7 @@ class IndexService:
                 self._index_one(request)
             return
         # The skips and keys below are `_index_one`'s, written out rather than shared: a helper call per
-        # record measured 1-2 us slower (bench/index.py); tests/store/test_index_batch.py holds them equal.
+        # record is measurably slower (bench/index.py); tests/store/test_index_batch.py holds them equal.
         indexed_to = self.end_phy_offset  # a new file starts where the last one ended
         keys: list[str] = []
         phys: list[int] = []

@@ -350,7 +350,7 @@ class MessageStore:
         if result is None:
             return asyncio.ensure_future(self._roll_and_put(lambda: self.commit_log.append_message(msg), wait))
         if self._answer_at_once and result.status is PUT_OK:
-            return result  # _after_append's ASYNC_FLUSH case written out (a call less on a ~2.5 us put)
+            return result  # _after_append's ASYNC_FLUSH case written out: a call less on the hottest path
         return self._after_append(result, wait)
 
     def append_messages(

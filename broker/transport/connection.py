@@ -9,7 +9,7 @@ Hot path: `data_received` feeds the sans-I/O FrameDecoder, answers synchronous h
 writes every reply produced by one read with a single `transport.write`. Replies of asynchronous
 handlers and outgoing requests are coalesced per loop iteration with one `call_soon` flush.
 
-Bounds against peers that send slowly or do not read (issue 27):
+Bounds against peers that send slowly or do not read:
 - An incomplete frame's start time is `frame_started_at` (the server closes connections whose frame takes
   longer than its frame timeout); a large one reserves its size from the server's `FrameBudget` and the
   connection stops reading while the reservation waits (broker/transport/budget.py).

@@ -5,7 +5,7 @@ open/close listeners (the NameServer drops a broker whose channel closes), `awai
 exit `await shutdown(grace)`: stop accepting, stop reading, let in-flight handlers finish within the
 deadline, cancel the rest, close. Connections idle for `idle_timeout` seconds are closed.
 
-Against hostile or broken clients (issue 27): a connection whose frame has not completed within
+Against hostile or broken clients: a connection whose frame has not completed within
 `frame_timeout` seconds of its first byte is closed (a frame trickling one byte at a time keeps the idle
 timer from ever firing), and every connection's large incomplete frames share one `FrameBudget` of
 `incomplete_frames_limit` bytes (broker/transport/budget.py).

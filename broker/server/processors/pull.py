@@ -10,8 +10,8 @@ maxOffset (Java clients fail without them, even on PULL_NOT_FOUND).
 
 Held pulls woken together (one arrival, hundreds of consumer groups at the same offset) pass one `memo`:
 the first re-run reads the store and joins the records into one body, the others reuse that read, and
-the connection writes the shared body without copying it (issue 27: 600 woken pulls of a 1 MiB message
-took +610 MiB, one copy per puller).
+the connection writes the shared body without copying it (one copy per puller would cost hundreds of MiB
+when hundreds of pulls of a large message wake together).
 """
 
 from __future__ import annotations
