@@ -18,7 +18,10 @@ cached per (user, resource, actions, source IP) until the users or ACLs change (
 
 from __future__ import annotations
 
+import functools
 import logging
+import time
+import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +42,7 @@ log = logging.getLogger(__name__)
 _NO_PERMISSION = int(ResponseCode.NO_PERMISSION)
 _SYSTEM_ERROR = int(ResponseCode.SYSTEM_ERROR)
 _DECISIONS_CACHED = 65536
+_USERS_PER_CONNECTION = 64  # users trusted on one connection by the stateful strategy (a client signs as one)
 _PUB = (Action.PUB,)
 # send codes -> the extField naming the topic (derive() makes Topic:<it> Pub of them, or Group Sub for retries)
 _SEND_TOPIC = {310: "b", 320: "b", 10: "topic", 325: "b", 324: "topic"}
@@ -54,12 +58,16 @@ class AuthSettings:
     cluster: str = "DefaultCluster"
     #: Only these codes are authenticated (the NameServer's writes); None: every code but the whitelisted.
     authenticated_codes: frozenset[int] | None = None
+    #: RocketMQ's StatefulAuthenticationStrategy: a user whose signature a connection carried is trusted on that
+    #: connection for this many seconds (None: the default stateless strategy checks every request)
+    stateful_seconds: float | None = None
 
     @property
     def enabled(self) -> bool:
         return self.authentication or self.authorization
 
 
+@functools.lru_cache(maxsize=4096)  # a connection's peer is asked on each of its requests
 def source_ip(peer: str) -> str:
     """`host:port` (a connection's peer) -> host, as RemotingHelper.parseChannelRemoteAddr + substringBeforeLast."""
     host, sep, _port = peer.rpartition(":")
@@ -78,6 +86,9 @@ class AuthChecker:
         self._decisions: dict[tuple[str, Resource, tuple[Action, ...], str], bool] = {}
         self._sends: dict[tuple[str, str, str], bool] = {}
         self._decisions_of = -1
+        # the stateful strategy: connection -> {user: (trusted until, users' data version)}; a closed
+        # connection's entry goes with it
+        self._verified: weakref.WeakKeyDictionary[Any, dict[str, tuple[float, int]]] = weakref.WeakKeyDictionary()
 
     @property
     def active(self) -> bool:
@@ -91,15 +102,15 @@ class AuthChecker:
                 self.refused += 1
                 return cmd.response(_SYSTEM_ERROR, failure)
         try:
-            self.check(cmd, ip)
+            self.check(cmd, ip, conn)
         except AuthError as exc:
             self.refused += 1
             log.debug("refused request code %d from %s: %s", cmd.code, conn.peer, exc)
             return cmd.response(_NO_PERMISSION, str(exc))
         return None
 
-    def check(self, cmd: RemotingCommand, ip: str) -> None:
-        """Raise AuthError when ACL 2.0 refuses `cmd` from `ip`."""
+    def check(self, cmd: RemotingCommand, ip: str, conn: Any = None) -> None:
+        """Raise AuthError when ACL 2.0 refuses `cmd` from `ip` (on `conn`, for the stateful strategy)."""
         settings = self.settings
         code = cmd.code
         if (
@@ -107,11 +118,11 @@ class AuthChecker:
             and code not in settings.authentication_whitelist
             and (settings.authenticated_codes is None or code in settings.authenticated_codes)
         ):
-            self.authenticate(cmd)
+            self.authenticate(cmd, conn)
         if settings.authorization and code not in settings.authorization_whitelist:
             self.authorize(cmd, ip)
 
-    def authenticate(self, cmd: RemotingCommand) -> None:
+    def authenticate(self, cmd: RemotingCommand, conn: Any = None) -> None:
         fields = cmd.ext_fields
         username = fields.get(ACCESS_KEY)
         if not username:
@@ -121,8 +132,24 @@ class AuthChecker:
             raise AuthError(f"User:{_shown(username)} is not found.")
         if not user.enabled:
             raise AuthError(f"User:{username} is disabled.")
+        lifetime = self.settings.stateful_seconds
+        if lifetime is not None and conn is not None:
+            # the stateful strategy: `conn` carried a good signature of this user within the lifetime, and the
+            # users have not changed since (a changed password or a disabled user is checked again)
+            seen = self._verified.get(conn)
+            entry = None if seen is None else seen.get(username)
+            if entry is not None and entry[1] == self.store.data_version.counter and time.monotonic() < entry[0]:
+                return
         if not verify(user.password, fields, cmd.body, cmd.version):
             raise AuthError(f"check signature failed. (User:{username}, request code {cmd.code})")
+        if lifetime is not None and conn is not None:
+            self._trust(conn, username, lifetime)
+
+    def _trust(self, conn: Any, username: str, lifetime: float) -> None:
+        users = self._verified.setdefault(conn, {})
+        if len(users) >= _USERS_PER_CONNECTION:
+            users.clear()
+        users[username] = (time.monotonic() + lifetime, self.store.data_version.counter)
 
     def authorize(self, cmd: RemotingCommand, ip: str) -> None:
         username = cmd.ext_fields.get(ACCESS_KEY)

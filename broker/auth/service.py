@@ -21,7 +21,7 @@ from broker.auth.admin import AuthAdmin
 from broker.auth.checker import AuthChecker, AuthSettings
 from broker.auth.model import AuthError, User, UserType
 from broker.auth.plain import PlainAcl, migrate_to_v2
-from broker.auth.settings import parse_codes, parse_credentials, parse_init_user
+from broker.auth.settings import parse_codes, parse_credentials, parse_init_user, parse_stateful
 from broker.auth.store import AuthStore
 from broker.protocol.codes import RequestCode
 from broker.protocol.signature import Credentials
@@ -87,6 +87,11 @@ class ServerAuth:
             authentication_whitelist=parse_codes(config.authentication_whitelist, "authenticationWhitelist"),
             authorization_whitelist=parse_codes(config.authorization_whitelist, "authorizationWhitelist"),
             cluster=config.broker_cluster_name,
+            stateful_seconds=(
+                float(config.stateful_authentication_cache_expired_second)
+                if parse_stateful(config.authentication_strategy)
+                else None
+            ),
         )
         plain = PlainAcl(home or rocketmq_home()) if config.acl_enable or config.migrate_auth_from_v1_enabled else None
         return cls(

@@ -19,10 +19,12 @@ from broker.protocol.signature import Credentials
 
 __all__ = [
     "SECRET_KEYS",
+    "STATEFUL_AUTHENTICATION",
     "check_auth_keys",
     "parse_codes",
     "parse_credentials",
     "parse_init_user",
+    "parse_stateful",
 ]
 
 INIT_USER_KEY = "initAuthenticationUser"
@@ -74,9 +76,25 @@ def parse_codes(text: str, key: str) -> frozenset[int]:
     return frozenset(codes)
 
 
+# RocketMQ's authenticationStrategy values (AuthConfig); the short names are accepted too
+STATELESS_AUTHENTICATION = "org.apache.rocketmq.auth.authentication.strategy.StatelessAuthenticationStrategy"
+STATEFUL_AUTHENTICATION = "org.apache.rocketmq.auth.authentication.strategy.StatefulAuthenticationStrategy"
+
+
+def parse_stateful(text: str, key: str = "authenticationStrategy") -> bool:
+    """Whether `authenticationStrategy` names RocketMQ's stateful strategy (the stateless one is the default)."""
+    name = (text or "").strip()
+    if name in ("", STATELESS_AUTHENTICATION, "StatelessAuthenticationStrategy"):
+        return False
+    if name in (STATEFUL_AUTHENTICATION, "StatefulAuthenticationStrategy"):
+        return True
+    raise ValueError(f"{key} is neither RocketMQ's StatelessAuthenticationStrategy nor StatefulAuthenticationStrategy")
+
+
 def check_auth_keys(values: Mapping[str, str]) -> None:
     """Validate the auth keys present in `values` (alias -> text); raises ValueError naming the key only."""
     parse_init_user(values.get(INIT_USER_KEY, ""))
     parse_credentials(values.get(INNER_CREDENTIALS_KEY, ""))
+    parse_stateful(values.get("authenticationStrategy", ""))
     for key in ("authenticationWhitelist", "authorizationWhitelist"):
         parse_codes(values.get(key, ""), key)

@@ -154,6 +154,11 @@ class BrokerConfig(BrokerStoreKeys, TlsKeys):
     inner_client_authentication_credentials: str = Field("", alias="innerClientAuthenticationCredentials", repr=False)
     authentication_whitelist: str = Field("", alias="authenticationWhitelist")
     authorization_whitelist: str = Field("", alias="authorizationWhitelist")
+    # Stateful: a connection's user, once its signature checked, is trusted on that connection for a while
+    authentication_strategy: str = Field("", alias="authenticationStrategy")
+    stateful_authentication_cache_expired_second: int = Field(
+        60, ge=1, le=86400, alias="statefulAuthenticationCacheExpiredSecond"
+    )
     migrate_auth_from_v1_enabled: bool = Field(False, alias="migrateAuthFromV1Enabled")
     acl_enable: bool = Field(False, alias="aclEnable")
 
@@ -212,6 +217,7 @@ _AUTH_TEXT_FIELDS = {
     "inner_client_authentication_credentials",
     "authentication_whitelist",
     "authorization_whitelist",
+    "authentication_strategy",
 }
 
 

@@ -106,6 +106,7 @@ BROKER_KEYS: Final[Mapping[str, ValueKind]] = MappingProxyType(
         "shortPollingTimeMills": _INT,
         "slaveReadEnable": _BOOL,
         "slaveSyncInterval": _INT,
+        "statefulAuthenticationCacheExpiredSecond": _INT,
         "storePathCommitLog": _STR,
         "storePathConsumeQueue": _STR,
         "storePathIndex": _STR,
@@ -117,6 +118,7 @@ BROKER_KEYS: Final[Mapping[str, ValueKind]] = MappingProxyType(
         # Authentication and authorization (broker.auth, docs/security.md): ACL 2.0's keys and 4.x's aclEnable
         "aclEnable": _BOOL,
         "authenticationEnabled": _BOOL,
+        "authenticationStrategy": _STR,
         "authenticationWhitelist": _STR,
         "authorizationEnabled": _BOOL,
         "authorizationWhitelist": _STR,

@@ -3,6 +3,7 @@ among matching entries, the per-request derivation, and the checker's refusals o
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import orjson
@@ -27,6 +28,7 @@ from broker.auth.model import (
     winner,
 )
 from broker.auth.requests import derive
+from broker.auth.settings import parse_stateful
 from broker.auth.store import AuthStore
 from broker.protocol.codes import RequestCode, ResponseCode
 from broker.protocol.command import RemotingCommand
@@ -363,3 +365,57 @@ def _body(entry: dict[str, object], subject: str = "User:a") -> dict[str, object
 def test_acl_bodies_are_validated(body: object, message: str) -> None:
     with pytest.raises(AuthError, match=message):
         Acl.from_json(body)
+
+
+def _guard(checker: AuthChecker, conn: _Conn, cmd: RemotingCommand) -> str | None:
+    answer = checker.guard(conn, cmd)
+    return None if answer is None else answer.remark or ""
+
+
+def test_the_stateful_strategy_trusts_a_verified_user_on_its_connection_only(store: AuthStore) -> None:
+    checker = AuthChecker(AuthSettings(authentication=True, cluster="C1", stateful_seconds=60.0), store)
+    first, other = _Conn(), _Conn()
+    forged = ("alice", "wrongsecret")
+    assert _guard(checker, first, _signed(310, SEND, forged)) is not None  # nothing trusted before a good one
+    assert _guard(checker, first, _signed(310, SEND, ALICE)) is None
+    assert _guard(checker, first, _signed(310, SEND, forged)) is None  # the connection proved it is alice
+    assert "check signature failed" in (_guard(checker, other, _signed(310, SEND, forged)) or "")
+    # a user whose signature the connection never carried is checked
+    assert "check signature failed" in (_guard(checker, first, _signed(310, SEND, ("root", "x"))) or "")
+    # users changed (a new password, a disabled user): every connection proves itself again
+    store.create_user(User("bob", "bobsecret1"))
+    assert "check signature failed" in (_guard(checker, first, _signed(310, SEND, forged)) or "")
+    assert _guard(checker, first, _signed(310, SEND, ALICE)) is None
+
+
+def test_the_stateful_trust_expires(store: AuthStore) -> None:
+    checker = AuthChecker(AuthSettings(authentication=True, cluster="C1", stateful_seconds=0.05), store)
+    conn = _Conn()
+    assert _guard(checker, conn, _signed(310, SEND, ALICE)) is None
+    time.sleep(0.1)
+    assert "check signature failed" in (_guard(checker, conn, _signed(310, SEND, ("alice", "wrongsecret"))) or "")
+
+
+def test_the_stateless_default_checks_every_request(store: AuthStore) -> None:
+    checker = AuthChecker(AuthSettings(authentication=True, cluster="C1"), store)
+    conn = _Conn()
+    assert _guard(checker, conn, _signed(310, SEND, ALICE)) is None
+    assert "check signature failed" in (_guard(checker, conn, _signed(310, SEND, ("alice", "wrongsecret"))) or "")
+
+
+@pytest.mark.parametrize(
+    ("text", "stateful"),
+    [
+        ("", False),
+        ("org.apache.rocketmq.auth.authentication.strategy.StatelessAuthenticationStrategy", False),
+        ("org.apache.rocketmq.auth.authentication.strategy.StatefulAuthenticationStrategy", True),
+        ("StatefulAuthenticationStrategy", True),
+        ("Nonsense", None),
+    ],
+)
+def test_authentication_strategy_key(text: str, stateful: bool | None) -> None:
+    if stateful is None:
+        with pytest.raises(ValueError, match="authenticationStrategy"):
+            parse_stateful(text)
+    else:
+        assert parse_stateful(text) is stateful
