@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, StringConstraints, ValidationError, field_validator, model_validator
 
+from broker.client.metadata_copy import SYSTEM_TOPICS as BROKER_SYSTEM_TOPICS
 from broker.protocol.system_groups import SYSTEM_GROUPS
 from rocketcluster.model import (
     Condition,
@@ -63,18 +64,9 @@ MESSAGE_TYPE_ATTRIBUTE = "message.type"
 # UPDATE_AND_CREATE_TOPIC's perm bits (PermName): R = 4, W = 2.
 PERM_BITS = {"RW": 6, "R": 4, "W": 2}
 
-# TopicValidator.SYSTEM_TOPIC_SET and SYSTEM_TOPIC_PREFIX: topics every broker makes and owns.
-SYSTEM_TOPICS = (
-    "TBW102",
-    "SELF_TEST_TOPIC",
-    "BenchmarkTest",
-    "OFFSET_MOVED_EVENT",
-    "SCHEDULE_TOPIC_XXXX",
-    "RMQ_SYS_TRANS_HALF_TOPIC",
-    "RMQ_SYS_TRANS_OP_HALF_TOPIC",
-    "RMQ_SYS_TRACE_TOPIC",
-    "TRANS_CHECK_MAX_TIME_TOPIC",
-)
+# TopicValidator.SYSTEM_TOPIC_SET and SYSTEM_TOPIC_PREFIX: topics every broker makes and owns (the admin client's
+# list of them, and the transaction check's topic, which a broker makes when it first needs it).
+SYSTEM_TOPICS = (*sorted(BROKER_SYSTEM_TOPICS), "TRANS_CHECK_MAX_TIME_TOPIC")
 SYSTEM_TOPIC_PREFIX = "rmq_sys_"
 # MixAll's system groups (the broker makes them at start: broker.protocol.system_groups) and CID_RMQ_SYS_PREFIX.
 SYSTEM_GROUP_PREFIX = "CID_RMQ_SYS_"
