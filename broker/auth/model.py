@@ -5,9 +5,9 @@ requests against them, and the admin requests 3001-3010 (broker/auth/admin.py) r
 RocketMQ's wire bodies `UserInfo` and `AclInfo`, whose enums are names ("Super", "enable", "Custom", "Pub",
 "Allow"; read case-insensitively as Java's getByName does). The file form is the same JSON.
 
-Entry matching and the winner among matching entries follow `AclAuthorizationHandler` after the comparator
-fix of apache/rocketmq#9540: a specific resource type before `*`; LITERAL before PREFIXED before ANY; the
-longer prefix first; on an exact tie Deny wins (the comment's intent; 5.3.2 still sorts Deny after Allow).
+Entry matching and the winner among matching entries follow RocketMQ's `AclAuthorizationHandler`: a
+specific resource type before `*`; LITERAL before PREFIXED before ANY; the longer prefix first; on an exact
+tie Deny wins, so that an explicit denial is never overridden by an equal allowance.
 """
 
 from __future__ import annotations
