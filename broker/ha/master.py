@@ -296,6 +296,7 @@ class HAMaster:
     # An empty peer gets the whole CommitLog rather than its last file (haFullTransferFromEmpty)
     serves_everything_to_empty = False
     kind = "HA service"  # how the logs name this server
+    peer_name = "slave"  # how the logs name the peers it serves
 
     def __init__(self, store: MessageStore, settings: HASettings) -> None:
         self.store = store
@@ -357,7 +358,9 @@ class HAMaster:
 
     def accepted(self, conn: HAConnection) -> None:
         self.connections.add(conn)
-        log.info("HA: slave connected from %s (%d connection(s))", conn.addr, len(self.connections))
+        log.info(
+            "%s: %s connected from %s (%d connection(s))", self.kind, self.peer_name, conn.addr, len(self.connections)
+        )
         conn.start()
 
     def connection_closed(self, conn: HAConnection) -> None:
@@ -366,7 +369,9 @@ class HAMaster:
             if conn.ready:
                 self.slave_count -= 1
             log.info(
-                "HA: slave %s disconnected (acked %d, master at %d); %d connection(s) left",
+                "%s: %s %s disconnected (acked %d, this broker at %d); %d connection(s) left",
+                self.kind,
+                self.peer_name,
                 conn.addr,
                 conn.slave_ack_offset,
                 self.store.max_phy_offset,

@@ -24,23 +24,7 @@ log = logging.getLogger(__name__)
 class RestoreSource(HAMaster):
     serves_everything_to_empty = True
     kind = "HA restore source (read-only)"
-
-    def accepted(self, conn: HAConnection) -> None:
-        self.connections.add(conn)
-        log.info("HA restore source: peer %s connected (%d connection(s))", conn.addr, len(self.connections))
-        conn.start()
-
-    def connection_closed(self, conn: HAConnection) -> None:
-        if conn in self.connections:
-            self.connections.discard(conn)
-            if conn.ready:
-                self.slave_count -= 1
-            log.info(
-                "HA restore source: peer %s disconnected (at %d, this slave at %d)",
-                conn.addr,
-                conn.slave_ack_offset,
-                self.store.max_phy_offset,
-            )
+    peer_name = "peer"
 
     def peer_ahead(self, conn: HAConnection, report: int) -> None:
         log.warning(
