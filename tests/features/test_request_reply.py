@@ -89,7 +89,8 @@ def test_request_without_a_responder_times_out_with_a_clear_message(tmp_path: Pa
                 started = time.monotonic()
                 with pytest.raises(RequestTimeoutError, match=r"send request message to <RpcNobody> OK, but wait"):
                     await requester.request(Message("RpcNobody", b"anyone?"), timeout=1.0)
-                assert time.monotonic() - started >= 1.0
+                # It waited out its timeout; epoll's millisecond granularity can wake the loop a little early.
+                assert time.monotonic() - started >= 0.95
                 # The request itself was stored: a late responder could still read it.
                 assert cluster.running_broker.store.get_max_offset_in_queue("RpcNobody", 0) == 1
 
