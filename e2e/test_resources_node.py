@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 
-from broker.client import admin_requests
 from broker.client.admin import Admin
+from broker.client.admin import requests as admin_requests
 from broker.client.errors import RocketError
 from e2e.operator_harness import CRD_FILE, OperatorProcess, running_operator
 

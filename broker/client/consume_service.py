@@ -31,7 +31,7 @@ from typing import Any, ClassVar
 
 from broker.client.config import ConsumerConfig
 from broker.client.consume import ListenerRunner, restore_retry_topic, retry_message
-from broker.client.consumer_stats import ConsumerStats
+from broker.client.consumer_rt_tps import ConsumerStats
 from broker.client.instance import ClientInstance
 from broker.client.message import ConsumeStatus, MessageExt, MessageQueue
 from broker.client.offset_store import OffsetStore

@@ -6,7 +6,7 @@ pollNameServerInterval for the topics its owner names), the broker address table
 heartbeat, and answers the requests brokers send to clients (NOTIFY_CONSUMER_IDS_CHANGED triggers
 the owner's rebalance; RESET_CONSUMER_CLIENT_OFFSET repositions the owner's queues;
 GET_CONSUMER_RUNNING_INFO and GET_CONSUMER_STATUS_FROM_CLIENT, relayed from an admin, report the owner's
-state: broker.client.running_info shapes the answers).
+state: broker.client.consumer_running_info shapes the answers).
 """
 
 from __future__ import annotations
@@ -18,10 +18,7 @@ from typing import Any, TypeVar
 
 from broker.client.api import ClientAPI, ConsumerData, heartbeat_body
 from broker.client.config import ClientConfig
-from broker.client.errors import NameServerUnreachable, NoRouteError, TopicNotExist
-from broker.client.message import MessageQueue
-from broker.client.route import MASTER_ID, TopicRouteData
-from broker.client.running_info import (
+from broker.client.consumer_running_info import (
     CLIENT_VERSION_DESC,
     PROP_CLIENT_VERSION,
     PROP_NAMESERVER_ADDR,
@@ -30,6 +27,9 @@ from broker.client.running_info import (
     running_info_body,
     thread_stacks,
 )
+from broker.client.errors import NameServerUnreachable, NoRouteError, TopicNotExist
+from broker.client.message import MessageQueue
+from broker.client.route import MASTER_ID, TopicRouteData
 from broker.client.subscription import SubscriptionData
 from broker.protocol.bodies import ResetOffsetBody
 from broker.protocol.codes import RequestCode, ResponseCode

@@ -21,13 +21,8 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from broker.client.allocate import AllocateStrategy
 from broker.client.api import ConsumerData
 from broker.client.config import ClientConfig, ConsumerConfig
-from broker.client.consumer_stats import ConsumerStats
-from broker.client.instance import ClientInstance
-from broker.client.message import MessageQueue
-from broker.client.offset_store import LocalFileOffsetStore, OffsetStore, RemoteBrokerOffsetStore
-from broker.client.rebalance import assign, diff, retry_topic, start_offset
-from broker.client.route import TopicRouteData, subscribe_queues
-from broker.client.running_info import (
+from broker.client.consumer_rt_tps import ConsumerStats
+from broker.client.consumer_running_info import (
     PROP_CONSUME_TYPE,
     PROP_CONSUMER_START_TIMESTAMP,
     ProcessQueueInfo,
@@ -35,6 +30,11 @@ from broker.client.running_info import (
     consumer_properties,
     topic_offsets,
 )
+from broker.client.instance import ClientInstance
+from broker.client.message import MessageQueue
+from broker.client.offset_store import LocalFileOffsetStore, OffsetStore, RemoteBrokerOffsetStore
+from broker.client.rebalance import assign, diff, retry_topic, start_offset
+from broker.client.route import TopicRouteData, subscribe_queues
 from broker.client.subscription import MessageSelector, SubscriptionData, parse_subscription
 from broker.transport.loop import cancel_and_wait
 

@@ -18,7 +18,8 @@ from typing import Any
 
 from broker.client.allocate import AllocateStrategy, allocate_averagely
 from broker.client.config import ClientConfig, ConsumerConfig, client_config_with
-from broker.client.consumer_stats import ConsumerStats
+from broker.client.consumer_rt_tps import ConsumerStats
+from broker.client.consumer_running_info import ProcessQueueInfo, RunningInfo, process_queue_info
 from broker.client.errors import IllegalStateError
 from broker.client.instance import ClientInstance
 from broker.client.membership import CONSUME_ACTIVELY, GroupMembership
@@ -26,7 +27,6 @@ from broker.client.message import MessageExt, MessageQueue
 from broker.client.offset_store import OffsetStore, ReadOffsetType
 from broker.client.puller import PullSettings, QueuePuller
 from broker.client.route import subscribe_queues
-from broker.client.running_info import ProcessQueueInfo, RunningInfo, process_queue_info
 from broker.client.subscription import MessageSelector, parse_subscription
 
 __all__ = ["PullConsumer"]

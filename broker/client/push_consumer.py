@@ -27,7 +27,14 @@ from broker.client.consume_service import (
     ConsumeService,
     OrderlyConsumeService,
 )
-from broker.client.consumer_stats import ConsumerStats
+from broker.client.consumer_rt_tps import ConsumerStats
+from broker.client.consumer_running_info import (
+    PROP_CONSUME_ORDERLY,
+    PROP_THREADPOOL_CORE_SIZE,
+    ProcessQueueInfo,
+    RunningInfo,
+    process_queue_info,
+)
 from broker.client.errors import IllegalStateError
 from broker.client.instance import ClientInstance
 from broker.client.membership import CONSUME_PASSIVELY, GroupMembership
@@ -36,13 +43,6 @@ from broker.client.offset_store import OffsetStore
 from broker.client.process_queue import REBALANCE_LOCK_INTERVAL, ProcessQueue
 from broker.client.producer import Producer
 from broker.client.puller import PullSettings, QueuePuller
-from broker.client.running_info import (
-    PROP_CONSUME_ORDERLY,
-    PROP_THREADPOOL_CORE_SIZE,
-    ProcessQueueInfo,
-    RunningInfo,
-    process_queue_info,
-)
 from broker.client.subscription import MessageSelector
 
 __all__ = ["PushConsumer"]

@@ -12,7 +12,7 @@ rocketmq_throughput_in_total. Who counts it depends on the put:
   delay's or a timer's delivery, a committed transaction, a consumer's retry); the store tells
   `reported_put` of each in the step that appends it.
 A slave counts nothing: its queues hold what it replicated. What pulls return is not counted here: the
-broker always counts it (broker/server/get_stats.py, for mqadmin's consume statistics), and
+broker always counts it (broker/server/group_pull_counters.py, for mqadmin's consume statistics), and
 `BrokerCollector` publishes those counters. The send-back and retry paths call `dead_lettered`. With
 metrics off the broker holds no BrokerMeters at all and the processors skip all of it (one `is None` test).
 """

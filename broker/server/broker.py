@@ -32,10 +32,11 @@ from broker.protocol.codes import RequestCode, ResponseCode
 from broker.protocol.command import RemotingCommand
 from broker.server.clients import ConsumerManager, ProducerManager
 from broker.server.config import BrokerConfig, LoadedConfig, store_config
-from broker.server.get_stats import GroupGetStats
+from broker.server.group_pull_counters import GroupGetStats
 from broker.server.groups import SubscriptionGroupManager
 from broker.server.hold import PullHoldService
 from broker.server.locks import RebalanceLockManager
+from broker.server.message_counters import BrokerStats
 from broker.server.offsets import ConsumerOffsetManager
 from broker.server.processors.admin import AdminProcessor
 from broker.server.processors.admin_routes import admin_routes
@@ -49,7 +50,6 @@ from broker.server.registration import Registrar
 from broker.server.restore import StartRestore
 from broker.server.schedule import ScheduleService
 from broker.server.slave_sync import SlaveSynchronize
-from broker.server.stats import BrokerStats
 from broker.server.timer import TimerService
 from broker.server.timer_message import TIMER_TOPIC
 from broker.server.topics import SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, TopicConfig, TopicConfigManager

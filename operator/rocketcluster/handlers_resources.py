@@ -24,8 +24,9 @@ from typing import Any
 
 import kopf
 
-from broker.client import admin_changes, admin_requests
 from broker.client.admin import Admin
+from broker.client.admin import changes as admin_changes
+from broker.client.admin import requests as admin_requests
 from broker.client.api import ClientAPI
 from broker.client.errors import BrokerResponseError, RocketError
 from broker.protocol.codes import ResponseCode

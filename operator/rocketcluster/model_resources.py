@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, StringConstraints, ValidationError, field_validator, model_validator
 
-from broker.client.metadata_copy import SYSTEM_TOPICS as BROKER_SYSTEM_TOPICS
+from broker.client.admin.metadata_copy import SYSTEM_TOPICS as BROKER_SYSTEM_TOPICS
 from broker.protocol.system_groups import SYSTEM_GROUPS
 from rocketcluster.model import (
     Condition,

@@ -17,7 +17,8 @@ import orjson
 import pytest
 
 from broker.cli.mqadmin.main import main as mqadmin_main
-from broker.client import Admin, BlockingProducer, ClientConfig, Credentials, Message, admin_auth
+from broker.client import Admin, BlockingProducer, ClientConfig, Credentials, Message
+from broker.client.admin import auth as admin_auth
 from broker.client.errors import NoPermission
 from tests.auth.auth_harness import INNER, ROOT, SECURED
 from tests.interop.go_harness import ensure_go, go

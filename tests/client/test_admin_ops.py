@@ -11,7 +11,18 @@ from typing import Any
 import pytest
 
 from broker.client import Admin, Message, MessageQueue, Producer, SendStatus
-from broker.client.admin_requests import (
+from broker.client.admin.broker_runtime_info import BrokerRuntimeInfo
+from broker.client.admin.lag import (
+    ConsumerLag,
+    QueueLag,
+    ReplicationLag,
+    SlaveLag,
+    UnreadQueue,
+    consumer_lag,
+    unread_queues,
+)
+from broker.client.admin.metadata_copy import broker_made_topics, plan_copy
+from broker.client.admin.requests import (
     create_subscription_group,
     get_all_subscription_groups,
     get_all_topic_configs,
@@ -19,10 +30,7 @@ from broker.client.admin_requests import (
     parse_properties_text,
 )
 from broker.client.errors import ClientError
-from broker.client.lag import ConsumerLag, QueueLag, ReplicationLag, SlaveLag, UnreadQueue, consumer_lag, unread_queues
-from broker.client.metadata_copy import broker_made_topics, plan_copy
 from broker.client.route import Perm
-from broker.client.runtime_info import BrokerRuntimeInfo
 from broker.protocol.bodies import TopicConfig
 from broker.server.broker import BrokerController
 from broker.server.config import load_broker_config

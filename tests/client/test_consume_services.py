@@ -26,7 +26,7 @@ from broker.client.consume_service import (
     ConsumeService,
     OrderlyConsumeService,
 )
-from broker.client.consumer_stats import ConsumerStats
+from broker.client.consumer_rt_tps import ConsumerStats
 from broker.client.instance import ClientInstance
 from broker.client.message import MessageQueue
 from broker.client.offset_store import LocalFileOffsetStore

@@ -10,11 +10,11 @@ import asyncio
 import pytest
 
 from broker.client.config import ClientConfig
-from broker.client.consumer_stats import SAMPLE_SECONDS, ConsumerStats, Rolling
+from broker.client.consumer_rt_tps import SAMPLE_SECONDS, ConsumerStats, Rolling
+from broker.client.consumer_running_info import RunningInfo, process_queue_info
 from broker.client.instance import ClientInstance
 from broker.client.message import MessageQueue
 from broker.client.process_queue import ProcessQueue
-from broker.client.running_info import RunningInfo, process_queue_info
 from broker.protocol.bodies import MessageQueue as WireQueue
 from broker.protocol.bodies import fastjson_loads
 from broker.protocol.codes import RequestCode as RC

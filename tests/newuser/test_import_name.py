@@ -56,7 +56,7 @@ def test_sdk_names_import_without_heavy_packages() -> None:
         """)
     )
     assert outcome.code == 0, outcome
-    assert outcome.out.splitlines() == ["broker.client.producer broker.client.admin", "[]"]
+    assert outcome.out.splitlines() == ["broker.client.producer broker.client.admin.client", "[]"]
 
 
 def test_rocketcluster_exports_every_public_sdk_name_and_the_old_path_stays() -> None:

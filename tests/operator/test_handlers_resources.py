@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from broker.client import admin_requests
 from broker.client.admin import Admin
+from broker.client.admin import requests as admin_requests
 from rocketcluster import handlers, handlers_resources, names
 from rocketcluster.handlers_resources import CONSUMER_GROUP, TOPIC, delete_resource, reconcile_resource
 from tests.local_cluster import LocalCluster, local_cluster

@@ -1,4 +1,4 @@
-"""Pulls counted per topic and group (broker.server.get_stats), always on: VIEW_BROKER_STATS_DATA (315)
+"""Pulls counted per topic and group (broker.server.group_pull_counters), always on: VIEW_BROKER_STATS_DATA (315)
 GROUP_GET_NUMS / GROUP_GET_SIZE, the consume TPS and pull offsets of GET_CONSUME_STATS (208) and
 GET_BROKER_CONSUME_STATS (317), over a real connection to a real broker; the windows with a fake clock."""
 
@@ -11,7 +11,7 @@ import pytest
 from broker.protocol.bodies import MessageQueue, fastjson_loads
 from broker.protocol.codes import RequestCode as RC
 from broker.protocol.codes import ResponseCode as R
-from broker.server.get_stats import DAY, HOUR, MINUTE, GroupGetStats
+from broker.server.group_pull_counters import DAY, HOUR, MINUTE, GroupGetStats
 from tests.server.server_harness import cluster
 
 

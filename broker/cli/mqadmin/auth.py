@@ -1,6 +1,6 @@
 """mqadmin's ACL 2.0 commands, as RocketMQ 5.3.3's tools spell them: createUser, updateUser, deleteUser,
 getUser, listUser, createAcl, updateAcl, deleteAcl, getAcl, listAcl, each on one broker (-b) or every master
-of a cluster (-c). The requests (broker.client.admin_auth) are signed with the credentials of
+of a cluster (-c). The requests (broker.client.admin.auth) are signed with the credentials of
 $ROCKETMQ_HOME/conf/tools.yml, as RocketMQ's tools sign theirs (broker/cli/mqadmin/main.py).
 """
 
@@ -11,8 +11,8 @@ from typing import Any
 
 from broker.cli.mqadmin.lookup import target_masters
 from broker.cli.mqadmin.registry import UsageError, arg, command
-from broker.client import admin_auth
 from broker.client.admin import Admin
+from broker.client.admin import auth as admin_auth
 
 __all__: list[str] = []
 

@@ -13,10 +13,8 @@ from typing import Any
 from broker.cli.mqadmin.lookup import master_of, target_masters
 from broker.cli.mqadmin.registry import UnknownName, UsageError, arg, boolean, command, count, producer_config
 from broker.client import Message, Producer
-from broker.client import admin_changes as changes
-from broker.client import admin_requests as requests
-from broker.client.admin import Admin
-from broker.client.admin_views import broker_consume_stats
+from broker.client.admin import Admin, changes, requests
+from broker.client.admin.views import broker_consume_stats
 from broker.client.errors import RocketError
 from broker.client.route import MASTER_ID
 from broker.transport.errors import RemotingError

@@ -9,7 +9,7 @@ import json
 from broker.cli.mqadmin.lookup import require_group, require_topic, target_masters
 from broker.cli.mqadmin.registry import UnknownName, arg, command
 from broker.client.admin import Admin
-from broker.client.admin_views import (
+from broker.client.admin.views import (
     ConnectionInfo,
     ConsumerConnection,
     consumer_connection,

@@ -9,15 +9,13 @@ from datetime import datetime
 import orjson
 
 from broker.cli.mqadmin.connections import allocation, group_summary
+from broker.cli.mqadmin.group_progress import group_stats
 from broker.cli.mqadmin.groups_of import all_groups
 from broker.cli.mqadmin.lookup import require_group, require_topic, target_masters
 from broker.cli.mqadmin.output import progress
-from broker.cli.mqadmin.progress_stats import group_stats
 from broker.cli.mqadmin.registry import UnknownName, arg, boolean, command
 from broker.cli.mqadmin.timestamps import TIMESTAMP_HELP, parse_reset_timestamp
-from broker.client import admin_changes as changes
-from broker.client import admin_requests as requests
-from broker.client.admin import Admin
+from broker.client.admin import Admin, changes, requests
 from broker.client.queue_reader import queue_addr
 
 # RocketMQ's ConsumerProgressSubCommand layout

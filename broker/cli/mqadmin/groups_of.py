@@ -8,9 +8,8 @@ has committed once.
 
 from __future__ import annotations
 
-from broker.client import admin_requests as requests
-from broker.client.admin import Admin
-from broker.client.admin_views import topic_consumed_by
+from broker.client.admin import Admin, requests
+from broker.client.admin.views import topic_consumed_by
 from broker.client.errors import RequestCodeNotSupported
 from broker.protocol.system_groups import SYSTEM_GROUPS
 

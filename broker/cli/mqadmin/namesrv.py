@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 
 from broker.cli.mqadmin.registry import UnknownName, arg, command
-from broker.client import admin_changes as changes
-from broker.client.admin import Admin
+from broker.client.admin import Admin, changes
 
 
 @command("getNamesrvConfig", "Print every NameServer's configuration")

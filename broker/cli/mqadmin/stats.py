@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import argparse
 
+from broker.cli.mqadmin.group_progress import group_stats
 from broker.cli.mqadmin.groups_of import groups_of_topic
 from broker.cli.mqadmin.lookup import require_topic
 from broker.cli.mqadmin.output import progress
-from broker.cli.mqadmin.progress_stats import group_stats
 from broker.cli.mqadmin.registry import arg, command
 from broker.client.admin import Admin
-from broker.client.admin_views import BrokerStatsItem, view_broker_stats
+from broker.client.admin.views import BrokerStatsItem, view_broker_stats
 from broker.client.errors import BrokerResponseError
 from broker.client.route import TopicRouteData
 

@@ -10,9 +10,8 @@ from broker.cli.mqadmin.groups_of import groups_of_topic
 from broker.cli.mqadmin.lookup import require_topic, target_masters
 from broker.cli.mqadmin.registry import UnknownName, UsageError, arg, boolean, command
 from broker.cli.mqadmin.timestamps import format_ms
-from broker.client import admin_changes as changes
-from broker.client.admin import Admin
-from broker.client.admin_views import QueueStats, topic_stats
+from broker.client.admin import Admin, changes
+from broker.client.admin.views import QueueStats, topic_stats
 from broker.client.allocate import allocate_averagely
 from broker.client.errors import RequestCodeNotSupported
 from broker.client.message import MessageQueue

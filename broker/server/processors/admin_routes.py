@@ -1,8 +1,8 @@
 """The request codes of the admin inspection and maintenance processors, for `BrokerController`.
 
-One table keeps broker.py's route list short: the processors behind these codes (admin_stats,
+One table keeps broker.py's route list short: the processors behind these codes (admin_progress,
 admin_clients, admin_config, admin_store) are built here, each with the parts of the broker it reads
-(the config processor still takes the whole broker: UPDATE_BROKER_CONFIG changes parts of it).
+(the config processor gets `AdminRoutesContext`: UPDATE_BROKER_CONFIG changes parts of the broker).
 """
 
 from __future__ import annotations
@@ -12,17 +12,17 @@ from typing import TYPE_CHECKING
 from broker.protocol.codes import RequestCode
 from broker.server.processors.admin_clients import AdminClientsProcessor
 from broker.server.processors.admin_config import AdminConfigProcessor
-from broker.server.processors.admin_stats import AdminStatsProcessor
+from broker.server.processors.admin_progress import AdminStatsProcessor
 from broker.server.processors.admin_store import AdminStoreProcessor
 from broker.transport.dispatcher import Handler
 
 if TYPE_CHECKING:
-    from broker.server.broker import BrokerController
+    from broker.server.processors.context import AdminRoutesContext
 
 __all__ = ["admin_routes"]
 
 
-def admin_routes(broker: BrokerController) -> dict[int, Handler]:
+def admin_routes(broker: AdminRoutesContext) -> dict[int, Handler]:
     stats = AdminStatsProcessor(
         broker.config, broker.store, broker.topics, broker.groups, broker.offsets, broker.consumers, broker.get_stats
     )

@@ -1,6 +1,6 @@
 """Narrow views of the broker for the processors that cannot take their parts at construction.
 
-Most processors get the parts they read as arguments (offsets, client_manage, admin_clients, admin_stats,
+Most processors get the parts they read as arguments (offsets, client_manage, admin_clients, admin_progress,
 admin_store). The pull processor is built before two of its parts exist: the hold service is built from
 its `rerun`, and the HA controller starts after the processors are registered. So it gets `PullContext`,
 a Protocol naming exactly what it reads; `BrokerController` satisfies it, and the type checker keeps the
@@ -8,30 +8,35 @@ processor from reaching anything else of the broker. The send side does the same
 the send-back processor and the reply processor read parts that exist only after them (the send
 processor itself, the schedule service's wakeup), so each gets its own context.
 
-The admin and admin_config processors still take the BrokerController: they administer the broker itself
-(its registration, HA status, in-flight sends and config updates, `config_update.apply_updates`).
+The admin processors administer the broker itself: `AdminContext` is what the admin processor reads (its
+tables, counters, registration, HA status and in-flight sends), `AdminRoutesContext` what the table of the
+other admin processors hands them, config updates included (`config_update.ConfigUpdateContext`).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
+from broker.server.config_update import ConfigUpdateContext
+
 if TYPE_CHECKING:
     from broker.ha.controller import HAController
     from broker.metrics.broker_meters import BrokerMeters
     from broker.server.clients import ConsumerManager, ProducerManager
-    from broker.server.config import BrokerConfig
-    from broker.server.get_stats import GroupGetStats
+    from broker.server.config import BrokerConfig, LoadedConfig
+    from broker.server.group_pull_counters import GroupGetStats
     from broker.server.groups import SubscriptionGroupManager
     from broker.server.hold import PullHoldService
     from broker.server.locks import RebalanceLockManager
+    from broker.server.message_counters import BrokerStats
     from broker.server.offsets import ConsumerOffsetManager
     from broker.server.processors.send import SendProcessor
-    from broker.server.stats import BrokerStats
+    from broker.server.registration import Registrar
+    from broker.server.schedule import ScheduleService
     from broker.server.topics import TopicConfigManager
     from broker.store import MessageStore
 
-__all__ = ["PullContext", "ReplyContext", "SendBackContext", "SendContext"]
+__all__ = ["AdminContext", "AdminRoutesContext", "PullContext", "ReplyContext", "SendBackContext", "SendContext"]
 
 
 class _MessageContext(Protocol):
@@ -104,3 +109,49 @@ class ReplyContext(Protocol):
     def producers(self) -> ProducerManager: ...
     @property
     def consumers(self) -> ConsumerManager: ...
+
+
+class AdminContext(Protocol):
+    """What the admin processor reads of the broker (processors.admin): its tables and counters for mqadmin,
+    its registration and HA status for GET_BROKER_RUNTIME_INFO, and the topic re-registration it triggers."""
+
+    @property
+    def config(self) -> BrokerConfig: ...
+    @property
+    def store(self) -> MessageStore: ...
+    @property
+    def topics(self) -> TopicConfigManager: ...
+    @property
+    def groups(self) -> SubscriptionGroupManager: ...
+    @property
+    def loaded(self) -> LoadedConfig: ...
+    @property
+    def offsets(self) -> ConsumerOffsetManager: ...
+    @property
+    def consumers(self) -> ConsumerManager: ...
+    @property
+    def stats(self) -> BrokerStats: ...
+    @property
+    def schedule(self) -> ScheduleService: ...
+    @property
+    def hold(self) -> PullHoldService: ...
+    @property
+    def registrar(self) -> Registrar: ...
+    @property
+    def ha(self) -> HAController | None: ...
+    @property
+    def sends_in_flight(self) -> int: ...
+    def trigger_register(self) -> None: ...
+
+
+class AdminRoutesContext(ConfigUpdateContext, Protocol):
+    """What the table of the other admin processors (processors.admin_routes) hands them: the parts the
+    progress, clients and store processors read, and what UPDATE_BROKER_CONFIG and DELETE_SUBSCRIPTIONGROUP
+    change."""
+
+    @property
+    def store(self) -> MessageStore: ...
+    @property
+    def offsets(self) -> ConsumerOffsetManager: ...
+    @property
+    def get_stats(self) -> GroupGetStats: ...

@@ -41,12 +41,12 @@ from broker.protocol.headers import (
     QueryTopicConsumeByWhoRequestHeader,
 )
 from broker.server.errors import RequestError
-from broker.server.get_stats import DAY, HOUR, MINUTE
+from broker.server.group_pull_counters import DAY, HOUR, MINUTE
 
 if TYPE_CHECKING:
     from broker.server.clients import ConsumerManager
     from broker.server.config import BrokerConfig
-    from broker.server.get_stats import GroupGetStats
+    from broker.server.group_pull_counters import GroupGetStats
     from broker.server.groups import SubscriptionGroupManager
     from broker.server.offsets import ConsumerOffsetManager
     from broker.server.topics import TopicConfig, TopicConfigManager

@@ -6,9 +6,8 @@ consumerProgress, cloneGroupOffset and statsAll read these.
 
 from __future__ import annotations
 
-from broker.client import admin_requests as requests
-from broker.client.admin import Admin
-from broker.client.admin_views import GroupQueueStats, QueueConsumeStats, consume_stats
+from broker.client.admin import Admin, requests
+from broker.client.admin.views import GroupQueueStats, QueueConsumeStats, consume_stats
 from broker.client.errors import QueryNotFound, RequestCodeNotSupported
 from broker.client.message import MessageQueue
 from broker.client.queue_reader import read_range

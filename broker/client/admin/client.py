@@ -8,8 +8,8 @@ QUERY_MESSAGE for message lookups, INVOKE_BROKER_TO_RESET_OFFSET for resetOffset
 
 What the Kubernetes operator calls over the wire: `wipe_write_perm` / `add_write_perm` on every NameServer,
 `copy_metadata` from one broker group to a new one, `consumer_lag` and `replication_lag` of a group, and
-`runtime_info` of one broker (the requests and pure parts live in admin_requests, metadata_copy, lag and
-runtime_info beside this module).
+`runtime_info` of one broker (the requests and pure parts live beside this module: requests, changes, views,
+auth, metadata_copy, lag and broker_runtime_info).
 """
 
 from __future__ import annotations
@@ -21,15 +21,15 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from broker.client import admin_requests as requests
+from broker.client.admin import requests
+from broker.client.admin.broker_runtime_info import BrokerRuntimeInfo
+from broker.client.admin.lag import SCHEDULE_TOPIC, ConsumerLag, ReplicationLag, SlaveLag, consumer_lag, unread_queues
+from broker.client.admin.metadata_copy import CopyResult, broker_made_topics, plan_copy
 from broker.client.config import ClientConfig, client_config_with
 from broker.client.errors import ClientError, QueryNotFound, RocketError
 from broker.client.instance import ClientInstance
-from broker.client.lag import SCHEDULE_TOPIC, ConsumerLag, ReplicationLag, SlaveLag, consumer_lag, unread_queues
 from broker.client.message import MessageExt, MessageQueue
-from broker.client.metadata_copy import CopyResult, broker_made_topics, plan_copy
 from broker.client.route import MASTER_ID, BrokerData, Perm, TopicRouteData, subscribe_queues
-from broker.client.runtime_info import BrokerRuntimeInfo
 from broker.protocol.bodies import TopicConfig
 from broker.protocol.headers import CreateTopicRequestHeader
 from broker.protocol.message import decode_offset_msg_id

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from broker.client.admin_requests import _call, parse_properties_text
+from broker.client.admin.requests import _call, parse_properties_text
 from broker.client.api import ClientAPI
 from broker.client.errors import QueryNotFound
 from broker.protocol.codes import RequestCode

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from broker.client.admin_requests import _call, _parsed
+from broker.client.admin.requests import _call, _parsed
 from broker.client.api import ClientAPI
 from broker.client.message import MessageQueue
 from broker.protocol.bodies import MessageQueue as WireQueue
