@@ -312,14 +312,16 @@ def effective_properties(loaded: LoadedConfig) -> dict[str, str]:
 
 
 # Environment variable -> broker.conf key it stands for when the file does not set that key.
-# BROKER_IP1 lets a Kubernetes pod advertise its own IP (downward API status.podIP) from a shared file.
-ENV_KEYS = {"NAMESRV_ADDR": "namesrvAddr", "BROKER_IP1": "brokerIP1"}
+# BROKER_IP1 lets a Kubernetes pod advertise its own IP (downward API status.podIP) from a shared file, and
+# BROKER_IP2 its HA address apart from that (a broker advertising its node's IP replicates over its pod's IP).
+ENV_KEYS = {"NAMESRV_ADDR": "namesrvAddr", "BROKER_IP1": "brokerIP1", "BROKER_IP2": "brokerIP2"}
 
 
 def env_overrides(
     environ: Mapping[str, str] | None = None, properties: Mapping[str, str] | None = None
 ) -> dict[str, str]:
-    """NAMESRV_ADDR and BROKER_IP1 from the environment, for the keys `properties` leaves unset or blank."""
+    """NAMESRV_ADDR, BROKER_IP1 and BROKER_IP2 from the environment, for the keys `properties` leaves unset or
+    blank."""
     env = os.environ if environ is None else environ
     given = properties or {}
     out: dict[str, str] = {}
