@@ -32,7 +32,7 @@ from broker.client.errors import BrokerResponseError, RocketError
 from broker.protocol.codes import ResponseCode
 from broker.protocol.headers import CreateTopicRequestHeader
 from broker.transport.errors import RemotingError
-from rocketcluster import handlers, names
+from rocketcluster import gather, handlers, names, report
 from rocketcluster.kube import ApiError
 from rocketcluster.model import SpecError, parse_spec
 from rocketcluster.model_resources import name_problem, parse_group_spec, parse_topic_spec
@@ -59,7 +59,7 @@ __all__ = ["CONSUMER_GROUP", "TOPIC", "reconcile_resource", "schedule_all"]
 
 log = logging.getLogger("rocketcluster.operator.resources")
 
-ADMIN_TIMEOUT = handlers.ADMIN_TIMEOUT
+ADMIN_TIMEOUT = gather.ADMIN_TIMEOUT
 DELETE_RETRY_SECONDS = 15
 DELETE_TIMEOUT_SECONDS = 1800  # after this, kopf gives up and removes its finalizer (the failure is an Event)
 _UNREACHABLE = (RemotingError, TimeoutError, OSError)
@@ -174,7 +174,7 @@ def _track(kind: Kind, type_: str | None, body: Mapping[str, Any]) -> None:
         uid = _known.pop(key, None)
         _bodies.pop(key, None)
         if uid is not None:
-            handlers._locks.pop(uid, None)
+            handlers.locks.pop(uid, None)
         _passes.pop(key, None)
         return
     new = key not in _known
@@ -225,7 +225,7 @@ async def _pass(key: Key) -> None:
     while True:
         _changed_again.discard(key)
         try:
-            raw = await handlers._kube_client().get(names.API_VERSION, kind.kind, namespace, name)
+            raw = await handlers.kube_client().get(names.API_VERSION, kind.kind, namespace, name)
             if raw is not None and not raw["metadata"].get("deletionTimestamp"):
                 await reconcile_resource(kind, raw)
         except (kopf.TemporaryError, ApiError, *_ADMIN_FAILURES) as exc:  # the next resync tries again
@@ -241,7 +241,7 @@ async def _pass(key: Key) -> None:
 
 async def reconcile_resource(kind: Kind, body: Mapping[str, Any]) -> None:
     """One pass over one RocketTopic or RocketConsumerGroup, under the object's lock."""
-    lock = handlers._locks.setdefault(str(body["metadata"]["uid"]), asyncio.Lock())
+    lock = handlers.locks.setdefault(str(body["metadata"]["uid"]), asyncio.Lock())
     async with lock:
         await _reconcile(kind, body)
 
@@ -250,7 +250,7 @@ async def _reconcile(kind: Kind, body: Mapping[str, Any]) -> None:
     meta = body["metadata"]
     namespace, name, generation = str(meta["namespace"]), str(meta["name"]), int(meta.get("generation", 1))
     old = body.get("status") or {}
-    kube = handlers._kube_client()
+    kube = handlers.kube_client()
     try:
         spec = kind.parse(body.get("spec"))
     except SpecError as exc:
@@ -296,7 +296,7 @@ async def _reconcile(kind: Kind, body: Mapping[str, Any]) -> None:
         problem = ("ClusterNotReady", f"no NameServer pod of RocketCluster {spec.cluster_ref!r} is ready")
         await _report_plan(kind, body, rname, cluster_name, observation, problem)
         return
-    async with handlers._AdminSession(addrs) as session:
+    async with gather.AdminSession(addrs) as session:
         admin = session.require()
         api = admin.instance.api
         try:
@@ -398,16 +398,16 @@ async def _report(
         ready=ready,
         plan=plan,
         old=old,
-        now_iso=handlers._now_iso(),
+        now_iso=report.now_iso(),
         invalid=invalid,
     )
-    if handlers._differs(new, old):
+    if report.differs(new, old):
         before: Mapping[str, Any] = next((c for c in old.get("conditions") or [] if c.get("type") == "Ready"), {})
         if ready[0] == "False" and before.get("reason") != ready[1]:
             log.warning("%s %s/%s: %s: %s", kind.kind, meta["namespace"], meta["name"], ready[1], ready[2])
             if ready[1] in ("InvalidSpec", "Conflict", "Differs"):
-                await handlers._kube_client().post_event(body, "Warning", ready[1], ready[2])
-        await handlers._kube_client().patch_status(str(meta["namespace"]), str(meta["name"]), new, kind=kind.kind)
+                await handlers.kube_client().post_event(body, "Warning", ready[1], ready[2])
+        await handlers.kube_client().patch_status(str(meta["namespace"]), str(meta["name"]), new, kind=kind.kind)
 
 
 # -- deletion (deletionPolicy: Delete) -------------------------------------------------------------------------
@@ -443,7 +443,7 @@ async def delete_resource(kind: Kind, body: Mapping[str, Any]) -> None:
     named one. Waiting for a NameServer or a broker raises TemporaryError: kopf keeps its finalizer and retries."""
     meta = body["metadata"]
     namespace, name = str(meta["namespace"]), str(meta["name"])
-    lock = handlers._locks.setdefault(str(meta["uid"]), asyncio.Lock())
+    lock = handlers.locks.setdefault(str(meta["uid"]), asyncio.Lock())
     async with lock:
         try:
             spec = kind.parse(body.get("spec"))
@@ -453,7 +453,7 @@ async def delete_resource(kind: Kind, body: Mapping[str, Any]) -> None:
             )
             return
         rname = kind.rocketmq_name(body)
-        kube = handlers._kube_client()
+        kube = handlers.kube_client()
         cluster = await kube.get(names.API_VERSION, names.KIND, namespace, spec.cluster_ref)
         if cluster is None or cluster["metadata"].get("deletionTimestamp"):
             log.info("%s %s/%s: cluster %s is gone: nothing to remove", kind.kind, namespace, name, spec.cluster_ref)
@@ -466,7 +466,7 @@ async def delete_resource(kind: Kind, body: Mapping[str, Any]) -> None:
         addrs = ready_nameserver_addrs(pods)
         if not addrs:
             raise kopf.TemporaryError("no NameServer is ready to take the deletion", delay=DELETE_RETRY_SECONDS)
-        async with handlers._AdminSession(addrs) as session:
+        async with gather.AdminSession(addrs) as session:
             admin = session.require()
             try:
                 info = await asyncio.wait_for(admin.cluster_info(), ADMIN_TIMEOUT)
