@@ -24,7 +24,7 @@ PYPROJECT = REPO / "pyproject.toml"
 LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
 
 CONTRACTS = [c["name"] for c in tomllib.loads(PYPROJECT.read_text())["tool"]["importlinter"]["contracts"]]
-BROKER_LAYERS, SDK_LAYERS, SDK_FORBIDDEN, OPERATOR_FORBIDDEN, BROKER_NOT_OPERATOR = CONTRACTS
+BROKER_LAYERS, ASSEMBLY_ENTRY_ONLY, SDK_LAYERS, SDK_FORBIDDEN, OPERATOR_FORBIDDEN, BROKER_NOT_OPERATOR = CONTRACTS
 
 
 def _copy_sources(dest: Path) -> Path:
@@ -70,13 +70,25 @@ def test_the_checkout_keeps_every_contract() -> None:
 # the operator import the protocol and the client, so a protocol or client module that reaches the store or
 # the server breaks their contracts too (an indirect import).
 BREAKS = [
-    ("broker/ha/master.py", "import broker.server.broker", {BROKER_LAYERS}),
+    ("broker/ha/master.py", "import broker.server.broker", {BROKER_LAYERS, ASSEMBLY_ENTRY_ONLY}),
     ("broker/store/checkpoint.py", "import broker.ha.controller", {BROKER_LAYERS}),
     ("broker/protocol/crc.py", "import broker.store.config", {BROKER_LAYERS, SDK_FORBIDDEN, OPERATOR_FORBIDDEN}),
     ("broker/transport/budget.py", "import broker.client.producer", {SDK_LAYERS}),
     ("broker/client/route.py", "import broker.server.topics", {SDK_FORBIDDEN, OPERATOR_FORBIDDEN}),
     ("operator/rocketcluster/plan.py", "import broker.store.config", {OPERATOR_FORBIDDEN}),
     ("broker/cli/probe.py", "import rocketcluster.names", {BROKER_NOT_OPERATOR}),
+    # the controller sits below the NameServer that embeds it and the broker that registers with it
+    ("broker/controller/state.py", "import broker.namesrv.route", {BROKER_LAYERS}),
+    ("broker/auth/model.py", "import broker.controller.state", {BROKER_LAYERS}),
+    ("broker/client/route.py", "import broker.controller.state", {SDK_FORBIDDEN}),
+    # the metrics sit below the broker and the NameServer, beside auth, above HA and the store
+    ("broker/metrics/broker_collector.py", "import broker.server.topics", {BROKER_LAYERS}),
+    ("broker/metrics/namesrv_collector.py", "import broker.namesrv.controller", {BROKER_LAYERS}),
+    ("broker/metrics/views.py", "import broker.auth.model", {BROKER_LAYERS}),
+    ("broker/store/message_store.py", "import broker.metrics.views", {BROKER_LAYERS}),
+    # a part of the broker that names the assembly, even for its types, instead of a Protocol
+    ("broker/server/processors/admin.py", "from broker.server.broker import BrokerController", {ASSEMBLY_ENTRY_ONLY}),
+    ("broker/server/transaction/service.py", "import broker.server.broker", {ASSEMBLY_ENTRY_ONLY}),
 ]
 
 

@@ -2,7 +2,8 @@
 
 Counters and histograms come from BrokerMeters (read from the ConsumeQueues, or counted by the hot path);
 gauges are computed here from the broker's tables and its store: topics, groups, connections, consumer lag
-per group and topic, store size and backlogs, replication lag. Everything runs on the event loop
+per group and topic, store size and backlogs, replication lag. The broker is read through `BrokerView`
+(broker.metrics.views), which names exactly those parts. Everything runs on the event loop
 (broker.metrics.http), so the lag published is the offset table and the queue ends as they are between two
 requests.
 """
@@ -24,7 +25,7 @@ from broker.protocol.codes import LanguageCode
 from broker.protocol.system_groups import SYSTEM_GROUPS
 
 if TYPE_CHECKING:
-    from broker.server.broker import BrokerController
+    from broker.metrics.views import BrokerView
     from broker.store import MessageStore
 
 __all__ = ["BrokerCollector", "is_system_group"]
@@ -53,7 +54,7 @@ def _bool(value: bool) -> str:
 
 
 class BrokerCollector(Collector):
-    def __init__(self, broker: BrokerController, meters: BrokerMeters) -> None:
+    def __init__(self, broker: BrokerView, meters: BrokerMeters) -> None:
         self.broker = broker
         self.meters = meters
 
@@ -64,7 +65,7 @@ class BrokerCollector(Collector):
         yield from self._rpc(node)
         yield from self._tables(node)
         yield from self._connections(node)
-        store = self.broker._store
+        store = self.broker.started_store
         if store is not None:
             yield from self._lag(node, store)
             yield from self._storage(node, store)
@@ -139,8 +140,7 @@ class BrokerCollector(Collector):
         server = b.server
         backlog = sum(conn.backlog_size for conn in server.connections) if server is not None else 0
         watermark.add_metric(node("send"), backlog)
-        send = getattr(b, "send", None)
-        watermark.add_metric(node("async_put"), len(send.in_flight) if send is not None else 0)
+        watermark.add_metric(node("async_put"), b.sends_in_flight)
         yield from (perm, topics, groups, watermark)
 
     def _connections(self, node: NodeLabels) -> Iterator[Metric]:

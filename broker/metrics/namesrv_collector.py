@@ -18,13 +18,13 @@ from broker.metrics.families import NodeLabels
 from broker.metrics.rpc import RpcMeter
 
 if TYPE_CHECKING:
-    from broker.namesrv.controller import NamesrvController
+    from broker.metrics.views import NamesrvView
 
 __all__ = ["NamesrvCollector"]
 
 
 class NamesrvCollector(Collector):
-    def __init__(self, namesrv: NamesrvController, rpc: RpcMeter) -> None:
+    def __init__(self, namesrv: NamesrvView, rpc: RpcMeter) -> None:
         self.namesrv = namesrv
         self.rpc = rpc
 

@@ -157,6 +157,17 @@ class BrokerController:
         return self._store
 
     @property
+    def started_store(self) -> MessageStore | None:
+        """The store once `start()` opened it, None before (the metrics port opens first)."""
+        return self._store
+
+    @property
+    def sends_in_flight(self) -> int:
+        """Puts waiting for the group commit or a slave; 0 before the processors are registered."""
+        send: SendProcessor | None = getattr(self, "send", None)
+        return len(send.in_flight) if send is not None else 0
+
+    @property
     def hold(self) -> PullHoldService:
         assert self._hold is not None
         return self._hold

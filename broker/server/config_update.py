@@ -6,27 +6,31 @@ restart keeps it. Unlike RocketMQ, which silently skips keys it does not know, a
 value is refused (INVALID_PARAMETER naming it) and nothing changes. Keys that fix the broker's
 identity, addresses or file layout are only persisted: they take effect at the next start (RocketMQ
 also changes those fields in memory, where nothing reads them again). Everything else is set on the
-live BrokerConfig / StoreConfig, which the processors read per request.
+live BrokerConfig / StoreConfig, which the processors read per request. The broker is seen through
+`ConfigUpdateContext`: its configs, and the few parts that copied a setting at start.
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import ValidationError
 
 from broker.config.rewrite import update_properties_file
 from broker.config.typed import model_aliases
 from broker.protocol.codes import ResponseCode
-from broker.server.config import BrokerConfig, store_config
+from broker.server.config import BrokerConfig, LoadedConfig, store_config
 from broker.server.errors import RequestError
 
 if TYPE_CHECKING:
-    from broker.server.broker import BrokerController
+    from broker.server.clients import ConsumerManager, ProducerManager
+    from broker.server.groups import SubscriptionGroupManager
+    from broker.server.topics import TopicConfigManager
+    from broker.store.config import StoreConfig
 
-__all__ = ["BLACK_LIST", "RESTART_KEYS", "ConfigUpdate", "apply_updates"]
+__all__ = ["BLACK_LIST", "RESTART_KEYS", "ConfigUpdate", "ConfigUpdateContext", "apply_updates"]
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +67,27 @@ RESTART_KEYS = frozenset(
 )
 
 
+class ConfigUpdateContext(Protocol):
+    """What UPDATE_BROKER_CONFIG changes of the broker: its loaded configs, the parts that copied a setting
+    at start, and the NameServer registration (a new brokerPermission)."""
+
+    @property
+    def loaded(self) -> LoadedConfig: ...
+    @property
+    def config(self) -> BrokerConfig: ...
+    @property
+    def store_config(self) -> StoreConfig: ...
+    @property
+    def groups(self) -> SubscriptionGroupManager: ...
+    @property
+    def consumers(self) -> ConsumerManager: ...
+    @property
+    def producers(self) -> ProducerManager: ...
+    @property
+    def topics(self) -> TopicConfigManager: ...
+    def trigger_register(self) -> None: ...
+
+
 @dataclass(frozen=True, slots=True)
 class ConfigUpdate:
     live: list[str]  # applied now
@@ -76,7 +101,7 @@ def _validation_message(exc: ValidationError) -> str:
     )
 
 
-def apply_updates(broker: BrokerController, updates: dict[str, str]) -> ConfigUpdate:
+def apply_updates(broker: ConfigUpdateContext, updates: dict[str, str]) -> ConfigUpdate:
     """Validate and apply `updates`; RequestError (nothing changed) when a key is refused."""
     from broker.store.config import StoreConfig
 
@@ -133,7 +158,7 @@ def apply_updates(broker: BrokerController, updates: dict[str, str]) -> ConfigUp
     return ConfigUpdate(live, at_restart, persisted_to)
 
 
-def _propagate(broker: BrokerController, keys: set[str]) -> None:
+def _propagate(broker: ConfigUpdateContext, keys: set[str]) -> None:
     """The few settings that parts of the broker copied at start."""
     c = broker.config
     if "autoCreateSubscriptionGroup" in keys:

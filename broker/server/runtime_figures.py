@@ -2,7 +2,8 @@
 DefaultMessageStore.getRuntimeInfo and AdminBrokerProcessor.prepareRuntimeInfo add, read from our real state:
 disk use of the CommitLog and ConsumeQueue directories, bytes not yet flushed, the transient store pool we
 do not have (reported as RocketMQ reports a disabled one), and each delay level's progress. The admin
-processor merges them into its table; keys it already has win.
+processor passes the store and the schedule service and merges the figures into its table; keys it
+already has win.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from broker.server.topics import SCHEDULE_TOPIC
 from broker.store.retention import disk_usage_ratio
 
 if TYPE_CHECKING:
-    from broker.server.broker import BrokerController
+    from broker.server.schedule import ScheduleService
+    from broker.store import MessageStore
 
 __all__ = ["human_bytes", "runtime_figures"]
 
@@ -36,8 +38,7 @@ def human_bytes(n: int) -> str:
     return f"{value:.1f} {'KMGTPE'[exp - 1]}iB"
 
 
-def _disk(broker: BrokerController) -> dict[str, str]:
-    store = broker.store
+def _disk(store: MessageStore) -> dict[str, str]:
     cfg = store.config
     figures: dict[str, str] = {}
     commit_log_dir: Path = cfg.commit_log_dir
@@ -50,19 +51,17 @@ def _disk(broker: BrokerController) -> dict[str, str]:
     return figures
 
 
-def runtime_figures(broker: BrokerController) -> dict[str, str]:
-    store = broker.store
+def runtime_figures(store: MessageStore, schedule: ScheduleService) -> dict[str, str]:
     figures: dict[str, str] = {
         "remainHowManyDataToFlush": human_bytes(max(store.max_phy_offset - store.commit_log.queue.flushed_where, 0)),
         "remainTransientStoreBufferNumbs": str(JAVA_INT_MAX),
     }
     try:
-        figures.update(_disk(broker))
+        figures.update(_disk(store))
     except OSError as exc:  # a store directory not there (yet): leave the disk figures out, as Java does
         log.debug("disk figures unavailable: %s", exc)
     # scheduleMessageOffset_<level>: "<delivered-up-to offset>,<max offset>" of each level's queue (level - 1),
     # for every level that has seen a message (Java records a level's offset at its first look at one)
-    schedule = broker.schedule
     for level in sorted(schedule.delays):
         max_offset = store.get_max_offset_in_queue(SCHEDULE_TOPIC, level - 1)
         if level in schedule.offsets or max_offset > 0:

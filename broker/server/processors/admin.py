@@ -3,8 +3,8 @@ GET_BROKER_RUNTIME_INFO (28), VIEW_MESSAGE_BY_ID (33), QUERY_MESSAGE (12), DELET
 (215), GET_ALL_CONSUMER_OFFSET (43), GET_ALL_DELAY_OFFSET (45), GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201),
 UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200), GET_BROKER_CONFIG (26), INVOKE_BROKER_TO_RESET_OFFSET (222).
 
-Registered by `BrokerController`; all synchronous except topic creation side effects (the
-re-registration with the NameServers runs in the background).
+Registered by `BrokerController`, which it sees as `AdminContext` (processors/context.py); all synchronous
+except topic creation side effects (the re-registration with the NameServers runs in the background).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from broker.server.runtime_figures import runtime_figures
 from broker.server.topics import TopicConfig, validate_topic
 
 if TYPE_CHECKING:
-    from broker.server.broker import BrokerController
+    from broker.server.processors.context import AdminContext
     from broker.transport.connection import RemotingConnection
 
 __all__ = ["AdminProcessor"]
@@ -62,7 +62,7 @@ def _parse_attributes(text: str | None) -> dict[str, str]:
 
 
 class AdminProcessor:
-    def __init__(self, broker: BrokerController) -> None:
+    def __init__(self, broker: AdminContext) -> None:
         self.broker = broker
         self.store = broker.store
         self._tasks: set[asyncio.Task[None]] = set()
@@ -144,7 +144,7 @@ class AdminProcessor:
             "msgGetTotalTodayMorning": str(b.stats.get_today_morning),
             "msgPutTotalYesterdayMorning": str(b.stats.put_yesterday_morning),
             "msgGetTotalYesterdayMorning": str(b.stats.get_yesterday_morning),
-            "sendThreadPoolQueueSize": str(len(b.send.in_flight)),
+            "sendThreadPoolQueueSize": str(b.sends_in_flight),
             "sendThreadPoolQueueCapacity": "10000",
             "pullThreadPoolQueueSize": "0",
             "pullThreadPoolQueueCapacity": "100000",
@@ -163,9 +163,8 @@ class AdminProcessor:
             table.update({k: str(v) for k, v in self.store.runtime_info().items() if k not in table})
         except Exception:  # runtime figures from the store are best-effort
             log.debug("store runtime_info failed", exc_info=True)
-        for key, value in runtime_figures(
-            b
-        ).items():  # disk, flush backlog, delay levels (broker/server/runtime_figures.py)
+        # disk, flush backlog, delay levels (broker/server/runtime_figures.py)
+        for key, value in runtime_figures(self.store, b.schedule).items():
             table.setdefault(key, value)
         table.update(b.registrar.runtime_info())  # NameServer registration: readiness (broker/cli/probe.py)
         if b.ha is not None:

@@ -3,7 +3,7 @@ DELETE_SUBSCRIPTIONGROUP (207).
 
 mqadmin updateBrokerConfig sends 25 with a `key=value` properties body (broker.server.config_update
 validates, applies and persists it); deleteSubGroup sends 207 to every master of the cluster.
-Registered by `BrokerController`.
+Registered by `BrokerController` (processors/admin_routes.py), which it sees as `AdminRoutesContext`.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from broker.server.config_update import apply_updates
 from broker.server.errors import RequestError
 
 if TYPE_CHECKING:
-    from broker.server.broker import BrokerController
+    from broker.server.processors.context import AdminRoutesContext
     from broker.transport.connection import RemotingConnection
 
 __all__ = ["AdminConfigProcessor"]
@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 
 
 class AdminConfigProcessor:
-    def __init__(self, broker: BrokerController) -> None:
+    def __init__(self, broker: AdminRoutesContext) -> None:
         self.broker = broker
 
     def update_broker_config(self, conn: RemotingConnection, cmd: RemotingCommand) -> RemotingCommand:

@@ -20,7 +20,7 @@ from broker.server.transaction.messages import COMMIT, UNKNOWN, validate_end
 from broker.store.results import PutStatus
 
 if TYPE_CHECKING:
-    from broker.server.broker import BrokerController
+    from broker.server.transaction.context import EndTransactionContext
     from broker.transport.connection import RemotingConnection
 
 __all__ = ["EndTransactionProcessor"]
@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 
 
 class EndTransactionProcessor:
-    def __init__(self, broker: BrokerController) -> None:
+    def __init__(self, broker: EndTransactionContext) -> None:
         self.broker = broker
 
     async def handle(self, conn: RemotingConnection, cmd: RemotingCommand) -> RemotingCommand | None:

@@ -40,7 +40,7 @@ from broker.store.results import GetStatus, MessageToStore, PutResult, PutStatus
 from broker.transport.loop import cancel_and_wait
 
 if TYPE_CHECKING:
-    from broker.server.broker import BrokerController
+    from broker.server.transaction.context import TransactionContext
 
 __all__ = ["TransactionService"]
 
@@ -55,7 +55,7 @@ def _now_ms() -> int:
 
 
 class TransactionService:
-    def __init__(self, broker: BrokerController) -> None:
+    def __init__(self, broker: TransactionContext) -> None:
         self.broker = broker
         self.config = broker.config
         self.store = broker.store
