@@ -15,6 +15,7 @@ from broker.config.effective import properties_of
 from broker.config.errors import ConfigError
 from broker.config.properties import load_properties
 from broker.config.typed import dump_properties
+from broker.controller.config import ControllerConfig
 from broker.logs.settings import LogSettings
 from broker.logs.setup import announce
 from broker.namesrv.config import NamesrvConfig
@@ -53,11 +54,21 @@ def build_config(config_file: str | None) -> NamesrvConfig:
     return NamesrvConfig.from_properties(load_properties(config_file), source=config_file)
 
 
+def build_controller_config(config_file: str | None, config: NamesrvConfig) -> ControllerConfig | None:
+    """The embedded controller's config, from the same file, when enableControllerInNamesrv=true."""
+    if not config.enable_controller_in_namesrv or config_file is None:
+        return None
+    return ControllerConfig.from_properties(load_properties(config_file), source=config_file, warn_unknown=False)
+
+
 def main(argv: list[str] | None = None) -> None:
     args = _parser().parse_args(argv)
     start_logging(args.log_level)
     try:
         config = build_config(args.config_file)
+        controller = build_controller_config(args.config_file, config)
+        if config.enable_controller_in_namesrv and controller is None:
+            raise ConfigError("enableControllerInNamesrv=true needs a config file with the controller keys")
     except ConfigError as exc:
         console_logging(args.log_level)
         print(f"mqnamesrv: {exc}", file=sys.stderr)
@@ -74,7 +85,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.config_file:
         log.info("load config properties file OK, %s", args.config_file)
     try:
-        run(_serve(config))
+        run(_serve(config, controller))
     except OSError as exc:
         log.error("The Name Server failed to start: %s", exc)
         sys.exit(1)
@@ -82,8 +93,8 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(130)
 
 
-async def _serve(config: NamesrvConfig) -> None:
-    controller = NamesrvController(config)
+async def _serve(config: NamesrvConfig, controller_config: ControllerConfig | None) -> None:
+    controller = NamesrvController(config, controller_config)
 
     def started() -> None:
         message = (

@@ -23,6 +23,7 @@ from pydantic import ConfigDict, Field, SecretStr, model_validator
 from broker.auth.settings import check_auth_keys
 from broker.config.errors import ConfigError
 from broker.config.typed import load_model, model_aliases
+from broker.controller.config import CONTROLLER_KEYS
 from broker.logs.settings import (
     DEFAULT_MAX_INDEX,
     DEFAULT_MAX_SIZE,
@@ -70,6 +71,9 @@ class NamesrvConfig(TlsKeys):
     enable_all_topic_list: bool = Field(default=True, alias="enableAllTopicList")
     enable_topic_list: bool = Field(default=True, alias="enableTopicList")
     delete_topic_with_broker_registration: bool = Field(default=False, alias="deleteTopicWithBrokerRegistration")
+    # The controller of controller mode runs in this process (broker.controller), configured by the controller's
+    # keys of the same file; it serves on its own controllerDLegerPeers address, not on listenPort.
+    enable_controller_in_namesrv: bool = Field(default=False, alias="enableControllerInNamesrv")
     need_wait_for_service: bool = Field(default=False, alias="needWaitForService")
     wait_seconds_for_service: int = Field(default=45, ge=0, alias="waitSecondsForService")
     # NettyServerConfig keys.
@@ -109,7 +113,7 @@ class NamesrvConfig(TlsKeys):
         a bad value raises ConfigError naming the key."""
         values = with_tls_file(values, origin=source)  # tls.config.file's keys win
         known = model_aliases(cls)
-        for key in sorted(k for k in values if k not in known):
+        for key in sorted(k for k in values if k not in known and k not in CONTROLLER_KEYS):
             log.warning("unknown NameServer config key %r in %s is ignored", key, source)
         try:
             check_auth_keys({k: str(v) for k, v in values.items() if isinstance(v, str)})

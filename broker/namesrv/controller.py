@@ -2,7 +2,8 @@
 
 Created by broker.cli.mqnamesrv (and tests, and bench/namesrv.py): `await start()`, then
 `await shutdown()`. It owns the liveness scanner (every scanNotActiveBrokerInterval ms) and the close
-listener that drops a broker the moment its channel closes.
+listener that drops a broker the moment its channel closes. With enableControllerInNamesrv it also runs the
+controller of controller mode (broker.controller.manager), built from the same file's controller keys.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import asyncio
 import logging
 
 from broker.auth.service import ServerAuth
+from broker.controller.config import ControllerConfig
+from broker.controller.manager import ControllerManager
 from broker.metrics import MetricsExporter, MetricsSettings
 from broker.metrics.namesrv_collector import NamesrvCollector
 from broker.metrics.rpc import RpcMeter, instrument
@@ -28,8 +31,11 @@ log = logging.getLogger(__name__)
 
 
 class NamesrvController:
-    def __init__(self, config: NamesrvConfig) -> None:
+    def __init__(self, config: NamesrvConfig, controller: ControllerConfig | None = None) -> None:
         self.config = config
+        if config.enable_controller_in_namesrv and controller is None:
+            raise ValueError("enableControllerInNamesrv=true needs the controller keys (controllerDLegerPeers, ...)")
+        self.controller = ControllerManager(controller) if controller is not None else None
         self.routes = RouteInfoManager(
             default_timeout_ms=config.broker_channel_expired_time,
             delete_topic_with_broker_registration=config.delete_topic_with_broker_registration,
@@ -76,6 +82,12 @@ class NamesrvController:
         await asyncio.to_thread(self.kv.load)
         self.kv.start()
         await self.server.start()
+        if self.controller is not None:
+            try:
+                await self.controller.start()
+            except BaseException:
+                await self.server.shutdown(0)
+                raise
         self._scanner = asyncio.get_running_loop().create_task(self._scan_loop())
 
     async def shutdown(self, grace: float = 5.0) -> None:
@@ -84,6 +96,8 @@ class NamesrvController:
             self._scanner = None
         if self.metrics is not None:
             await self.metrics.close()
+        if self.controller is not None:
+            await self.controller.shutdown(grace)
         await self.server.shutdown(grace)
         await self.kv.close()
 
