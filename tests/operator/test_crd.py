@@ -86,6 +86,12 @@ def test_pass_through_objects_keep_unknown_fields_and_nothing_else_does() -> Non
             "topologySpreadConstraints",
             "allowFrom",  # NetworkPolicyPeers, passed through
             "metricsFrom",
+            # rocketcluster.pod_extras: lists keyed by name (or mountPath), the rest passed through
+            "env",
+            "volumes",
+            "volumeMounts",
+            "initContainers",
+            "sidecars",
         }, path
     assert ".spec.template.affinity" in spec_keeps
     assert ".spec.broker.template.tolerations[]" in spec_keeps

@@ -229,6 +229,33 @@ _REFUSED: list[tuple[str, Any, str]] = [
     ("bad label value", {"template": {"labels": {"team": "a b"}}}, "spec.template.labels.team"),
     ("too many labels", {"template": {"labels": {f"l{i}": "v" for i in range(40)}}}, "spec.template.labels"),
     ("affinity as a list", {"template": {"affinity": [1]}}, "spec.template.affinity"),
+    # pod template extras (rocketcluster.pod_extras)
+    (
+        "operator's env",
+        {"template": {"env": [{"name": "POD_INDEX", "value": "9"}]}},
+        "env variable names BROKER_IP1, POD_INDEX, POD_NAME are the operator's own",
+    ),
+    (
+        "operator's volume",
+        {"broker": {"template": {"volumes": [{"name": "data", "emptyDir": {}}]}}},
+        "spec.broker.template.volumes: Forbidden: the volume names config, data",
+    ),
+    (
+        "operator's container",
+        {"template": {"sidecars": [{"name": "broker", "image": "x"}]}},
+        "spec.template.sidecars: Forbidden: the container names broker, nameserver",
+    ),
+    (
+        "mount under /data",
+        {"template": {"volumeMounts": [{"name": "x", "mountPath": "/data/x"}]}},
+        "spec.template.volumeMounts: Forbidden: a mountPath may not be at or under",
+    ),
+    ("mount with '..'", {"template": {"volumeMounts": [{"name": "x", "mountPath": "/a/../b"}]}}, "'..'"),
+    ("env twice", {"template": {"env": [{"name": "A"}, {"name": "A"}]}}, "Duplicate value"),
+    ("sidecar without image", {"template": {"sidecars": [{"name": "s"}]}}, "spec.template.sidecars[0].image"),
+    ("env name with '='", {"template": {"env": [{"name": "A=B"}]}}, "spec.template.env[0].name"),
+    ("too many volumes", {"template": {"volumes": [{"name": f"v{i}"} for i in range(33)]}}, "spec.template.volumes"),
+    ("fixedUserIds a string", {"template": {"fixedUserIds": "no"}}, "spec.template.fixedUserIds"),
 ]
 
 
@@ -362,8 +389,24 @@ def test_status_and_scale_subresources_and_printer_columns(kubectl: Kubectl) -> 
                 ],
             },
         },
+        {
+            "template": {
+                "fixedUserIds": False,
+                "env": [{"name": "TZ", "value": "UTC"}],
+                "volumes": [{"name": "certs", "secret": {"secretName": "mq-certs"}}],
+                "volumeMounts": [{"name": "certs", "mountPath": "/etc/certs", "readOnly": True}],
+            },
+            "broker": {
+                "template": {
+                    "initContainers": [{"name": "wait", "image": "busybox:1", "command": ["true"]}],
+                    "sidecars": [
+                        {"name": "shipper", "image": "fluent-bit:3", "resources": {"limits": {"cpu": "100m"}}}
+                    ],
+                }
+            },
+        },
     ],
-    ids=["persistent", "ephemeral-with-templates"],
+    ids=["persistent", "ephemeral-with-templates", "extras"],
 )
 def test_every_rendered_child_passes_the_api_servers_validation(kubectl: Kubectl, spec: dict[str, Any]) -> None:
     created = json.loads(
