@@ -16,7 +16,6 @@ stops it, rather than reaching the API server as something it may read different
 from __future__ import annotations
 
 import argparse
-import copy
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -80,10 +79,6 @@ _PLAIN_KEYWORDS = frozenset(
         "required",
         "x-kubernetes-int-or-string",
         "x-kubernetes-preserve-unknown-fields",
-        # lists of pass-through objects keyed by name, with their CEL rules (rocketcluster.pod_extras)
-        "x-kubernetes-list-map-keys",
-        "x-kubernetes-list-type",
-        "x-kubernetes-validations",
     }
 )
 
@@ -124,16 +119,21 @@ def _convert(
         elif key == "const":
             out["enum"] = [value]
         elif key in _PLAIN_KEYWORDS:
-            # a copy: a model used at several paths shares these lists, which YAML would write as anchors
-            out[key] = copy.deepcopy(value)
+            out[key] = value
         else:
             raise SchemaConversionError(f"{'.'.join(at) or '<root>'}: no structural form for keyword {key!r}")
     if "type" not in out and not out.get("x-kubernetes-int-or-string"):
         raise SchemaConversionError(f"{'.'.join(at) or '<root>'}: no type")
     if keep_defaults and out.get("type") == "object" and "properties" in out:
         for name, child in out["properties"].items():
-            # A nested settings object the user leaves out still gets its fields' defaults.
-            if name not in out.get("required", ()) and child.get("type") == "object" and "properties" in child:
+            # A nested settings object the user leaves out still gets its fields' defaults; one with required
+            # fields of its own (a reference such as issuerRef) is absent until given, as {} would be invalid.
+            if (
+                name not in out.get("required", ())
+                and child.get("type") == "object"
+                and "properties" in child
+                and not child.get("required")
+            ):
                 child.setdefault("default", {})
     return _ordered(out)
 
@@ -221,6 +221,28 @@ def _validations() -> dict[SchemaPath, list[dict[str, str]]]:
                 "rule": f"self.all(k, k in {owned} || k in {known})",
                 "messageExpression": "'key \\'' + "
                 f"self.filter(k, !(k in {owned} || k in {known}))[0] + '\\' is not a broker.conf key the broker knows'",
+                "reason": "FieldValueInvalid",
+            },
+        ],
+        ("spec", "security"): [
+            {
+                "rule": "!has(self.authorization) || !has(self.authorization.enabled) || "
+                "!self.authorization.enabled || "
+                "(has(self.authentication) && has(self.authentication.enabled) && self.authentication.enabled)",
+                "message": "authorization needs authentication.enabled (a request's user is its signer)",
+                "fieldPath": ".authorization.enabled",
+                "reason": "FieldValueInvalid",
+            },
+        ],
+        ("spec", "security", "tls"): [
+            {
+                "rule": "!(has(self.secretName) && has(self.issuerRef))",
+                "message": "give secretName or issuerRef, not both",
+                "reason": "FieldValueInvalid",
+            },
+            {
+                "rule": "!has(self.enabled) || !self.enabled || has(self.secretName) || has(self.issuerRef)",
+                "message": "TLS enabled needs secretName (a kubernetes.io/tls Secret) or issuerRef (cert-manager)",
                 "reason": "FieldValueInvalid",
             },
         ],

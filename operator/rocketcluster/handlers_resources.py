@@ -32,7 +32,7 @@ from broker.client.errors import BrokerResponseError, RocketError
 from broker.protocol.codes import ResponseCode
 from broker.protocol.headers import CreateTopicRequestHeader
 from broker.transport.errors import RemotingError
-from rocketcluster import gather, handlers, names, report
+from rocketcluster import cluster_access, gather, handlers, names, report
 from rocketcluster.kube import ApiError
 from rocketcluster.model import SpecError, parse_spec
 from rocketcluster.model_resources import name_problem, parse_group_spec, parse_topic_spec
@@ -296,7 +296,12 @@ async def _reconcile(kind: Kind, body: Mapping[str, Any]) -> None:
         problem = ("ClusterNotReady", f"no NameServer pod of RocketCluster {spec.cluster_ref!r} is ready")
         await _report_plan(kind, body, rname, cluster_name, observation, problem)
         return
-    async with gather.AdminSession(addrs) as session:
+    try:
+        access = await cluster_access.admin_access(kube, namespace, spec.cluster_ref, cluster_spec)
+    except cluster_access.SecretMissing as exc:
+        await _report_plan(kind, body, rname, cluster_name, observation, ("ClusterNotReady", str(exc)))
+        return
+    async with gather.AdminSession(addrs, access) as session:
         admin = session.require()
         api = admin.instance.api
         try:
@@ -459,14 +464,19 @@ async def delete_resource(kind: Kind, body: Mapping[str, Any]) -> None:
             log.info("%s %s/%s: cluster %s is gone: nothing to remove", kind.kind, namespace, name, spec.cluster_ref)
             return
         try:
-            cluster_name = parse_spec(cluster.get("spec")).effective_cluster_name(spec.cluster_ref)
+            cluster_spec = parse_spec(cluster.get("spec"))
+            cluster_name = cluster_spec.effective_cluster_name(spec.cluster_ref)
         except SpecError as exc:
             raise kopf.TemporaryError(f"RocketCluster {spec.cluster_ref} has an invalid spec: {exc}", delay=60) from exc
         pods = await kube.list("v1", "Pod", namespace, {names.LABEL_CLUSTER: spec.cluster_ref})
         addrs = ready_nameserver_addrs(pods)
         if not addrs:
             raise kopf.TemporaryError("no NameServer is ready to take the deletion", delay=DELETE_RETRY_SECONDS)
-        async with gather.AdminSession(addrs) as session:
+        try:
+            access = await cluster_access.admin_access(kube, namespace, spec.cluster_ref, cluster_spec)
+        except cluster_access.SecretMissing as exc:
+            raise kopf.TemporaryError(str(exc), delay=DELETE_RETRY_SECONDS) from exc
+        async with gather.AdminSession(addrs, access) as session:
             admin = session.require()
             try:
                 info = await asyncio.wait_for(admin.cluster_info(), ADMIN_TIMEOUT)

@@ -31,7 +31,9 @@ FIELD_MANAGER = "rocketcluster-operator"
 
 # kind -> plural, for the kinds the operator touches (a fixed set: no discovery round trips)
 _PLURALS = {
+    "Certificate": "certificates",
     "ConfigMap": "configmaps",
+    "CustomResourceDefinition": "customresourcedefinitions",
     "Event": "events",
     "NetworkPolicy": "networkpolicies",
     "PersistentVolumeClaim": "persistentvolumeclaims",
@@ -40,12 +42,14 @@ _PLURALS = {
     "RocketCluster": "rocketclusters",
     "RocketConsumerGroup": "rocketconsumergroups",
     "RocketTopic": "rockettopics",
+    "RocketUser": "rocketusers",
+    "Secret": "secrets",
     "Service": "services",
     "ServiceAccount": "serviceaccounts",
     "StatefulSet": "statefulsets",
     "StorageClass": "storageclasses",
 }
-_CLUSTER_SCOPED = {"StorageClass"}
+_CLUSTER_SCOPED = {"CustomResourceDefinition", "StorageClass"}
 # Sent once more when the server dropped the connection under it: server-side apply is idempotent, but
 # aiohttp retries only GET, HEAD, OPTIONS, TRACE, PUT and DELETE itself
 _RETRIED_HERE = frozenset(("PATCH",))

@@ -33,7 +33,6 @@ from pydantic.alias_generators import to_camel
 
 from rocketcluster.broker_keys import BROKER_KEYS, OWNED_KEYS, check_value
 from rocketcluster.names import BROKER_HA_PORT, BROKER_MAIN_PORT, NAMESERVER_PORT
-from rocketcluster.pod_extras import Containers, EnvVars, VolumeMounts, Volumes
 
 __all__ = [
     "DEFAULT_IMAGE",
@@ -53,6 +52,7 @@ __all__ = [
     "RocketClusterStatus",
     "Rollout",
     "ScaleDown",
+    "SecuritySpec",
     "SpecError",
     "Storage",
     "parse_spec",
@@ -210,35 +210,11 @@ class PodTemplate(_Wire):
     """Pod priorityClassName."""
     topology_spread_constraints: list[KubeObject] | None = Field(default=None, max_length=MAX_LIST_ITEMS)
     """Pod topologySpreadConstraints."""
-    fixed_user_ids: bool | None = None
-    """false leaves runAsUser, runAsGroup and fsGroup (10001) out of the pod securityContext, so the platform
-    assigns them (OpenShift's restricted SCC does). Default true."""
-    env: EnvVars | None = None
-    """Extra env entries of the main container (after the operator's; POD_NAME, POD_INDEX and BROKER_IP1 are
-    the operator's)."""
-    volumes: Volumes | None = None
-    """Extra pod volumes (config, data, home and tmp are the operator's)."""
-    volume_mounts: VolumeMounts | None = None
-    """Extra mounts of the main container; not at or under /data, /etc/rocketcluster, /home/rocketmq, /tmp."""
-    init_containers: Containers | None = None
-    """Containers that run to completion before the main one. Each gets the main container's securityContext
-    under its own."""
-    sidecars: Containers | None = None
-    """Containers that run beside the main one (after it in the pod). Each gets the main container's
-    securityContext under its own."""
 
     @field_validator("labels", "annotations", "node_selector")
     @classmethod
     def _check_keys(cls, value: dict[str, str]) -> dict[str, str]:
         return _check_label_keys(value)
-
-    def container_name_clash(self) -> str | None:
-        """A name given to both an init container and a sidecar (a pod's containers share one namespace)."""
-        sidecars = {str(item["name"]) for item in self.sidecars or ()}
-        for item in self.init_containers or ():
-            if item["name"] in sidecars:
-                return str(item["name"])
-        return None
 
     def merged_under(self, component: PodTemplate) -> PodTemplate:
         """This (cluster-wide) template with a component's template over it."""
@@ -407,6 +383,84 @@ class NetworkPolicySpec(_Wire):
     """Who may scrape the metrics port (spec.metrics): NetworkPolicyPeers. Unset: any pod of any namespace."""
 
 
+class AuthenticationSpec(_Wire):
+    """ACL 2.0 authentication (broker.conf authenticationEnabled, and the NameServer's writes)."""
+
+    enabled: bool = False
+    """Every request must be signed by a user the brokers know. The operator makes its own SUPER user
+    (Secret <name>-operator-credentials) and signs its admin calls with it; applications use RocketUsers."""
+
+
+class AuthorizationSpec(_Wire):
+    """ACL 2.0 authorization (broker.conf authorizationEnabled)."""
+
+    enabled: bool = False
+    """Every request is checked against its user's ACL (RocketUser spec.acls). Needs authentication."""
+
+
+class IssuerRef(_Wire):
+    """A cert-manager issuer, as a Certificate's spec.issuerRef names it."""
+
+    name: DnsSubdomain
+    """The Issuer or ClusterIssuer."""
+    kind: Literal["Issuer", "ClusterIssuer"] = "Issuer"
+    """Issuer (in the cluster's namespace) or ClusterIssuer."""
+    group: DnsSubdomain = "cert-manager.io"
+    """The issuer's API group."""
+
+
+class TlsSpec(_Wire):
+    """TLS on the NameServer and broker ports (tls.server.mode=enforcing) and between the brokers."""
+
+    enabled: bool = False
+    """Serve TLS only: plaintext clients are refused. Needs secretName or issuerRef."""
+    secret_name: DnsSubdomain | None = None
+    """A kubernetes.io/tls Secret (tls.crt, tls.key, optionally ca.crt) in the cluster's namespace."""
+    issuer_ref: IssuerRef | None = None
+    """Instead of secretName: the operator makes a cert-manager Certificate (Secret <name>-tls) from this
+    issuer; needs cert-manager's CRDs in the Kubernetes cluster."""
+
+    @model_validator(mode="after")
+    def _one_source(self) -> TlsSpec:
+        if self.issuer_ref is not None and self.secret_name is not None:
+            raise ValueError("give secretName or issuerRef, not both")
+        if self.enabled and self.issuer_ref is None and self.secret_name is None:
+            raise ValueError("TLS enabled needs secretName or issuerRef")
+        return self
+
+
+class SecuritySpec(_Wire):
+    """Authentication, authorization and TLS (docs/security.md)."""
+
+    authentication: AuthenticationSpec = Field(default_factory=AuthenticationSpec)
+    """Signed requests (ACL 2.0 users)."""
+    authorization: AuthorizationSpec = Field(default_factory=AuthorizationSpec)
+    """ACL checks of every request; needs authentication."""
+    tls: TlsSpec = Field(default_factory=TlsSpec)
+    """TLS on every port of the cluster."""
+
+    @model_validator(mode="after")
+    def _authorization_needs_authentication(self) -> SecuritySpec:
+        if self.authorization.enabled and not self.authentication.enabled:
+            raise ValueError("authorization.enabled needs authentication.enabled (a request's user is its signer)")
+        return self
+
+
+# NodePorts: the API server's default service-node-port-range. Every broker pod of a group gets a nodePort of
+# its own, one block of NODE_PORTS_PER_GROUP per group (room for the most slaves a group may have), so a pod's
+# port never moves when slavesPerGroup changes.
+NODE_PORT_MIN = 30000
+NODE_PORT_MAX = 32767
+NODE_PORTS_PER_GROUP = 1 + MAX_SLAVES_PER_GROUP
+_HOST_PATTERN = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*|[0-9]{1,3}(\.[0-9]{1,3}){3})$"
+
+
+def last_node_port(node_port_base: int, groups: int) -> int:
+    """The highest nodePort a cluster of `groups` groups uses from `node_port_base` (the NameServers' port is the
+    base, group g's pod i gets base + 1 + g * NODE_PORTS_PER_GROUP + i)."""
+    return node_port_base + groups * NODE_PORTS_PER_GROUP
+
+
 class RocketClusterSpec(_Wire):
     """A RocketMQ cluster: NameServers and broker groups."""
 
@@ -439,15 +493,8 @@ class RocketClusterSpec(_Wire):
     """Prometheus metrics of the brokers."""
     network_policy: NetworkPolicySpec = Field(default_factory=NetworkPolicySpec)
     """NetworkPolicies admitting only the clients, the cluster's own pods and the operator."""
-
-    @model_validator(mode="after")
-    def _no_container_name_twice(self) -> RocketClusterSpec:
-        # Checked on the merged templates: a cluster-wide init container and a component's sidecar share a pod.
-        for field, component in (("nameServer", self.name_server.template), ("broker", self.broker.template)):
-            clash = self.template.merged_under(component).container_name_clash()
-            if clash is not None:
-                raise ValueError(f"{field} pods: container {clash!r} is both an init container and a sidecar")
-        return self
+    security: SecuritySpec = Field(default_factory=SecuritySpec)
+    """Authentication, authorization and TLS."""
 
     def effective_cluster_name(self, metadata_name: str) -> str:
         """brokerClusterName: spec.clusterName, else the resource's name."""

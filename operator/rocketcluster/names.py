@@ -12,6 +12,7 @@ from typing import Final
 
 __all__ = [
     "ANNOTATION_CONFIG_HASH",
+    "ANNOTATION_SECRETS_HASH",
     "ANNOTATION_MANUAL_ROLLING_UPDATE",
     "ANNOTATION_PAUSE_RECONCILIATION",
     "API_VERSION",
@@ -51,6 +52,10 @@ __all__ = [
     "TOPIC_PLURAL",
     "TOPIC_SHORT_NAMES",
     "TOPIC_SINGULAR",
+    "USER_KIND",
+    "USER_PLURAL",
+    "USER_SHORT_NAMES",
+    "USER_SINGULAR",
     "VERSION",
     "ClusterRef",
     "broker_conf_file",
@@ -96,6 +101,10 @@ TOPIC_KIND: Final = "RocketTopic"
 TOPIC_PLURAL: Final = "rockettopics"
 TOPIC_SINGULAR: Final = "rockettopic"
 TOPIC_SHORT_NAMES: Final = ("rmqt",)
+USER_KIND: Final = "RocketUser"
+USER_PLURAL: Final = "rocketusers"
+USER_SINGULAR: Final = "rocketuser"
+USER_SHORT_NAMES: Final = ("rmqu",)
 CONSUMER_GROUP_KIND: Final = "RocketConsumerGroup"
 CONSUMER_GROUP_PLURAL: Final = "rocketconsumergroups"
 CONSUMER_GROUP_SINGULAR: Final = "rocketconsumergroup"
@@ -104,6 +113,7 @@ CONSUMER_GROUP_SHORT_NAMES: Final = ("rmqg",)
 ANNOTATION_PAUSE_RECONCILIATION: Final = f"{GROUP}/pause-reconciliation"
 ANNOTATION_MANUAL_ROLLING_UPDATE: Final = f"{GROUP}/manual-rolling-update"
 ANNOTATION_CONFIG_HASH: Final = f"{GROUP}/config-hash"
+ANNOTATION_SECRETS_HASH: Final = f"{GROUP}/secrets-hash"
 
 # -- labels ------------------------------------------------------------------------------------------------------
 
@@ -149,6 +159,9 @@ class ClusterRef:
     name: str
     namespace: str
     uid: str
+    # SHA-256 of the Secrets the pods read (credentials, certificate), "" without spec.security: it goes into the
+    # pods' annotations, so a rotated credential or certificate rolls them (rocketcluster.render_security)
+    secrets_hash: str = ""
 
     def __post_init__(self) -> None:
         if len(self.name) > MAX_CLUSTER_NAME_LENGTH or not _DNS1035_LABEL.match(self.name):

@@ -20,8 +20,13 @@ from typing import Any, Final
 from rocketcluster import names
 from rocketcluster.model import PodTemplate, RocketClusterSpec
 from rocketcluster.names import ClusterRef
-from rocketcluster.pod_extras import extra_containers
 from rocketcluster.render_network import network_policies
+from rocketcluster.render_security import (
+    broker_security_properties,
+    nameserver_security_properties,
+    render_certificate,
+    secure_pod_template,
+)
 
 __all__ = [
     "BROKER_GRACE_SECONDS",
@@ -103,9 +108,6 @@ def _anti_affinity(spec: RocketClusterSpec, selector: Mapping[str, str]) -> Obj 
     }
 
 
-_FIXED_IDS: Final = ("runAsUser", "runAsGroup", "fsGroup")
-
-
 def _pod_security_context(template: PodTemplate) -> Obj:
     base: Obj = {
         "runAsNonRoot": True,
@@ -114,9 +116,6 @@ def _pod_security_context(template: PodTemplate) -> Obj:
         "fsGroup": RUN_AS_ID,
         "seccompProfile": {"type": "RuntimeDefault"},
     }
-    if template.fixed_user_ids is False:
-        # The platform assigns them (OpenShift's restricted SCC refuses ids outside the namespace's range).
-        base = {key: value for key, value in base.items() if key not in _FIXED_IDS}
     return {**base, **copy.deepcopy(template.security_context or {})}
 
 
@@ -173,11 +172,7 @@ def _pod_template(
         pod["topologySpreadConstraints"] = copy.deepcopy(template.topology_spread_constraints)
     if spec.image_pull_secrets:
         pod["imagePullSecrets"] = [{"name": secret.name} for secret in spec.image_pull_secrets]
-    container = _with_extras(container, template)
-    if template.init_containers:
-        pod["initContainers"] = extra_containers(template.init_containers, container["securityContext"])
-    pod["containers"] = [container, *extra_containers(template.sidecars, container["securityContext"])]
-    volumes = [*volumes, *copy.deepcopy(template.volumes or [])]
+    pod["containers"] = [container]
     if volumes:
         pod["volumes"] = volumes
     metadata: Obj = {"labels": dict(sorted({**template.labels, **labels}.items()))}
@@ -185,16 +180,6 @@ def _pod_template(
     if merged_annotations:
         metadata["annotations"] = dict(sorted(merged_annotations.items()))
     return {"metadata": metadata, "spec": pod}
-
-
-def _with_extras(container: Obj, template: PodTemplate) -> Obj:
-    """The main container with the template's env and volumeMounts after its own (names never clash: the model
-    refuses the operator's)."""
-    out = dict(container)
-    for field, extra in (("env", template.env), ("volumeMounts", template.volume_mounts)):
-        if extra:
-            out[field] = [*out.get(field, []), *copy.deepcopy(extra)]
-    return out
 
 
 def _probe(action: Obj, *, period: int, timeout: int, failures: int) -> Obj:
@@ -300,7 +285,11 @@ def render_broker_headless_service(cluster: ClusterRef) -> Obj:
 
 def render_nameserver_conf(spec: RocketClusterSpec) -> str:
     """namesrv.conf of every NameServer pod (keys sorted, one `key=value` a line)."""
-    properties = {"listenPort": str(names.NAMESERVER_PORT), **_metrics_properties(spec)}
+    properties = {
+        "listenPort": str(names.NAMESERVER_PORT),
+        **_metrics_properties(spec),
+        **nameserver_security_properties(spec),
+    }
     lines = ["# rendered by the rocketcluster operator from the RocketCluster; edits are overwritten."]
     lines += [f"{key}={properties[key]}" for key in sorted(properties)]
     return "\n".join(lines) + "\n"
@@ -341,6 +330,7 @@ def render_nameserver(cluster: ClusterRef, spec: RocketClusterSpec) -> list[Obj]
     pod = _pod_template(
         cluster, spec, template, labels, annotations, selector, NAMESERVER_GRACE_SECONDS, container, volumes
     )
+    pod = secure_pod_template(pod, cluster, spec)
     statefulset = _statefulset(
         cluster,
         names.nameserver_statefulset(c),
@@ -389,6 +379,7 @@ def broker_conf_properties(cluster: ClusterRef, spec: RocketClusterSpec, g: int,
         "storePathRootDir": names.STORE_ROOT_DIR,
     }
     owned |= _metrics_properties(spec)
+    owned |= broker_security_properties(spec)
     # parse_spec refuses owned keys in spec.broker.config; the operator's value wins even if one got through.
     return {**{k: v.strip() for k, v in spec.broker.config.items()}, **owned}
 
@@ -538,6 +529,7 @@ def render_broker_group(
         _broker_container(spec, template),
         _broker_volumes(cluster, spec, g),
     )
+    pod = secure_pod_template(pod, cluster, spec)
     body: Obj = {
         "replicas": 1 + spec.broker.slaves_per_group,
         "serviceName": names.broker_headless_service(c),
@@ -583,6 +575,7 @@ def render_cluster(cluster: ClusterRef, spec: RocketClusterSpec, operator_namesp
         render_service_account(cluster),
         render_connection_config_map(cluster, spec),
         *render_network_policies(cluster, spec, operator_namespace),
+        *([certificate] if (certificate := render_certificate(cluster, spec)) is not None else []),
         *render_nameserver(cluster, spec),
         render_broker_headless_service(cluster),
     ]
