@@ -16,6 +16,7 @@ stops it, rather than reaching the API server as something it may read different
 from __future__ import annotations
 
 import argparse
+import copy
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -79,6 +80,10 @@ _PLAIN_KEYWORDS = frozenset(
         "required",
         "x-kubernetes-int-or-string",
         "x-kubernetes-preserve-unknown-fields",
+        # lists of pass-through objects keyed by name, with their CEL rules (rocketcluster.pod_extras)
+        "x-kubernetes-list-map-keys",
+        "x-kubernetes-list-type",
+        "x-kubernetes-validations",
     }
 )
 
@@ -119,7 +124,8 @@ def _convert(
         elif key == "const":
             out["enum"] = [value]
         elif key in _PLAIN_KEYWORDS:
-            out[key] = value
+            # a copy: a model used at several paths shares these lists, which YAML would write as anchors
+            out[key] = copy.deepcopy(value)
         else:
             raise SchemaConversionError(f"{'.'.join(at) or '<root>'}: no structural form for keyword {key!r}")
     if "type" not in out and not out.get("x-kubernetes-int-or-string"):

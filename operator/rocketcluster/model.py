@@ -33,6 +33,7 @@ from pydantic.alias_generators import to_camel
 
 from rocketcluster.broker_keys import BROKER_KEYS, OWNED_KEYS, check_value
 from rocketcluster.names import BROKER_HA_PORT, BROKER_MAIN_PORT, NAMESERVER_PORT
+from rocketcluster.pod_extras import Containers, EnvVars, VolumeMounts, Volumes
 
 __all__ = [
     "DEFAULT_IMAGE",
@@ -210,11 +211,35 @@ class PodTemplate(_Wire):
     """Pod priorityClassName."""
     topology_spread_constraints: list[KubeObject] | None = Field(default=None, max_length=MAX_LIST_ITEMS)
     """Pod topologySpreadConstraints."""
+    fixed_user_ids: bool | None = None
+    """false leaves runAsUser, runAsGroup and fsGroup (10001) out of the pod securityContext, so the platform
+    assigns them (OpenShift's restricted SCC does). Default true."""
+    env: EnvVars | None = None
+    """Extra env entries of the main container (after the operator's; POD_NAME, POD_INDEX and BROKER_IP1 are
+    the operator's)."""
+    volumes: Volumes | None = None
+    """Extra pod volumes (config, data, home and tmp are the operator's)."""
+    volume_mounts: VolumeMounts | None = None
+    """Extra mounts of the main container; not at or under /data, /etc/rocketcluster, /home/rocketmq, /tmp."""
+    init_containers: Containers | None = None
+    """Containers that run to completion before the main one. Each gets the main container's securityContext
+    under its own."""
+    sidecars: Containers | None = None
+    """Containers that run beside the main one (after it in the pod). Each gets the main container's
+    securityContext under its own."""
 
     @field_validator("labels", "annotations", "node_selector")
     @classmethod
     def _check_keys(cls, value: dict[str, str]) -> dict[str, str]:
         return _check_label_keys(value)
+
+    def container_name_clash(self) -> str | None:
+        """A name given to both an init container and a sidecar (a pod's containers share one namespace)."""
+        sidecars = {str(item["name"]) for item in self.sidecars or ()}
+        for item in self.init_containers or ():
+            if item["name"] in sidecars:
+                return str(item["name"])
+        return None
 
     def merged_under(self, component: PodTemplate) -> PodTemplate:
         """This (cluster-wide) template with a component's template over it."""
@@ -495,6 +520,15 @@ class RocketClusterSpec(_Wire):
     """NetworkPolicies admitting only the clients, the cluster's own pods and the operator."""
     security: SecuritySpec = Field(default_factory=SecuritySpec)
     """Authentication, authorization and TLS."""
+
+    @model_validator(mode="after")
+    def _no_container_name_twice(self) -> RocketClusterSpec:
+        # Checked on the merged templates: a cluster-wide init container and a component's sidecar share a pod.
+        for field, component in (("nameServer", self.name_server.template), ("broker", self.broker.template)):
+            clash = self.template.merged_under(component).container_name_clash()
+            if clash is not None:
+                raise ValueError(f"{field} pods: container {clash!r} is both an init container and a sidecar")
+        return self
 
     def effective_cluster_name(self, metadata_name: str) -> str:
         """brokerClusterName: spec.clusterName, else the resource's name."""

@@ -20,6 +20,7 @@ from typing import Any, Final
 from rocketcluster import names
 from rocketcluster.model import PodTemplate, RocketClusterSpec
 from rocketcluster.names import ClusterRef
+from rocketcluster.pod_extras import extra_containers
 from rocketcluster.render_network import network_policies
 from rocketcluster.render_security import (
     broker_security_properties,
@@ -108,6 +109,9 @@ def _anti_affinity(spec: RocketClusterSpec, selector: Mapping[str, str]) -> Obj 
     }
 
 
+_FIXED_IDS: Final = ("runAsUser", "runAsGroup", "fsGroup")
+
+
 def _pod_security_context(template: PodTemplate) -> Obj:
     base: Obj = {
         "runAsNonRoot": True,
@@ -116,6 +120,9 @@ def _pod_security_context(template: PodTemplate) -> Obj:
         "fsGroup": RUN_AS_ID,
         "seccompProfile": {"type": "RuntimeDefault"},
     }
+    if template.fixed_user_ids is False:
+        # The platform assigns them (OpenShift's restricted SCC refuses ids outside the namespace's range).
+        base = {key: value for key, value in base.items() if key not in _FIXED_IDS}
     return {**base, **copy.deepcopy(template.security_context or {})}
 
 
@@ -172,7 +179,11 @@ def _pod_template(
         pod["topologySpreadConstraints"] = copy.deepcopy(template.topology_spread_constraints)
     if spec.image_pull_secrets:
         pod["imagePullSecrets"] = [{"name": secret.name} for secret in spec.image_pull_secrets]
-    pod["containers"] = [container]
+    container = _with_extras(container, template)
+    if template.init_containers:
+        pod["initContainers"] = extra_containers(template.init_containers, container["securityContext"])
+    pod["containers"] = [container, *extra_containers(template.sidecars, container["securityContext"])]
+    volumes = [*volumes, *copy.deepcopy(template.volumes or [])]
     if volumes:
         pod["volumes"] = volumes
     metadata: Obj = {"labels": dict(sorted({**template.labels, **labels}.items()))}
@@ -180,6 +191,16 @@ def _pod_template(
     if merged_annotations:
         metadata["annotations"] = dict(sorted(merged_annotations.items()))
     return {"metadata": metadata, "spec": pod}
+
+
+def _with_extras(container: Obj, template: PodTemplate) -> Obj:
+    """The main container with the template's env and volumeMounts after its own (names never clash: the model
+    refuses the operator's)."""
+    out = dict(container)
+    for field, extra in (("env", template.env), ("volumeMounts", template.volume_mounts)):
+        if extra:
+            out[field] = [*out.get(field, []), *copy.deepcopy(extra)]
+    return out
 
 
 def _probe(action: Obj, *, period: int, timeout: int, failures: int) -> Obj:
