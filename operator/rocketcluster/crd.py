@@ -24,7 +24,7 @@ from typing import Any
 
 from rocketcluster import names
 from rocketcluster.broker_keys import BROKER_KEYS, OWNED_KEYS
-from rocketcluster.model import RocketClusterSpec, RocketClusterStatus
+from rocketcluster.model import NODE_PORT_MAX, NODE_PORTS_PER_GROUP, RocketClusterSpec, RocketClusterStatus
 from rocketcluster.model_resources import (
     ATTRIBUTE_KEY_PATTERN,
     MAX_GROUP_NAME,
@@ -270,6 +270,52 @@ def _validations() -> dict[SchemaPath, list[dict[str, str]]]:
     }
 
 
+def _external_validations() -> dict[SchemaPath, list[dict[str, str]]]:
+    """CEL rules of spec.externalAccess (the model checks the same: ExternalAccess, RocketClusterSpec)."""
+    base = "self.externalAccess.nodePortBase"
+    groups = "(has(self.broker) && has(self.broker.groups) ? self.broker.groups : 1)"
+    last = f"({base} + {NODE_PORTS_PER_GROUP} * {groups})"
+    with_base = "!has(self.externalAccess) || !has(self.externalAccess.nodePortBase) || "
+    return {
+        ("spec",): [
+            {
+                "rule": f"{with_base}{last} <= {NODE_PORT_MAX}",
+                "message": f"nodePortBase + {NODE_PORTS_PER_GROUP} x broker.groups (the last nodePort the brokers "
+                f"use) must be at most {NODE_PORT_MAX}",
+                "fieldPath": ".externalAccess.nodePortBase",
+                "reason": "FieldValueInvalid",
+            },
+            {
+                "rule": f"{with_base}!has(self.metrics) || !has(self.metrics.enabled) || !self.metrics.enabled || "
+                f"!has(self.metrics.port) || self.metrics.port < {base} || self.metrics.port > {last}",
+                "message": "the nodePorts (nodePortBase to nodePortBase + 5 x groups) include spec.metrics.port "
+                "(a broker would listen on both)",
+                "fieldPath": ".externalAccess.nodePortBase",
+                "reason": "FieldValueInvalid",
+            },
+        ],
+        ("spec", "externalAccess"): [
+            {
+                "rule": "self.type != 'NodePort' || has(self.nodePortBase)",
+                "message": "type NodePort needs nodePortBase (every broker's port is fixed before it starts)",
+                "reason": "FieldValueInvalid",
+            },
+            {
+                "rule": "!has(self.nodePortBase) || self.type == 'NodePort'",
+                "message": "nodePortBase is only for type NodePort",
+                "fieldPath": ".nodePortBase",
+                "reason": "FieldValueForbidden",
+            },
+            {
+                "rule": "!has(self.advertisedHost) || self.type == 'NodePort'",
+                "message": "advertisedHost is only for type NodePort (a LoadBalancer's brokers advertise its address)",
+                "fieldPath": ".advertisedHost",
+                "reason": "FieldValueForbidden",
+            },
+        ],
+    }
+
+
 # Extensions for server-side apply: conditions are merged by type, not replaced as a whole list.
 _EXTENSIONS: dict[SchemaPath, JsonSchema] = {
     ("status", "conditions"): {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
@@ -297,8 +343,8 @@ def _root_schema() -> JsonSchema:
             "status": status,
         },
     }
-    for path, rules in _validations().items():
-        _at(root, path)["x-kubernetes-validations"] = rules
+    for path, rules in [*_validations().items(), *_external_validations().items()]:
+        _at(root, path).setdefault("x-kubernetes-validations", []).extend(rules)
     for path, extension in _EXTENSIONS.items():
         _at(root, path).update(extension)
     return root

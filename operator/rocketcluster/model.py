@@ -486,6 +486,41 @@ def last_node_port(node_port_base: int, groups: int) -> int:
     return node_port_base + groups * NODE_PORTS_PER_GROUP
 
 
+class ExternalAccess(_Wire):
+    """Clients outside the Kubernetes cluster: one Service for the NameServers and one per broker pod."""
+
+    type: Literal["NodePort", "LoadBalancer"]
+    """NodePort: each broker listens on, and advertises, its own nodePort at its node's IP (or advertisedHost).
+    LoadBalancer: each broker advertises its own load balancer's address, once the cloud has provisioned it."""
+    annotations: dict[str, AnnotationValue] = Field(default_factory=dict, max_length=MAX_MAP_ENTRIES)
+    """Annotations of every external Service (a cloud's load balancer settings)."""
+    node_port_base: int | None = Field(default=None, ge=NODE_PORT_MIN, le=NODE_PORT_MAX)
+    """NodePort only, and required there: the NameServers' nodePort. Group g's pod i gets base + 1 + 5g + i; the
+    last port a cluster of N groups uses, base + 5N, must be at most 32767."""
+    advertised_host: str | None = Field(default=None, min_length=1, max_length=253, pattern=_HOST_PATTERN)
+    """NodePort only: the host name or IPv4 address every broker advertises with its nodePort (a name or address
+    in front of the nodes). Unset: each broker advertises the IP of the node it runs on."""
+
+    @field_validator("annotations")
+    @classmethod
+    def _check_annotation_keys(cls, value: dict[str, str]) -> dict[str, str]:
+        return _check_label_keys(value)
+
+    @field_validator("node_port_base")
+    @classmethod
+    def _base_with_node_port(cls, value: int | None, info: ValidationInfo) -> int | None:
+        if value is not None and info.data.get("type") == "LoadBalancer":
+            raise ValueError("only for type NodePort (a LoadBalancer's ports are the brokers' own)")
+        return value
+
+    @field_validator("advertised_host")
+    @classmethod
+    def _host_with_node_port(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is not None and info.data.get("type") == "LoadBalancer":
+            raise ValueError("only for type NodePort (a LoadBalancer's brokers advertise its address)")
+        return value
+
+
 class RocketClusterSpec(_Wire):
     """A RocketMQ cluster: NameServers and broker groups."""
 
@@ -518,6 +553,43 @@ class RocketClusterSpec(_Wire):
     """Prometheus metrics of the brokers."""
     network_policy: NetworkPolicySpec = Field(default_factory=NetworkPolicySpec)
     """NetworkPolicies admitting only the clients, the cluster's own pods and the operator."""
+    external_access: ExternalAccess | None = None
+    """Clients outside the Kubernetes cluster (off when absent). Clients inside it keep working."""
+
+    @field_validator("external_access")
+    @classmethod
+    def _node_ports_fit(cls, value: ExternalAccess | None, info: ValidationInfo) -> ExternalAccess | None:
+        if value is None or value.type != "NodePort":
+            return value
+        if value.node_port_base is None:
+            raise ValueError("type NodePort needs nodePortBase (every broker's port is fixed before it starts)")
+        broker, metrics = info.data.get("broker"), info.data.get("metrics")
+        groups = broker.groups if isinstance(broker, BrokerSpec) else 1
+        base, last = value.node_port_base, last_node_port(value.node_port_base, groups)
+        if last > NODE_PORT_MAX:
+            raise ValueError(
+                f"nodePortBase {base} with {groups} broker groups needs nodePorts up to {last}, past {NODE_PORT_MAX} "
+                f"(at most {NODE_PORT_MAX - groups * NODE_PORTS_PER_GROUP})"
+            )
+        if isinstance(metrics, Metrics) and metrics.enabled and base <= metrics.port <= last:
+            raise ValueError(
+                f"nodePorts {base}-{last} include spec.metrics.port {metrics.port} (a broker listens on both)"
+            )
+        return value
+        broker, metrics = info.data.get("broker"), info.data.get("metrics")
+        groups = broker.groups if isinstance(broker, BrokerSpec) else 1
+        base, last = value.node_port_base, last_node_port(value.node_port_base, groups)
+        if last > NODE_PORT_MAX:
+            raise ValueError(
+                f"nodePortBase {base} with {groups} broker groups needs nodePorts up to {last}, past {NODE_PORT_MAX} "
+                f"(at most {NODE_PORT_MAX - groups * NODE_PORTS_PER_GROUP})"
+            )
+        if isinstance(metrics, Metrics) and metrics.enabled and base <= metrics.port <= last:
+            raise ValueError(
+                f"nodePorts {base}-{last} include spec.metrics.port {metrics.port} (a broker listens on both)"
+            )
+        return value
+
     security: SecuritySpec = Field(default_factory=SecuritySpec)
     """Authentication, authorization and TLS."""
 
@@ -559,6 +631,22 @@ class Condition(_Status):
     last_transition_time: str | None = None
     """RFC 3339 time of the last change of status."""
     observed_generation: int | None = None
+
+
+class ExternalBrokerStatus(_Status):
+    pod: str
+    address: str | None = None
+    """host:port clients outside the Kubernetes cluster reach this broker at (what it advertises)."""
+
+
+class ExternalAccessStatus(_Status):
+    """Where clients outside the Kubernetes cluster connect (spec.externalAccess)."""
+
+    type: str | None = None
+    name_server: str | None = None
+    """host:port of the NameServers' external Service: the namesrvAddr of a client outside the cluster."""
+    brokers: list[ExternalBrokerStatus] = Field(default_factory=list)
+    """Every broker pod's external address; none until it is known (a load balancer being provisioned)."""
 
 
 class NameServerStatus(_Status):
@@ -618,6 +706,8 @@ class RocketClusterStatus(_Status):
     """The ConfigMap with NAMESRV_ADDR for clients (envFrom it)."""
     created: bool | None = None
     """True once the cluster was first Ready (after that, Progressing never says Creating again)."""
+    external_access: ExternalAccessStatus | None = None
+    """The external addresses (spec.externalAccess)."""
 
 
 # -- parsing -----------------------------------------------------------------------------------------------------

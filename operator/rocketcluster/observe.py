@@ -24,6 +24,7 @@ from rocketcluster.plan import (
     RolloutSettings,
     ScaleDownSettings,
 )
+from rocketcluster.render_external import advertised_address, external_status
 
 __all__ = [
     "BrokerFacts",
@@ -106,19 +107,25 @@ def _waiting_reason(pod: Mapping[str, Any]) -> str | None:
     return None
 
 
-def pod_observation(pod: Mapping[str, Any], facts: GroupFacts | None = None) -> PodObservation | None:
-    """One pod as the planner sees it; None for a pod without an ordinal (not one of ours) or being deleted."""
+def pod_observation(
+    pod: Mapping[str, Any], facts: GroupFacts | None = None, advertised: str | None = None
+) -> PodObservation | None:
+    """One pod as the planner sees it; None for a pod without an ordinal (not one of ours) or being deleted.
+    `advertised`: the address the broker should register (render_external.advertised_address); by default its pod
+    IP and port 10911."""
     meta = pod.get("metadata") or {}
     ordinal = _ordinal(pod)
     if ordinal is None or meta.get("deletionTimestamp"):
         return None
     ip = pod_ip(pod)
+    if advertised is None and ip is not None:
+        advertised = f"{ip}:{names.BROKER_MAIN_PORT}"
     registered = False
     lag: int | None = None
     diverged: str | None = None
     attached = True
     if facts is not None:
-        registered = ip is not None and facts.registered.get(ordinal) == f"{ip}:{names.BROKER_MAIN_PORT}"
+        registered = advertised is not None and facts.registered.get(ordinal) == advertised
         lag = facts.lag_bytes.get(ordinal)
         diverged = facts.diverged.get(ordinal)
         attached = ordinal not in facts.detached
@@ -169,8 +176,10 @@ def build_observed(
     facts: BrokerFacts,
     status: Mapping[str, Any],
     volume_expansion: bool | None = None,
+    external_hosts: Mapping[str, str] | None = None,
 ) -> Observed:
-    """The planner's input for one reconcile. `volume_expansion`: the claims' StorageClass allows it."""
+    """The planner's input for one reconcile. `volume_expansion`: the claims' StorageClass allows it.
+    `external_hosts`: the external Services' load balancer hosts by Service name (spec.externalAccess)."""
     ns_sts: Mapping[str, Any] | None = None
     group_sts: dict[int, Mapping[str, Any]] = {}
     for sts in statefulsets:
@@ -188,7 +197,11 @@ def build_observed(
             if (obs := pod_observation(pod)) is not None:
                 ns_pods.append(obs)
         elif component == names.COMPONENT_BROKER and (g := _group_index(pod)) is not None:
-            obs = pod_observation(pod, facts.groups.get(g, GroupFacts()))
+            ordinal = _ordinal(pod)
+            advertised = None
+            if ordinal is not None and spec.external_access is not None:
+                advertised = advertised_address(spec, name, g, ordinal, pod, external_hosts or {}) or ""
+            obs = pod_observation(pod, facts.groups.get(g, GroupFacts()), advertised)
             if obs is not None:
                 group_pods.setdefault(g, []).append(obs)
 
@@ -287,8 +300,10 @@ def build_status(
     pods: Sequence[Mapping[str, Any]],
     old_status: Mapping[str, Any],
     now_iso: str,
+    external_hosts: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """The whole status the operator writes (a merge patch: `None` removes a field)."""
+    """The whole status the operator writes (a merge patch: `None` removes a field). `external_hosts`: as for
+    build_observed."""
     cluster_name = spec.effective_cluster_name(name)
     pods_by_name = {str((p.get("metadata") or {}).get("name")): p for p in pods}
     group_status = []
@@ -303,7 +318,11 @@ def build_status(
         slaves_up = len(slaves) >= spec.broker.slaves_per_group and all(s.ready for s in slaves)
         if group.index < spec.broker.groups and master_up and slaves_up:
             ready_groups += 1
-        master_ip = pod_ip(pods_by_name.get(master.name, {})) if master else None
+        master_address = (
+            advertised_address(spec, name, group.index, 0, pods_by_name.get(master.name, {}), external_hosts or {})
+            if master
+            else None
+        )
         group_status.append(
             {
                 "index": group.index,
@@ -314,7 +333,7 @@ def build_status(
                 else {
                     "pod": master.name,
                     "ready": master.ready,
-                    "address": f"{master_ip}:{names.BROKER_MAIN_PORT}" if master_ip else None,
+                    "address": master_address,
                 },
                 "slaves": [{"pod": s.name, "ready": s.ready, "lagBytes": s.lag_bytes} for s in slaves],
                 "pvcs": []
@@ -345,6 +364,7 @@ def build_status(
         "labelSelector": names.broker_label_selector(name),
         "groupStatus": group_status,
         "connectionConfigMap": names.connection_config_map(name),
+        "externalAccess": external_status(name, spec, pods, external_hosts or {}),
     }
 
 

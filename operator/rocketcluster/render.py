@@ -21,6 +21,8 @@ from rocketcluster import names
 from rocketcluster.model import PodTemplate, RocketClusterSpec
 from rocketcluster.names import ClusterRef
 from rocketcluster.pod_extras import extra_containers
+from rocketcluster.render_external import adapt_broker_pod, broker_services, external_conf_properties
+from rocketcluster.render_external import nameserver_service as external_nameserver_service
 from rocketcluster.render_network import network_policies
 from rocketcluster.render_security import (
     broker_security_properties,
@@ -400,6 +402,7 @@ def broker_conf_properties(cluster: ClusterRef, spec: RocketClusterSpec, g: int,
         "storePathRootDir": names.STORE_ROOT_DIR,
     }
     owned |= _metrics_properties(spec)
+    owned |= external_conf_properties(spec, g, ordinal)
     owned |= broker_security_properties(spec)
     # parse_spec refuses owned keys in spec.broker.config; the operator's value wins even if one got through.
     return {**{k: v.strip() for k, v in spec.broker.config.items()}, **owned}
@@ -551,6 +554,7 @@ def render_broker_group(
         _broker_volumes(cluster, spec, g),
     )
     pod = secure_pod_template(pod, cluster, spec)
+    pod = adapt_broker_pod(c, spec, g, pod)
     body: Obj = {
         "replicas": 1 + spec.broker.slaves_per_group,
         "serviceName": names.broker_headless_service(c),
@@ -569,7 +573,19 @@ def render_broker_group(
     if spec.storage.type == "persistentClaim":
         body["volumeClaimTemplates"] = [_data_claim_template(spec, labels, claim_size or spec.storage.size)]
     statefulset = _statefulset(cluster, names.broker_statefulset(c, g), labels, body)
-    return [config_map, statefulset, _pdb(cluster, names.broker_pdb(c, g), labels, selector)]
+    pdb = _pdb(cluster, names.broker_pdb(c, g), labels, selector)
+    return [config_map, statefulset, pdb, *_external_services(cluster, broker_services(c, spec, g))]
+
+
+def _external_services(cluster: ClusterRef, items: list[tuple[str, dict[str, str], dict[str, str], Obj]]) -> list[Obj]:
+    """Services of spec.externalAccess (rocketcluster.render_external says what they are)."""
+    out = []
+    for name, labels, notes, body in items:
+        metadata = _metadata(cluster, name, labels)
+        if notes:
+            metadata["annotations"] = notes
+        out.append({"apiVersion": "v1", "kind": "Service", "metadata": metadata, "spec": body})
+    return out
 
 
 # -- everything -----------------------------------------------------------------------------------------------------
@@ -600,6 +616,8 @@ def render_cluster(cluster: ClusterRef, spec: RocketClusterSpec, operator_namesp
         *render_nameserver(cluster, spec),
         render_broker_headless_service(cluster),
     ]
+    external = external_nameserver_service(cluster.name, spec)
+    objects += _external_services(cluster, [external] if external else [])
     for g in range(spec.broker.groups):
         objects.extend(render_broker_group(cluster, spec, g))
     return objects

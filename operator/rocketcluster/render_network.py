@@ -19,6 +19,7 @@ from typing import Any, Final
 
 from rocketcluster import names
 from rocketcluster.model import RocketClusterSpec
+from rocketcluster.render_external import external_policy_rules
 
 __all__ = ["OPERATOR_POD_LABEL", "network_policies", "network_policy_names"]
 
@@ -69,9 +70,15 @@ def network_policies(c: str, spec: RocketClusterSpec, operator_namespace: str | 
     peers = _peers(spec, c, operator_namespace)
     nameserver_name, broker_name = network_policy_names(c)
     own_brokers = [{"podSelector": {"matchLabels": names.broker_selector(c)}}]
-    nameserver_rules = [{"from": peers, "ports": _ports(names.NAMESERVER_PORT)}, *_metrics_rule(spec)]
+    external_nameserver, external_brokers = external_policy_rules(spec)
+    nameserver_rules = [
+        {"from": peers, "ports": _ports(names.NAMESERVER_PORT)},
+        *external_nameserver,
+        *_metrics_rule(spec),
+    ]
     broker_rules = [
         {"from": peers, "ports": _ports(names.BROKER_MAIN_PORT)},
+        *external_brokers,
         {"from": own_brokers, "ports": _ports(names.BROKER_HA_PORT)},
         *_metrics_rule(spec),
     ]
