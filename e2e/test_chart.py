@@ -164,16 +164,25 @@ NAMESPACED_NEEDS = {
     ("", "persistentvolumeclaims", "delete"),
 } | {
     (group, resource, verb)
-    for group, resource in [
-        ("apps", "statefulsets"),
-        ("", "services"),
-        ("", "configmaps"),
-        ("", "serviceaccounts"),
-        ("policy", "poddisruptionbudgets"),
-        ("networking.k8s.io", "networkpolicies"),
+    for group, resource, verbs in [
+        ("apps", "statefulsets", ("get", "list", "delete")),
+        ("", "services", ()),
+        ("", "configmaps", ("delete",)),
+        ("", "serviceaccounts", ()),
+        ("policy", "poddisruptionbudgets", ("delete",)),
+        ("networking.k8s.io", "networkpolicies", ("delete",)),
     ]
-    for verb in ("create", "patch", "list", "delete")  # server-side apply creates, then patches
+    for verb in ("create", "patch", *verbs)  # server-side apply creates, then patches
 }  # fmt: skip
+# spec.security: the operator reads the Secrets a cluster names and creates its own; it never lists them.
+SECRET_VERBS = ("get", "create", "patch")
+# Rights the chart no longer grants because nothing uses them (tests/operator/test_rbac.py keeps it so).
+NAMESPACED_UNUSED = {
+    ("", "services", "list"),
+    ("", "configmaps", "get"),
+    ("", "pods", "get"),
+    ("rocketcluster.io", "rocketclusters/status", "get"),
+}
 CLUSTER_SCOPED = {"storageclasses", "customresourcedefinitions", "namespaces"}
 
 
@@ -194,7 +203,10 @@ def test_template_for_all_namespaces_uses_one_cluster_role(helm: Helm) -> None:
     rights = granted(role["rules"])
     assert rights >= NAMESPACED_NEEDS
     assert ("storage.k8s.io", "storageclasses", "get") in rights
-    assert not any(r == "secrets" or v in ("*", "escalate", "bind", "impersonate") for _, r, v in rights), rights
+    assert not any(
+        (r == "secrets" and v not in SECRET_VERBS) or v in ("*", "escalate", "bind", "impersonate")
+        for _, r, v in rights
+    ), rights
     [binding] = by_kind(docs, "ClusterRoleBinding")
     [account] = by_kind(docs, "ServiceAccount")
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
@@ -291,6 +303,69 @@ def test_pod_placement_values_reach_the_pod(helm: Helm) -> None:
     assert binding["subjects"][0]["name"] == "existing"
 
 
+RUNTIME_DEFAULT = {"type": "RuntimeDefault"}
+RESTRICTED_CONTAINER = {
+    "allowPrivilegeEscalation": False,
+    "readOnlyRootFilesystem": True,
+    "privileged": False,
+    "capabilities": {"drop": ["ALL"]},
+}
+
+
+@pytest.mark.parametrize(
+    ("values", "pod_context", "container_context"),
+    [
+        (
+            [],
+            {"runAsNonRoot": True, "runAsUser": 10002, "runAsGroup": 10002, "seccompProfile": RUNTIME_DEFAULT},
+            RESTRICTED_CONTAINER,
+        ),
+        # OpenShift's restricted SCC assigns the ids
+        (
+            ["--set", "fixedUserIds=false"],
+            {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+            RESTRICTED_CONTAINER,
+        ),
+        # fixedUserIds false also drops ids set in the values
+        (
+            ["--set", "fixedUserIds=false", "--set", "podSecurityContext.fsGroup=3000"],
+            {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+            RESTRICTED_CONTAINER,
+        ),
+        # a field changed, one added, one removed with null
+        (
+            [
+                "--set", "podSecurityContext.runAsUser=4000",
+                "--set", "podSecurityContext.fsGroupChangePolicy=OnRootMismatch",
+                "--set", "podSecurityContext.runAsGroup=null",
+                "--set", "containerSecurityContext.privileged=null",
+                "--set", "containerSecurityContext.seLinuxOptions.level=s0:c1",
+            ],
+            {
+                "runAsNonRoot": True,
+                "runAsUser": 4000,
+                "fsGroupChangePolicy": "OnRootMismatch",
+                "seccompProfile": {"type": "RuntimeDefault"},
+            },
+            {
+                "allowPrivilegeEscalation": False,
+                "readOnlyRootFilesystem": True,
+                "capabilities": {"drop": ["ALL"]},
+                "seLinuxOptions": {"level": "s0:c1"},
+            },
+        ),
+    ],
+    ids=["default", "no-fixed-ids", "no-fixed-ids-wins", "overrides"],
+)  # fmt: skip
+def test_security_context_values_reach_the_pod(
+    helm: Helm, values: list[str], pod_context: dict[str, Any], container_context: dict[str, Any]
+) -> None:
+    docs = helm.template(*values)
+    [deployment] = by_kind(docs, "Deployment")
+    assert deployment["spec"]["template"]["spec"]["securityContext"] == pod_context
+    assert operator_container(docs)["securityContext"] == container_context
+
+
 SCRAPE = {"prometheus.io/scrape": "true", "prometheus.io/port": "8081", "prometheus.io/path": "/metrics"}
 
 
@@ -368,6 +443,9 @@ def test_monitors_are_rendered_only_when_asked_and_the_prometheus_operator_is_th
         ("metrics.port=http", "/metrics/port"),
         ("metrics.serviceMonitor.interval=often", "/metrics/serviceMonitor/interval"),
         ("grafanaDashboard.enabled=maybe", "/grafanaDashboard/enabled"),
+        ("fixedUserIds=no", "/fixedUserIds"),
+        ("podSecurityContext=root", "/podSecurityContext"),
+        ("containerSecurityContext={a,b}", "/containerSecurityContext"),
     ],
 )
 def test_invalid_values_are_refused_naming_the_value(helm: Helm, setting: str, named: str) -> None:
@@ -467,11 +545,12 @@ def test_the_chart_rbac_is_enough_for_the_operator_and_no_more(
         refused = [
             ("list", "rocketclusters.rocketcluster.io", other),  # a namespace it does not watch
             ("delete", "pods", other),
-            ("get", "secrets", watched),  # never needed
+            ("list", "secrets", watched),  # only the Secrets it names (spec.security), never all of them
             ("create", "pods", watched),  # pods come from StatefulSets
             ("create", "roles.rbac.authorization.k8s.io", watched),
             ("delete", "storageclasses.storage.k8s.io", None),
             ("create", "customresourcedefinitions.apiextensions.k8s.io", None),
+            *((verb, f"{r}.{g}" if g else r, watched) for g, r, verb in NAMESPACED_UNUSED if "/" not in r),
         ]
         for verb, resource, namespace in refused:
             assert not _can(kube, subject, verb, resource, namespace), f"{verb} {resource} in {namespace}"
@@ -552,7 +631,7 @@ def test_the_cluster_wide_rbac_covers_every_namespace_and_no_more(
         _assert_can_run_clusters_in(kube, subject, later)
         assert _can(kube, subject, "get", "storageclasses.storage.k8s.io", None)
         assert _can(kube, subject, "watch", "customresourcedefinitions.apiextensions.k8s.io", None)
-        for verb, resource in [("get", "secrets"), ("create", "pods"), ("update", "statefulsets.apps")]:
+        for verb, resource in [("list", "secrets"), ("create", "pods"), ("update", "statefulsets.apps")]:
             assert not _can(kube, subject, verb, resource, later), f"{verb} {resource}"
         assert not _can(kube, subject, "list", "namespaces", None), "all-namespaces mode needs no namespace list"
     finally:

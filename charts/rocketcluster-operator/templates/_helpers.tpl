@@ -75,10 +75,12 @@ namespace (a ClusterRole). Every rule is one the operator uses:
 - rocketclusters/status: the status the operator writes;
 - rocketclusters/finalizers: children carry an owner reference with blockOwnerDeletion, which API servers
   with the OwnerReferencesPermissionEnforcement admission plugin allow only to who may update this;
-- StatefulSets, Services, ConfigMaps, ServiceAccounts, PodDisruptionBudgets: server-side applied (create on
-  the first apply, patch after), listed, and deleted when a broker group is removed;
-- Pods: watched (a pod that changes starts a reconcile of its cluster), and deleted one at a time by a
-  rolling restart; PVCs: read, and deleted per retention;
+- StatefulSets, Services, ConfigMaps, ServiceAccounts, PodDisruptionBudgets, NetworkPolicies: server-side
+  applied (create on the first apply, patch after); a broker group's StatefulSet, ConfigMap and PDB are
+  deleted when the group is removed, a NetworkPolicy when spec.networkPolicy turns off; StatefulSets are listed
+  every pass, and read while one is recreated to grow its volumes;
+- Pods: listed and watched (a pod that changes starts a reconcile of its cluster), and deleted one at a time
+  by a rolling restart; PVCs: listed, patched to grow, and deleted per retention;
 - Events: kopf posts them for every restart and scale step;
 - rockettopics, rocketconsumergroups: kopf lists and watches them, and adds and removes its finalizer on those
   with deletionPolicy Delete (patch); the operator reads one before each pass; their status is the
@@ -91,7 +93,7 @@ Nothing here reads Secrets or creates Pods directly.
   verbs: ["get", "list", "watch", "patch"]
 - apiGroups: ["rocketcluster.io"]
   resources: ["rocketclusters/status"]
-  verbs: ["get", "patch"]
+  verbs: ["patch"]
 - apiGroups: ["rocketcluster.io"]
   resources: ["rocketclusters/finalizers"]
   verbs: ["update"]
@@ -100,25 +102,36 @@ Nothing here reads Secrets or creates Pods directly.
   verbs: ["get", "list", "watch", "patch"]
 - apiGroups: ["rocketcluster.io"]
   resources: ["rockettopics/status", "rocketconsumergroups/status"]
-  verbs: ["get", "patch"]
+  verbs: ["patch"]
+{{- /* spec.security: the operator's own credentials and each RocketUser's Secret (made and updated by the
+operator), and a certificate Secret it reads; cert-manager Certificates for tls.issuerRef. */}}
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["get", "create"]
+- apiGroups: ["cert-manager.io"]
+  resources: ["certificates"]
+  verbs: ["create", "patch"]
 - apiGroups: ["apps"]
   resources: ["statefulsets"]
   verbs: ["get", "list", "create", "patch", "delete"]
 - apiGroups: [""]
-  resources: ["services", "configmaps", "serviceaccounts"]
-  verbs: ["get", "list", "create", "patch", "delete"]
+  resources: ["services", "serviceaccounts"]
+  verbs: ["create", "patch"]
+- apiGroups: [""]
+  resources: ["configmaps"]
+  verbs: ["create", "patch", "delete"]
 - apiGroups: ["policy"]
   resources: ["poddisruptionbudgets"]
-  verbs: ["get", "list", "create", "patch", "delete"]
+  verbs: ["create", "patch", "delete"]
 - apiGroups: ["networking.k8s.io"]
   resources: ["networkpolicies"]
-  verbs: ["get", "list", "create", "patch", "delete"]
+  verbs: ["create", "patch", "delete"]
 - apiGroups: [""]
   resources: ["pods"]
-  verbs: ["get", "list", "watch", "delete"]
+  verbs: ["list", "watch", "delete"]
 - apiGroups: [""]
   resources: ["persistentvolumeclaims"]
-  verbs: ["get", "list", "patch", "delete"]
+  verbs: ["list", "patch", "delete"]
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["create"]
@@ -129,7 +142,8 @@ Cluster-scoped reads, needed in both modes:
 - StorageClasses: a spec naming a class that does not exist is reported as InvalidSpec instead of leaving
   claims Pending;
 - CustomResourceDefinitions: kopf watches them to notice the RocketCluster CRD changing (without it, kopf
-  logs a permission warning and sees the CRD only at start).
+  logs a permission warning and sees the CRD only at start); the operator gets cert-manager's to know whether
+  spec.security.tls.issuerRef can be served.
 */}}
 {{- define "rocketcluster-operator.clusterRules" -}}
 - apiGroups: ["storage.k8s.io"]
@@ -137,5 +151,5 @@ Cluster-scoped reads, needed in both modes:
   verbs: ["get"]
 - apiGroups: ["apiextensions.k8s.io"]
   resources: ["customresourcedefinitions"]
-  verbs: ["list", "watch"]
+  verbs: ["get", "list", "watch"]
 {{- end -}}
