@@ -24,7 +24,15 @@ PYPROJECT = REPO / "pyproject.toml"
 LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
 
 CONTRACTS = [c["name"] for c in tomllib.loads(PYPROJECT.read_text())["tool"]["importlinter"]["contracts"]]
-BROKER_LAYERS, ASSEMBLY_ENTRY_ONLY, SDK_LAYERS, SDK_FORBIDDEN, OPERATOR_FORBIDDEN, BROKER_NOT_OPERATOR = CONTRACTS
+(
+    BROKER_LAYERS,
+    ASSEMBLY_ENTRY_ONLY,
+    SDK_LAYERS,
+    SDK_FORBIDDEN,
+    OPERATOR_FORBIDDEN,
+    BROKER_NOT_OPERATOR,
+    SDK_WITHOUT_ADMIN,
+) = CONTRACTS
 
 
 def _copy_sources(dest: Path) -> Path:
@@ -89,6 +97,9 @@ BREAKS = [
     # a part of the broker that names the assembly, even for its types, instead of a Protocol
     ("broker/server/processors/admin.py", "from broker.server.broker import BrokerController", {ASSEMBLY_ENTRY_ONLY}),
     ("broker/server/transaction/service.py", "import broker.server.broker", {ASSEMBLY_ENTRY_ONLY}),
+    # the producers and consumers leave the admin client out, also through the modules they share
+    ("broker/client/push_consumer.py", "from broker.client.admin import Admin", {SDK_WITHOUT_ADMIN}),
+    ("broker/client/route.py", "import broker.client.admin.lag", {SDK_WITHOUT_ADMIN}),
 ]
 
 

@@ -21,7 +21,6 @@ from dataclasses import replace
 from functools import partial
 from typing import Any
 
-from broker.client.admin import parse_cluster_info
 from broker.client.api import ConsumerData
 from broker.client.batch import check_batch, encode_batch_body, split_batches
 from broker.client.config import ClientConfig, ProducerConfig, client_config_with
@@ -38,7 +37,7 @@ from broker.client.fault import FaultStrategy
 from broker.client.instance import ClientInstance
 from broker.client.message import Message, MessageExt, MessageQueue, SendResult, SendStatus
 from broker.client.request import RequestSendFailed, RequestTimeoutError, new_correlation_id, request_table
-from broker.client.route import TopicPublishInfo, TopicRouteData
+from broker.client.route import TopicPublishInfo, TopicRouteData, parse_cluster_info
 from broker.client.selector import MessageQueueSelector
 from broker.client.send_failure import Backoff, unreachable, vanished
 from broker.protocol.headers import SendMessageRequestHeader

@@ -3,7 +3,8 @@
 `ClientInstance` (instance.py) fetches GET_ROUTEINFO_BY_TOPIC bodies and calls `parse_route()`;
 the producer uses `TopicPublishInfo` (writable queues on masters only), consumers use
 `subscribe_queues()` (readable queues), and everyone resolves broker addresses with
-`TopicRouteData.master_addr()` / `.broker_addr()`. Pure: no I/O here.
+`TopicRouteData.master_addr()` / `.broker_addr()`. `parse_cluster_info()` reads GET_BROKER_CLUSTER_INFO's
+body (the producer names the brokers that left with it, the admin client lists masters). Pure: no I/O here.
 """
 
 from __future__ import annotations
@@ -21,10 +22,12 @@ from broker.protocol.bodies import fastjson_loads as loads
 __all__ = [
     "MASTER_ID",
     "BrokerData",
+    "ClusterInfo",
     "Perm",
     "QueueData",
     "TopicPublishInfo",
     "TopicRouteData",
+    "parse_cluster_info",
     "parse_route",
     "subscribe_queues",
 ]
@@ -197,3 +200,25 @@ class TopicPublishInfo:
             if qd.broker_name == broker_name:
                 return qd.write_queue_nums
         return 0
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterInfo:
+    """A NameServer's GET_BROKER_CLUSTER_INFO: each broker group's addresses, each cluster's group names."""
+
+    brokers: dict[str, BrokerData]
+    clusters: dict[str, list[str]]
+
+    def masters(self, cluster: str | None = None) -> list[str]:
+        names = self.clusters.get(cluster, []) if cluster else list(self.brokers)
+        return sorted(a for n in names if (bd := self.brokers.get(n)) and (a := bd.broker_addrs.get(MASTER_ID)))
+
+
+def parse_cluster_info(data: dict[str, Any]) -> ClusterInfo:
+    """A ClusterInfo body (brokerAddrTable, clusterAddrTable) as ClusterInfo."""
+    brokers = {}
+    for name, bd in (data.get("brokerAddrTable") or {}).items():
+        addrs = {int(k): str(v) for k, v in (bd.get("brokerAddrs") or {}).items()}
+        brokers[str(name)] = BrokerData(str(name), str(bd.get("cluster", "")), addrs)
+    clusters = {str(c): sorted(str(n) for n in names) for c, names in (data.get("clusterAddrTable") or {}).items()}
+    return ClusterInfo(brokers, clusters)

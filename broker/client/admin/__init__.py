@@ -2,7 +2,7 @@
 
 `from broker.client.admin import Admin` is the admin client that mqadmin, the operator and tests start;
 its modules, one job each:
-- `client`: `Admin` and the cluster facts it parses (`ClusterInfo`, `BrokerRow`, `QueueProgress`);
+- `client`: `Admin` and what it returns (`BrokerRow`, `QueueProgress`; `ClusterInfo` is the route module's);
 - one function per admin request, over a ClientAPI: `requests` (write permission, a broker's topic, group
   and config tables, its offsets), `changes` (what changes a broker or NameServer: delete a topic or group,
   update a config), `auth` (users and ACLs), `views` (read-only: topic and consume statistics, connections,
@@ -14,6 +14,7 @@ its modules, one job each:
 
 from __future__ import annotations
 
-from broker.client.admin.client import Admin, BrokerRow, ClusterInfo, QueueProgress, parse_cluster_info
+from broker.client.admin.client import Admin, BrokerRow, QueueProgress
+from broker.client.route import ClusterInfo, parse_cluster_info
 
 __all__ = ["Admin", "BrokerRow", "ClusterInfo", "QueueProgress", "parse_cluster_info"]

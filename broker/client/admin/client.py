@@ -19,7 +19,6 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
 
 from broker.client.admin import requests
 from broker.client.admin.broker_runtime_info import BrokerRuntimeInfo
@@ -29,37 +28,25 @@ from broker.client.config import ClientConfig, client_config_with
 from broker.client.errors import ClientError, QueryNotFound, RocketError
 from broker.client.instance import ClientInstance
 from broker.client.message import MessageExt, MessageQueue
-from broker.client.route import MASTER_ID, BrokerData, Perm, TopicRouteData, subscribe_queues
+from broker.client.route import (
+    MASTER_ID,
+    ClusterInfo,
+    Perm,
+    TopicRouteData,
+    parse_cluster_info,
+    subscribe_queues,
+)
 from broker.protocol.bodies import TopicConfig
 from broker.protocol.headers import CreateTopicRequestHeader
 from broker.protocol.message import decode_offset_msg_id
 from broker.transport.errors import RemotingError
 
-__all__ = ["Admin", "BrokerRow", "ClusterInfo", "QueueProgress", "parse_cluster_info"]
+__all__ = ["Admin", "BrokerRow", "QueueProgress"]
 
 # GET_MAX_OFFSET requests in flight at once while measuring a group's consumer lag
 MAX_OFFSET_CONCURRENCY = 32
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class ClusterInfo:
-    brokers: dict[str, BrokerData]
-    clusters: dict[str, list[str]]
-
-    def masters(self, cluster: str | None = None) -> list[str]:
-        names = self.clusters.get(cluster, []) if cluster else list(self.brokers)
-        return sorted(a for n in names if (bd := self.brokers.get(n)) and (a := bd.broker_addrs.get(MASTER_ID)))
-
-
-def parse_cluster_info(data: dict[str, Any]) -> ClusterInfo:
-    brokers = {}
-    for name, bd in (data.get("brokerAddrTable") or {}).items():
-        addrs = {int(k): str(v) for k, v in (bd.get("brokerAddrs") or {}).items()}
-        brokers[str(name)] = BrokerData(str(name), str(bd.get("cluster", "")), addrs)
-    clusters = {str(c): sorted(str(n) for n in names) for c, names in (data.get("clusterAddrTable") or {}).items()}
-    return ClusterInfo(brokers, clusters)
 
 
 @dataclass(frozen=True, slots=True)
