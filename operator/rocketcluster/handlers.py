@@ -29,6 +29,7 @@ import kopf
 
 from rocketcluster import cluster_access, metrics, names
 from rocketcluster.execute import PassContext, execute
+from rocketcluster.external import sync_external
 from rocketcluster.gather import AdminSession, unbuildable, volume_expansion
 from rocketcluster.kube import ApiError, Kube
 from rocketcluster.main import watched_namespaces
@@ -240,6 +241,7 @@ async def _reconcile(body: kopf.Body) -> Outcome:
     label = {names.LABEL_CLUSTER: name}
     statefulsets = await kube.list("apps/v1", "StatefulSet", namespace, label)
     pods = await kube.list("v1", "Pod", namespace, label)
+    external_hosts = await sync_external(kube, cluster, spec, pods)
     expansion = await volume_expansion(kube, namespace, label, spec, statefulsets)
     rejected: list[str] = []
     async with AdminSession(ready_nameserver_addrs(pods), access) as admin:
@@ -255,6 +257,7 @@ async def _reconcile(body: kopf.Body) -> Outcome:
             facts=facts,
             status=status,
             volume_expansion=expansion,
+            external_hosts=external_hosts,
         )
         decided = plan(observed)
         context = PassContext(kube, body, cluster, spec, facts, admin, OPERATOR_NAMESPACE)
@@ -277,6 +280,7 @@ async def _reconcile(body: kopf.Body) -> Outcome:
         pods=pods,
         old_status=status,
         now_iso=now_iso(),
+        external_hosts=external_hosts,
     )
     if differs(new_status, status):
         await kube.patch_status(namespace, name, new_status)

@@ -117,6 +117,11 @@ operator), and a certificate Secret it reads; cert-manager Certificates for tls.
 - apiGroups: [""]
   resources: ["services", "serviceaccounts"]
   verbs: ["create", "patch"]
+{{- /* spec.externalAccess: the cluster's external Services are listed each pass (their load balancers'
+addresses) and deleted when no longer wanted. */}}
+- apiGroups: [""]
+  resources: ["services"]
+  verbs: ["list", "delete"]
 - apiGroups: [""]
   resources: ["configmaps"]
   verbs: ["create", "patch", "delete"]
