@@ -15,11 +15,13 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from broker.ha.protocol import ReportReader, encode_header, transfer_start
 from broker.ha.settings import HASettings
 from broker.ha.status import ReplicationStatus
+from broker.ha.sync_state import IDENTITY, IDENTITY_SIZE, ReplicaAck, SyncState
 from broker.ha.transfer import GroupTransfer
 from broker.store.results import PutResult, PutStatus
 from broker.transport.listener import Listener
@@ -117,6 +119,9 @@ class HAConnection:
         self._reports = ReportReader()
         self.addr = link.peer_address()
         self.slave_ack_offset = -1
+        # controller mode: the replica's broker id, the first 8 bytes it sends (broker.ha.sync_state)
+        self.broker_id: int | None = None
+        self._identity = b""
         self.next_transfer_offset = -1
         self.streaming = False  # the start offset is settled and the write loop runs
         self.last_write = 0.0
@@ -161,6 +166,16 @@ class HAConnection:
 
     def reports_received(self, data: bytes) -> None:
         self.last_read = time.monotonic()
+        if self.master.sync is not None and self.broker_id is None:
+            need = IDENTITY_SIZE - len(self._identity)
+            self._identity += data[:need]
+            data = data[need:]
+            if len(self._identity) < IDENTITY_SIZE:
+                return
+            (self.broker_id,) = IDENTITY.unpack(self._identity)
+            log.info("HA connection %s: replica broker id %d", self.addr, self.broker_id)
+            if not data:
+                return
         offset = self._reports.feed(data)
         if offset is None:
             return
@@ -313,6 +328,10 @@ class HAMaster:
         self.port = 0
         self._server: Listener | None = None
         self._status_task: asyncio.Task[None] | None = None
+        # Controller mode: the SyncStateSet (broker.ha.sync_state); `on_sync_change` asks the broker to check it
+        # against the controller's now (a member's connection ended)
+        self.sync = SyncState(settings.broker_id) if settings.broker_id is not None else None
+        self.on_sync_change: Callable[[], None] | None = None
 
     async def start(self) -> int:
         """Listen on haListenPort (0 = any free port); returns the bound port."""
@@ -377,6 +396,32 @@ class HAMaster:
                 self.store.max_phy_offset,
                 len(self.connections),
             )
+            if self.sync is not None and self.on_sync_change is not None:
+                self.on_sync_change()
+
+    def replicas(self) -> list[ReplicaAck]:
+        """Controller mode: the identified replicas and their acknowledgements."""
+        return [ReplicaAck(c.broker_id, c.slave_ack_offset) for c in self.connections if c.broker_id is not None]
+
+    @property
+    def confirm_offset(self) -> int:
+        """Controller mode with allAckInSyncStateSet: what every SyncStateSet member holds."""
+        if self.sync is None:
+            return self.store.max_phy_offset
+        return min(self.sync.threshold(self.replicas(), self.store.max_phy_offset), self.store.max_phy_offset)
+
+    def _acked(self, replicas: list[ReplicaAck]) -> int:
+        """Controller mode: what a put needs acknowledged, by allAckInSyncStateSet or inSyncReplicas."""
+        assert self.sync is not None
+        top = self.store.max_phy_offset
+        if self.settings.all_ack:
+            return self.sync.threshold(replicas, top)
+        return self.sync.nth_ack(replicas, self.settings.in_sync_replicas - 1, top)
+
+    def sync_changed(self) -> None:
+        """The set changed (adopted from the controller): puts may now wait for fewer or more members."""
+        if self.sync is not None:
+            self.transfer.acked_to(self._acked(self.replicas()))
 
     # -- acks and waiting ------------------------------------------------------------------------------
 
@@ -384,6 +429,12 @@ class HAMaster:
         self.slave_count += 1  # counts for SYNC_MASTER from now on (kept, not scanned per put)
 
     def slave_acked(self, conn: HAConnection, offset: int) -> None:
+        if self.sync is not None:
+            replicas = self.replicas()
+            self.sync.observe(replicas, self.store.max_phy_offset, self.settings.slave_fallbehind_max)
+            self.push2slave_max_offset = max(self.push2slave_max_offset, offset)
+            self.transfer.acked_to(self._acked(replicas))
+            return
         if offset > self.push2slave_max_offset:
             self.push2slave_max_offset = offset
             self.status.record_ack(offset)
@@ -415,6 +466,16 @@ class HAMaster:
     def wait_acked(self, end_offset: int, result: PutResult) -> PutResult | asyncio.Future[PutResult]:
         """SYNC_MASTER: `result` once a slave acknowledged `end_offset`, or at once with
         SLAVE_NOT_AVAILABLE when no slave is connected or the best one is too far behind."""
+        if self.sync is not None:
+            if len(self.sync.members) < self.settings.min_in_sync_replicas:
+                result.status = PutStatus.SLAVE_NOT_AVAILABLE  # in-sync replicas not enough
+                return result
+            # allAck: every member must hold it; a master alone in its set (the controller agreed) answers at
+            # once, as with inSyncReplicas=1
+            alone = self.settings.all_ack and self.sync.members == {self.sync.master_id}
+            if alone or (not self.settings.all_ack and self.settings.in_sync_replicas <= 1):
+                return result
+            return self.transfer.wait(end_offset, result)
         behind = end_offset - self.push2slave_max_offset
         if not self.slave_count or behind >= self.settings.slave_fallbehind_max:
             result.status = PutStatus.SLAVE_NOT_AVAILABLE

@@ -36,6 +36,13 @@ class HASettings:
     # slave's client context (tls.client.*, on with tls.enable or when enforcing); None: plaintext
     tls: ServerTls | None = None
     client_tls: ssl.SSLContext | None = None
+    # Controller mode (broker.ha.sync_state): this broker's controller-assigned id, which a slave sends first on
+    # its HA connection so that its master knows which replica acknowledges; None outside controller mode
+    broker_id: int | None = None
+    all_ack: bool = False  # allAckInSyncStateSet: a SYNC_MASTER put waits for every SyncStateSet member
+    max_time_not_catchup: float = 15.0  # haMaxTimeSlaveNotCatchup (s): a member lagging longer leaves the set
+    in_sync_replicas: int = 1  # inSyncReplicas: with all_ack off, the replicas (the master counted) a put needs
+    min_in_sync_replicas: int = 1  # minInSyncReplicas: a smaller SyncStateSet acknowledges no put
 
     @property
     def sync(self) -> bool:

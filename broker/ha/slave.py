@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 from broker.ha.protocol import HEADER, HEADER_SIZE, encode_report
 from broker.ha.settings import HASettings
 from broker.ha.stream import MasterStream
+from broker.ha.sync_state import IDENTITY
 from broker.transport.client import parse_addr
 from broker.transport.loop import cancel_and_wait
 
@@ -164,6 +165,8 @@ class HAClient:
         self._stream = stream
         self._last_report = 0.0
         log.info("HA: connected to master %s, reporting max offset %d", addr, self.store.max_phy_offset)
+        if self.settings.broker_id is not None:  # controller mode: say which replica this is, first
+            stream.write(IDENTITY.pack(self.settings.broker_id))
         self._report()
         self.connected_addr = addr
         self.last_contact = time.monotonic()

@@ -15,6 +15,7 @@ pulls -> close connections -> persist offsets and configs -> flush and close the
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import ssl
 import time
@@ -23,6 +24,7 @@ from pathlib import Path
 
 from broker.auth.service import ServerAuth
 from broker.ha.controller import HAController
+from broker.ha.master import HAMaster
 from broker.ha.settings import HASettings
 from broker.metrics import MetricsExporter, MetricsSettings
 from broker.metrics.broker_collector import BrokerCollector
@@ -32,6 +34,7 @@ from broker.protocol.codes import RequestCode, ResponseCode
 from broker.protocol.command import RemotingCommand
 from broker.server.clients import ConsumerManager, ProducerManager
 from broker.server.config import BrokerConfig, LoadedConfig, store_config
+from broker.server.controller_mode import ControllerMode, GroupRole
 from broker.server.group_pull_counters import GroupGetStats
 from broker.server.groups import SubscriptionGroupManager
 from broker.server.hold import PullHoldService
@@ -142,6 +145,8 @@ class BrokerController:
         self._transactions: TransactionService | None = None
         self.ha: HAController | None = None
         self.slave_sync: SlaveSynchronize | None = None
+        # enableControllerMode: the controller gives the id and the role, and may change the role while running
+        self.controller_mode: ControllerMode | None = None
         self.send: SendProcessor
         self.pull: PullProcessor
         self._tasks: list[asyncio.Task[None]] = []
@@ -247,6 +252,10 @@ class BrokerController:
         # answers every request SYSTEM_BUSY "starting" (no processor is registered yet): clients and the
         # readiness probe retry, as at any start, rather than meeting a closed port; the HA port is not
         # bound and nothing is registered with the NameServers until the check is done.
+        if c.enable_controller_mode:
+            # fenced until the controller names the role: no processor, no HA, no NameServer registration yet
+            self.controller_mode = ControllerMode(c, self.client, self)
+            await self.controller_mode.apply(await self.controller_mode.register())
         restored = await self._restore_from_slaves(self._store)
         if self.meters is not None:  # before any put: plain sends are counted from the ConsumeQueues from here
             self.meters.attach(self._store, master=c.is_master, skip=_BROKER_OWN_TOPICS)
@@ -265,18 +274,9 @@ class BrokerController:
         self.topics.on_change = self._topic_changed
         # HA before registering: the registration carries haServerAddr (the bound HA port)
         registrar = self.registrar
-        self.ha = HAController(
-            self._store,
-            ha_settings(c, self.store_config, self.tls, self.client.tls),
-            lambda: registrar.master_ha_addr,
-            lambda: registrar.master_addr,
-            lambda: c.ha_server_addr,
-            on_master_lost=registrar.trigger,
-        )
+        self.ha = self._ha_controller()
         self.ha.start_restore = restored
-        ha_port = await self.ha.start()
-        if ha_port is not None:
-            c.ha_listen_port = ha_port  # when 0 was asked for: the registration must carry the real one
+        await self._start_ha(self.ha)
         if not c.is_master:
             self.slave_sync = self._metadata_sync(lambda: registrar.master_addr)
             self.slave_sync.start()
@@ -294,6 +294,9 @@ class BrokerController:
             self._timer.start()
             self._transactions.start()
         await self.registrar.register_all()
+        if self.controller_mode is not None:
+            server.register(RequestCode.NOTIFY_BROKER_ROLE_CHANGED, self.controller_mode.notified)
+            self.controller_mode.start()
         self._started = True
         log.info(
             "The broker[%s, %s] boot success. serializeType=JSON and name server is %s (%.0f ms, %s, %s)",
@@ -323,6 +326,8 @@ class BrokerController:
         """On a master with restoreFromSlaveOnStart: catch up from a slave that holds more (StartRestore)."""
         c = self.config
         if not c.is_master or c.broker_id != 0 or not c.restore_from_slave_on_start or not c.name_servers:
+            return {}
+        if c.enable_controller_mode:  # the controller elects from the SyncStateSet: no restore from a slave
             return {}
         restore = StartRestore(
             c,
@@ -394,6 +399,8 @@ class BrokerController:
         log.info("shutting down broker[%s, %s]", c.broker_name, c.broker_addr)
         if self.metrics is not None:
             await self.metrics.close()  # no scrape reads a store that is closing
+        if self.controller_mode is not None:
+            await self.controller_mode.close()
         if self._started:
             await self.registrar.unregister_all()
         server = self.server
@@ -426,6 +433,91 @@ class BrokerController:
             await self._store.shutdown()
         await self.client.close()
         log.info("the broker[%s, %s] shutdown ok", c.broker_name, c.broker_addr)
+
+    # ------------------------------------------------------------------ HA and controller-mode roles
+
+    def _ha_controller(self) -> HAController:
+        c = self.config
+        settings = ha_settings(c, self.store_config, self.tls, self.client.tls)
+        if self.controller_mode is not None:
+            settings = dataclasses.replace(
+                settings,
+                broker_id=self.controller_mode.broker_id,
+                all_ack=c.all_ack_in_sync_state_set,
+                max_time_not_catchup=c.ha_max_time_slave_not_catchup / 1000,
+                in_sync_replicas=c.in_sync_replicas,
+                min_in_sync_replicas=c.min_in_sync_replicas,
+            )
+        registrar = self.registrar
+        return HAController(
+            self.store,
+            settings,
+            lambda: registrar.master_ha_addr,
+            lambda: registrar.master_addr,
+            lambda: c.ha_server_addr,
+            on_master_lost=registrar.trigger,
+        )
+
+    async def _start_ha(self, ha: HAController) -> None:
+        c = self.config
+        ha_port = await ha.start()
+        if ha_port is not None:
+            c.ha_listen_port = ha_port  # when 0 was asked for: the registration must carry the real one
+        mode, role = self.controller_mode, self.controller_mode.role if self.controller_mode else None
+        if mode is not None and role is not None and ha.master is not None and ha.master.sync is not None:
+            ha.master.sync.adopt(set(role.sync_state_set) or {mode.broker_id}, role.set_epoch)
+            ha.master.on_sync_change = mode.check_sync_state_now
+
+    def _set_role(self, role: str, broker_id: int) -> None:
+        self.config.broker_role = role  # type: ignore[assignment]
+        self.config.broker_id = broker_id
+        self.store.config.broker_role = role  # type: ignore[assignment]
+
+    def ha_master(self) -> HAMaster | None:
+        return self.ha.master if self.ha is not None else None
+
+    def max_offset(self) -> int:
+        return self.store.max_phy_offset
+
+    async def become_master(self, role: GroupRole) -> None:
+        """Controller mode: this broker was elected. Before the broker runs (at start) only the role is set;
+        while it runs, the slave's replication stops, the HA server starts and the NameServers hear of id 0."""
+        self._set_role("SYNC_MASTER", 0)
+        if self.ha is None:
+            return
+        await self.ha.close()
+        if self.slave_sync is not None:
+            await self.slave_sync.close()
+            self.slave_sync = None
+        # what replication brought in joins the queues before the first put: puts continue after it
+        behind = await self.store.adopt_replicated(5.0)
+        if behind:
+            log.warning("new master: %d replicated bytes not dispatched yet", behind)
+        self.ha = self._ha_controller()
+        await self._start_ha(self.ha)  # sets the store's replica: puts are taken from here on
+        if self._schedule is not None:
+            self._schedule.start()
+        if self._timer is not None:
+            self._timer.start()
+        self.transactions.start()
+        self.registrar.trigger()
+
+    async def become_slave(self, role: GroupRole) -> None:
+        """Controller mode: another broker is master. A master that lost its place stops taking puts at
+        once (its HA server and replica go), then replicates from the new master."""
+        assert self.controller_mode is not None
+        self._set_role("SLAVE", self.controller_mode.broker_id)
+        if self.ha is None:
+            return
+        await self.ha.close()
+        self.store.set_replica(None)  # recomputes the put path: a SLAVE refuses puts
+        self.ha = self._ha_controller()
+        await self._start_ha(self.ha)
+        if self.slave_sync is None:
+            registrar = self.registrar
+            self.slave_sync = self._metadata_sync(lambda: registrar.master_addr)
+            self.slave_sync.start()
+        self.registrar.trigger()
 
     # ------------------------------------------------------------------ hooks and background work
 

@@ -78,7 +78,8 @@ class BrokerConfig(BrokerStoreKeys, TlsKeys):
 
     broker_cluster_name: str = Field("DefaultCluster", alias="brokerClusterName", min_length=1)
     broker_name: str = Field(default_factory=lambda: socket.gethostname() or "broker-a", alias="brokerName")
-    broker_id: int = Field(0, alias="brokerId", ge=0)
+    # -1: in controller mode the controller assigns the id (brokerId and brokerRole are then the controller's)
+    broker_id: int = Field(0, alias="brokerId", ge=-1)
     listen_port: int = Field(10911, alias="listenPort", ge=0, le=65535)
     # NettyServerConfig.bindAddress: where the remoting and HA servers listen (0.0.0.0 = every interface).
     bind_address: str = Field("0.0.0.0", alias="bindAddress")
@@ -108,6 +109,22 @@ class BrokerConfig(BrokerStoreKeys, TlsKeys):
     # ours: a master whose CommitLog is behind a registered slave's restores from it before it serves
     restore_from_slave_on_start: bool = Field(True, alias="restoreFromSlaveOnStart")
     access_message_in_memory_max_ratio: int = Field(40, alias="accessMessageInMemoryMaxRatio", ge=0, le=100)
+    # Controller mode (broker.server.controller_mode, docs/design/failover.md): RocketMQ 5's keys and defaults
+    enable_controller_mode: bool = Field(False, alias="enableControllerMode")
+    controller_addr: str = Field("", alias="controllerAddr")
+    sync_broker_metadata_period: int = Field(5_000, alias="syncBrokerMetadataPeriod", ge=100)
+    check_sync_state_set_period: int = Field(5_000, alias="checkSyncStateSetPeriod", ge=100)
+    sync_controller_metadata_period: int = Field(10_000, alias="syncControllerMetadataPeriod", ge=100)
+    controller_heart_beat_timeout_mills: int = Field(10_000, alias="controllerHeartBeatTimeoutMills", ge=100)
+    broker_heartbeat_interval: int = Field(1_000, alias="brokerHeartbeatInterval", ge=50)
+    send_heartbeat_timeout_millis: int = Field(1_000, alias="sendHeartbeatTimeoutMillis", ge=50)
+    broker_election_priority: int = Field(2**31 - 1, alias="brokerElectionPriority")
+    ha_max_time_slave_not_catchup: int = Field(15_000, alias="haMaxTimeSlaveNotCatchup", ge=100)
+    all_ack_in_sync_state_set: bool = Field(False, alias="allAckInSyncStateSet")
+    in_sync_replicas: int = Field(1, alias="inSyncReplicas", ge=1)
+    min_in_sync_replicas: int = Field(1, alias="minInSyncReplicas", ge=1)
+    store_path_epoch_file: str = Field("", alias="storePathEpochFile")
+    store_path_broker_identity: str = Field("", alias="storePathBrokerIdentity")
     cluster_topic_enable: bool = Field(True, alias="clusterTopicEnable")
     broker_topic_enable: bool = Field(True, alias="brokerTopicEnable")
     trace_topic_enable: bool = Field(False, alias="traceTopicEnable")
@@ -177,6 +194,14 @@ class BrokerConfig(BrokerStoreKeys, TlsKeys):
     def _check_auth(self) -> BrokerConfig:
         # a model-level error: its message names the key, and no input value is echoed (the JSON keys are secret)
         check_auth_keys(self.model_dump(by_alias=True, include=_AUTH_TEXT_FIELDS))
+        return self
+
+    @model_validator(mode="after")
+    def _check_controller_mode(self) -> BrokerConfig:
+        if self.broker_id == -1 and not self.enable_controller_mode:
+            raise ValueError("brokerId=-1 (the controller assigns it) needs enableControllerMode=true")
+        if self.enable_controller_mode and not self.controller_addr.strip():
+            raise ValueError("enableControllerMode=true needs controllerAddr")
         return self
 
     @model_validator(mode="after")

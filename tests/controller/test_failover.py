@@ -1,0 +1,149 @@
+"""Automatic failover with real processes: controllers, a NameServer and a group of master + 2 slaves in
+controller mode (SYNC, allAckInSyncStateSet=true), a producer recording every acknowledged message, and the
+master killed with SIGKILL. The controller elects a slave from the SyncStateSet, and every acknowledged
+message is readable from the new master. The time from the kill to the new master is printed (not asserted).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+import zlib
+
+import pytest
+
+from broker.client import ClientConfig, Message, Producer, SendStatus
+from broker.controller.client import ControllerClient
+from broker.protocol.codes import RequestCode, ResponseCode
+from broker.protocol.message import decode_records
+from tests.controller.controller_procs import Controllers
+from tests.controller.failover_harness import Group, wait_for
+
+pytestmark = pytest.mark.timeout(240)
+
+TOPIC = "FailoverTopic"
+QUEUES = 4
+
+
+async def _read_all(group: Group, addr: str) -> dict[str, int]:
+    """Every message of TOPIC on one broker: UNIQ_KEY -> body CRC (records CRC-checked on decode)."""
+    found: dict[str, int] = {}
+    # every queue a route may hold: a broker that auto-created the topic gives it defaultTopicQueueNums (8)
+    for qid in range(16):
+        offset = 0
+        while True:
+            resp = await group.request(
+                addr,
+                RequestCode.PULL_MESSAGE,
+                {
+                    "consumerGroup": "VERIFY",
+                    "topic": TOPIC,
+                    "queueId": qid,
+                    "queueOffset": offset,
+                    "maxMsgNums": 32,
+                    "sysFlag": 0x4,
+                    "commitOffset": 0,
+                    "suspendTimeoutMillis": 0,
+                    "subscription": "*",
+                    "subVersion": 0,
+                },
+            )
+            if resp.code != ResponseCode.SUCCESS:
+                break
+            for m in decode_records(resp.body, verify_crc=True):
+                found[m.properties["UNIQ_KEY"]] = zlib.crc32(m.body)
+            offset = int(resp.ext_fields["nextBeginOffset"])
+    return found
+
+
+@pytest.mark.parametrize("controllers", [1, 3])
+async def test_kill9_of_the_master_elects_a_slave_with_every_acknowledged_message(tmp_path, controllers: int) -> None:
+    group = Group(tmp_path, Controllers(tmp_path, count=controllers))
+    client = ControllerClient(group.controllers.addresses)
+    try:
+        group.controllers.start_all()
+        group.start_namesrv()
+        for i in range(group.brokers):
+            group.start_broker(i)
+
+        async def full_set() -> tuple[dict[str, str], set[int]] | None:
+            fields, members = await group.replica_info(client)
+            return (fields, members) if len(members) == group.brokers and fields.get("masterAddress") else None
+
+        fields, _ = await wait_for(full_set, 90, "a master with all 3 brokers in its SyncStateSet", group)
+        master_addr, epoch = fields["masterAddress"], int(fields["masterEpoch"])
+        master_index = next(i for i in range(group.brokers) if group.broker_addr(i) == master_addr)
+        reply = await group.request(
+            master_addr,
+            RequestCode.UPDATE_AND_CREATE_TOPIC,
+            {
+                "topic": TOPIC,
+                "defaultTopic": "TBW102",
+                "readQueueNums": QUEUES,
+                "writeQueueNums": QUEUES,
+                "perm": 6,
+                "topicFilterType": "SINGLE_TAG",
+                "order": "false",
+            },
+        )
+        assert reply.code == ResponseCode.SUCCESS, reply.remark
+
+        acked: dict[str, int] = {}
+        refused: list[str] = []
+        stop = asyncio.Event()
+        first_ok_after_kill: list[float] = []
+        killed_at: list[float] = []
+        config = ClientConfig(namesrv_addr=group.namesrv_addr, instance_name="failover", poll_name_server_interval=1.0)
+        async with Producer(
+            "PG_FAILOVER", client_config=config, retry_times_when_send_failed=2, send_msg_timeout=3.0
+        ) as producer:
+
+            async def steady(worker: int) -> None:
+                i = 0
+                while not stop.is_set():
+                    body = os.urandom(100) + f"{worker}-{i}".encode()
+                    i += 1
+                    try:
+                        result = await producer.send(Message(TOPIC, body))
+                    except Exception as exc:  # the master is gone: sends fail until the new one is known
+                        refused.append(type(exc).__name__)
+                        await asyncio.sleep(0.05)
+                        continue
+                    if result.status is SendStatus.SEND_OK:
+                        acked[result.msg_id] = zlib.crc32(body)
+                        if killed_at and not first_ok_after_kill:
+                            first_ok_after_kill.append(time.monotonic())
+                    else:
+                        refused.append(result.status.name)
+
+            workers = [asyncio.create_task(steady(w)) for w in range(4)]
+            await wait_for(lambda: asyncio.sleep(0, len(acked) >= 300), 60, "300 acknowledged sends", group)
+            group.kill9(f"broker-n{master_index}")
+            killed_at.append(time.monotonic())
+
+            async def new_master() -> dict[str, str] | None:
+                fields, _ = await group.replica_info(client)
+                moved = fields.get("masterAddress") not in (None, "", master_addr)
+                return fields if moved and int(fields["masterEpoch"]) > epoch else None
+
+            elected = await wait_for(new_master, 60, "a new master", group)
+            elected_at = time.monotonic()
+            await wait_for(lambda: asyncio.sleep(0, bool(first_ok_after_kill)), 60, "a send to the new master", group)
+            await asyncio.sleep(1.0)
+            stop.set()
+            await asyncio.gather(*workers)
+
+        found = await _read_all(group, elected["masterAddress"])
+        lost = [mid for mid, crc in acked.items() if found.get(mid) != crc]
+        print(
+            f"\nfailover ({controllers} controller(s)): new master {elected['masterAddress']} at epoch "
+            f"{elected['masterEpoch']} elected {elected_at - killed_at[0]:.2f} s after kill -9, first send "
+            f"acknowledged {first_ok_after_kill[0] - killed_at[0]:.2f} s after; acknowledged {len(acked)}, "
+            f"lost {len(lost)}, failed sends {len(refused)}"
+        )
+        assert int(elected["masterEpoch"]) == epoch + 1
+        assert not lost, f"{len(lost)} acknowledged messages missing on the new master\n{group.logs()}"
+    finally:
+        await client.close()
+        group.stop_all()
