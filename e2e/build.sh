@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build (or reuse from cache) the Kubernetes components the e2e harness runs.
-#   e2e/build.sh [all|control-plane|node|kubernetes|etcd|coredns|local-path|helm|pause]...
+#   e2e/build.sh [all|control-plane|node|kubernetes|etcd|coredns|local-path|helm|pause|kubeadm|kind|kindnetd]...
 # Binaries land in ~/.cache/rocketcluster/<component>-<version>/bin; nothing built goes into the repo.
 # Builds run with `nice -n 19` and a small -p so they share the machine politely.
 set -euo pipefail
@@ -46,6 +46,18 @@ build_kubernetes() {
     k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-proxy)
 }
 
+# kubeadm only runs inside kind's node image (e2e/kind/), so it is its own component: adding it did not
+# invalidate the cached control-plane binaries. Same module, same version ldflags.
+build_kubeadm() {
+  local minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
+  local x="gitVersion=$K8S_VERSION gitMajor=1 gitMinor=$minor gitTreeState=clean buildDate=1970-01-01T00:00:00Z"
+  local ld="-s -w" kv
+  for kv in $x; do
+    ld+=" -X k8s.io/component-base/version.$kv -X k8s.io/client-go/pkg/version.$kv"
+  done
+  (cd "$HERE/gomod" && $NICE "$GO" build -trimpath -ldflags="$ld" -o "$1/" k8s.io/kubernetes/cmd/kubeadm)
+}
+
 build_etcd() {
   (cd "$HERE/gomod" && $NICE "$GO" build -trimpath \
     -ldflags="-s -w" -o "$1/etcd" go.etcd.io/etcd/server/v3)
@@ -59,6 +71,18 @@ go_install() {
 build_coredns() { go_install "$1" "github.com/coredns/coredns@$COREDNS_VERSION"; }
 build_local_path() { go_install "$1" "github.com/rancher/local-path-provisioner@$LOCAL_PATH_VERSION"; }
 build_helm() { go_install "$1" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"; }
+build_kind() { go_install "$1" "sigs.k8s.io/kind@$KIND_VERSION"; }
+
+# kindnetd, kind's default CNI, is a nested module of the kind repository (images/kindnetd) that the Go
+# module proxy does not serve, so its four source files come from a git clone of kind named by KIND_SRC,
+# at tag KINDNETD_REF. Its dependencies (kube-network-policies, netlink, client-go) come from the proxy.
+build_kindnetd() {
+  local src=${KIND_SRC:-} work="$1/../src"
+  [[ -n $src && -d $src ]] || { log "kindnetd: set KIND_SRC to a git clone of kubernetes-sigs/kind"; return 1; }
+  mkdir -p "$work"
+  git -C "$src" archive "$KINDNETD_REF" images/kindnetd | tar -x -C "$work"
+  (cd "$work/images/kindnetd" && GOFLAGS="$GOFLAGS -mod=mod" $NICE "$GO" build -trimpath     -ldflags="-s -w" -o "$1/kindnetd" ./cmd/kindnetd)
+}
 
 # The sandbox ("pause") container: a tiny static C program we write ourselves (e2e/pause/pause.c).
 build_pause() {
@@ -75,6 +99,9 @@ one() {
     local-path) cached local-path "$CACHE/local-path-provisioner-$LOCAL_PATH_VERSION" build_local_path ;;
     helm) cached helm "$CACHE/helm-$HELM_VERSION" build_helm ;;
     pause) cached pause "$CACHE/pause-$PAUSE_VERSION" build_pause ;;
+    kubeadm) cached kubeadm "$CACHE/kubeadm-$K8S_VERSION" build_kubeadm ;;
+    kind) cached kind "$CACHE/kind-$KIND_VERSION" build_kind ;;
+    kindnetd) cached kindnetd "$CACHE/kindnetd-$KINDNETD_REF" build_kindnetd ;;
     control-plane) one etcd; one kubernetes ;;
     node | all) one etcd; one kubernetes; one pause; one coredns; one local-path; [[ $1 == all ]] && one helm; true ;;
     *) log "unknown component $1"; return 2 ;;

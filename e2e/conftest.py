@@ -31,6 +31,18 @@ CACHE = Path(os.environ.get("ROCKETCLUSTER_CACHE", Path.home() / ".cache" / "roc
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "node: needs the node tier of the Kubernetes harness (pods run)")
+    config.addinivalue_line("markers", "kind: needs a multi-node kind cluster (e2e/kind/, `make e2e-kind`)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The kind tier is opt-in: its tests run only when selected with ``-m kind`` or ``E2E_KIND=1``;
+    any other run reports them as skipped, with how to run them."""
+    if os.environ.get("E2E_KIND") == "1" or "kind" in (config.getoption("markexpr", "") or "").replace("not kind", ""):
+        return
+    skip = pytest.mark.skip(reason="kind tier not selected: run `make e2e-kind` (or E2E_KIND=1)")
+    for item in items:
+        if "kind" in item.keywords:
+            item.add_marker(skip)
 
 
 def _versions() -> dict[str, str]:
@@ -156,6 +168,47 @@ def k8s_control_plane(_harness: _Harness) -> Kube:
 @pytest.fixture(scope="session")
 def k8s_node(_harness: _Harness) -> Kube:
     return _harness.ensure("node")
+
+
+KIND_CLUSTER = REPO / "e2e" / "kind" / "cluster.sh"
+
+
+@pytest.fixture(scope="session")
+def k8s_kind() -> Iterator[Kube]:
+    """A multi-node kind cluster: the one ``E2E_KIND_KUBECONFIG`` names, or else 1 control plane + 2 workers
+    started by ``e2e/kind/cluster.sh up 3`` (and deleted at the end unless ``E2E_KEEP_CLUSTER=1``)."""
+    given = os.environ.get("E2E_KIND_KUBECONFIG")
+    if given:
+        yield Kube(Path(given), _kubectl_path(), "kind")
+        return
+    reason = _cannot_run("control-plane")
+    if reason:
+        pytest.skip(f"kind cannot run on this machine: {reason}")
+    t0 = time.monotonic()
+    p = subprocess.run(["bash", str(KIND_CLUSTER), "up", "3"], capture_output=True, text=True, timeout=3600)
+    if p.returncode != 0:
+        raise RuntimeError(f"`e2e/kind/cluster.sh up 3` failed:\n{p.stderr[-4000:]}")
+    path = (
+        Path(p.stdout.strip().splitlines()[-1]) if p.stdout.strip() else Path("/var/lib/rocketcluster/kind/kubeconfig")
+    )
+    try:
+        yield Kube(path, _kubectl_path(), "kind", time.monotonic() - t0)
+    finally:
+        if os.environ.get("E2E_KEEP_CLUSTER") != "1":
+            subprocess.run(["bash", str(KIND_CLUSTER), "down"], capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="session")
+def kind_broker_image(k8s_kind: Kube) -> str:
+    """The broker image of this tree, built by images/build.sh and put on every kind node with
+    ``kind load docker-image``."""
+    image = "rocketcluster.local/broker:0.1.0"
+    if os.environ.get("E2E_REUSE_IMAGES") != "1":
+        b = subprocess.run(["bash", str(REPO / "images" / "build.sh"), "broker"], capture_output=True, text=True)
+        assert b.returncode == 0, f"images/build.sh broker failed:\n{b.stderr[-4000:]}"
+    p = subprocess.run(["bash", str(KIND_CLUSTER), "load", image], capture_output=True, text=True)
+    assert p.returncode == 0, f"kind load of {image} failed:\n{p.stderr[-4000:]}"
+    return image
 
 
 @pytest.fixture(scope="session")

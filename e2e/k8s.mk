@@ -5,11 +5,16 @@
 #   make images [IMAGES="broker spark"] build images under images/ with Debian's docker.io, no registry
 #   make k8s-load-images [IMAGES=...]   import built images into the node's containerd
 #   make e2e                            the e2e tests (start the tiers they need, once per run)
+#   make kind-build                     kind, kindnetd and the kind node image, offline (e2e/kind/)
+#   make kind-up [NODES=3] / kind-down  a kind cluster of NODES nodes from our node image, our images loaded
+#   make e2e-kind                       the multi-node tests (marker `kind`) on that cluster
 TIER ?= control-plane
 IMAGES ?=
 E2E_ARGS ?=
+NODES ?= 3
 
 .PHONY: k8s-build k8s-up k8s-down k8s-status k8s-load-images images e2e e2e-control-plane
+.PHONY: kind-build kind-up kind-down kind-status e2e-kind
 
 k8s-build:
 	bash e2e/deps.sh all
@@ -40,3 +45,21 @@ e2e: $(SPARK_STAMP)
 	bash e2e/deps.sh all
 	bash e2e/build.sh node
 	$(BIN)/pytest e2e --timeout 900 --durations=0 $(E2E_ARGS)
+
+# kindnetd's source is a git clone of kubernetes-sigs/kind: KIND_SRC=<dir> (see docs/kubernetes-harness.md).
+kind-build:
+	bash e2e/deps.sh all
+	bash e2e/build.sh kind kubeadm kindnetd
+	bash e2e/kind/build-node.sh
+
+kind-up:
+	bash e2e/kind/cluster.sh up $(NODES)
+
+kind-down:
+	bash e2e/kind/cluster.sh down
+
+kind-status:
+	bash e2e/kind/cluster.sh status
+
+e2e-kind: $(SPARK_STAMP)
+	E2E_KIND=1 $(BIN)/pytest e2e -m kind --timeout 1200 --durations=0 $(E2E_ARGS)

@@ -4,6 +4,8 @@
 #   images/build.sh [IMAGE_DIR_NAME...]     build images/<name> (default: every dir with a Dockerfile)
 #   images/build.sh save IMAGE              write `docker save IMAGE` to stdout (starts the engine)
 #   images/build.sh docker-stop             stop the Docker engine this script started
+#   images/build.sh docker-up               start the engine if it is not running
+#   images/build.sh base PACKAGE...         print the name of the debootstrap base image with PACKAGEs (builds it)
 #
 # An image dir holds a Dockerfile and image.env:
 #   IMAGE=rocketcluster.local/<name>   TAG=<tag>   BASE_PACKAGES="python3 ..."   WHEELS="<pip spec>"
@@ -24,9 +26,20 @@ NICE="nice -n 19"
 log() { printf '[images %s] %s\n' "$(date +%T)" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
+# The engine's default runtime is runc behind e2e/kind/node/usr/local/bin/runc-caps: a privileged
+# container (a kind node) asks for every capability, and root here lacks CAP_SYS_RESOURCE, which plain
+# runc then fails on. For any other container the wrapper changes nothing.
+RUNC_CAPS=$REPO/e2e/kind/node/usr/local/bin/runc-caps
 docker_up() {
   bash "$REPO/e2e/deps.sh" images
-  if $DOCKER info >/dev/null 2>&1; then return 0; fi
+  if $DOCKER info >/dev/null 2>&1; then
+    [[ $($DOCKER info --format '{{.DefaultRuntime}}' 2>/dev/null) == runc-caps ]] && return 0
+    # An engine started before the wrapper existed: restart it, if it is ours and idle.
+    [[ -f $DATA/dockerd.pid ]] || { log "the running dockerd is not ours: privileged containers may fail"; return 0; }
+    [[ -z $($DOCKER ps -q) ]] || { log "dockerd runs containers: not restarting it for runc-caps"; return 0; }
+    log "restarting dockerd with the runc-caps runtime"
+    docker_stop
+  fi
   mkdir -p "$DATA"
   # A dockerd killed without its shutdown (machine or session stop) leaves its pidfile, and a new
   # dockerd refuses to start while it exists: drop it unless it names a dockerd that still runs.
@@ -37,8 +50,12 @@ docker_up() {
       rm -f "$DATA/dockerd.pid"
     fi
   fi
+  # No default bridge and no iptables rules: image builds run with --network=none. User-defined
+  # bridge networks (kind's) still work: node to node on the bridge, the API server through
+  # docker-proxy on 127.0.0.1, and Docker's embedded DNS inside each container.
   log "starting dockerd (no bridge, no iptables)"
   setsid dockerd --iptables=false --ip6tables=false --bridge=none --ip-masq=false \
+    --add-runtime "runc-caps=$RUNC_CAPS" --default-runtime runc-caps \
     --pidfile "$DATA/dockerd.pid" >>"$DATA/dockerd.log" 2>&1 </dev/null &
   for _ in $(seq 1 120); do $DOCKER info >/dev/null 2>&1 && return 0; sleep 0.5; done
   die "dockerd did not start, see $DATA/dockerd.log"
@@ -116,6 +133,8 @@ build_one() {
 case ${1:-} in
   save) docker_up; $DOCKER save "$2" ;;
   docker-stop) docker_stop ;;
+  docker-up) mkdir -p "$DATA"; docker_up ;;
+  base) mkdir -p "$DATA"; docker_up; shift; base_image "$@" ;;
   *)
     mkdir -p "$DATA"
     docker_up

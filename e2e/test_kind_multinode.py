@@ -1,0 +1,109 @@
+"""The operator on a multi-node kind cluster (1 control plane + 2 workers, e2e/kind/).
+
+- Placement: a RocketCluster of 2 groups x (master + slave), with the operator's default anti-affinity, runs
+  every group's master and slave on different nodes.
+- NetworkPolicy: a policy that denies all ingress in a namespace stops a client pod there from reaching a
+  server pod it reached a moment before, on kind's network (kindnetd's policy engine).
+
+The operator runs as a host process against the kind API server; cluster.sh routes each node's pod CIDR
+via the node, so it reaches pod IPs as on the host-process harness.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from e2e.operator_harness import CRD_FILE, OperatorProcess, running_operator
+
+if TYPE_CHECKING:
+    from e2e.conftest import Kube
+
+pytestmark = [pytest.mark.k8s, pytest.mark.kind]
+
+
+def _new_namespace(kube: Kube, prefix: str) -> str:
+    name = f"{prefix}-{uuid.uuid4().hex[:6]}"
+    kube.run("create", "namespace", name)
+    return name
+
+
+@pytest.fixture(scope="module")
+def namespace(k8s_kind: Kube) -> Iterator[str]:
+    k8s_kind.run("apply", "--server-side", "-f", str(CRD_FILE))
+    k8s_kind.run("wait", "--for=condition=Established", "crd/rocketclusters.rocketcluster.io", "--timeout=60s")
+    name = _new_namespace(k8s_kind, "rc-kind")
+    yield name
+    k8s_kind.run("delete", "rmq", "--all", "-n", name, "--wait=true", "--timeout=90s", check=False, timeout=120)
+    k8s_kind.run("delete", "namespace", name, "--wait=true", "--timeout=120s", check=False, timeout=150)
+
+
+@pytest.fixture(scope="module")
+def operator(k8s_kind: Kube, namespace: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
+    with running_operator(k8s_kind, [namespace], tmp_path_factory.mktemp("op")) as proc:
+        yield proc
+
+
+def _ready(kube: Kube, ns: str, name: str) -> dict[str, Any] | None:
+    obj = kube.get("-n", ns, "rmq", name)
+    status = obj.get("status") or {}
+    ready = next((c for c in status.get("conditions", []) if c["type"] == "Ready"), None)
+    current = status.get("observedGeneration") == obj["metadata"]["generation"]
+    return obj if ready and ready["status"] == "True" and current else None
+
+
+def test_cluster_has_three_ready_nodes(k8s_kind: Kube) -> None:
+    nodes = k8s_kind.get("nodes")["items"]
+    ready = [
+        n["metadata"]["name"]
+        for n in nodes
+        if any(c["type"] == "Ready" and c["status"] == "True" for c in n["status"]["conditions"])
+    ]
+    assert len(nodes) == 3 and len(ready) == 3, [n["metadata"]["name"] for n in nodes]
+    workers = [n for n in nodes if "node-role.kubernetes.io/control-plane" not in n["metadata"]["labels"]]
+    assert len(workers) == 2
+
+
+def test_each_group_runs_master_and_slave_on_different_nodes(
+    k8s_kind: Kube, kind_broker_image: str, namespace: str, operator: OperatorProcess
+) -> None:
+    kube, ns = k8s_kind, namespace
+    cluster = {
+        "apiVersion": "rocketcluster.io/v1alpha1",
+        "kind": "RocketCluster",
+        "metadata": {"name": "spread"},
+        "spec": {
+            "image": kind_broker_image,
+            "imagePullPolicy": "Never",
+            "nameServer": {"replicas": 1},
+            "broker": {"groups": 2, "slavesPerGroup": 1},
+            "storage": {"type": "persistentClaim", "size": "128Mi"},
+        },
+    }
+    kube.apply(json.dumps(cluster), namespace=ns)
+    try:
+        obj = kube.wait_for("Ready=True", lambda: _ready(kube, ns, "spread"), timeout=420, interval=2)
+    except AssertionError:
+        pods = kube.run("get", "pods", "-n", ns, "-o", "wide", check=False)
+        status = json.dumps(kube.get("-n", ns, "rmq", "spread").get("status"), indent=1)
+        raise AssertionError(f"not Ready:\n{pods}\n{status}\n{operator.tail(4000)}") from None
+    groups = obj["status"]["groupStatus"]
+    assert len(groups) == 2, groups
+
+    pods = {p["metadata"]["name"]: p for p in kube.get("-n", ns, "pods")["items"]}
+    placed: dict[str, list[str]] = {}
+    for g in groups:
+        members = [g["master"], *g["slaves"]]
+        nodes = []
+        for m in members:
+            pod = pods[m["pod"]]
+            assert m["ready"], g
+            nodes.append(pod["spec"]["nodeName"])
+        placed[g["brokerName"]] = nodes
+    for group, nodes in placed.items():
+        assert len(set(nodes)) == len(nodes), f"group {group}: master and slave share a node: {placed}"
+    print(f"\nplacement: {placed}")
