@@ -38,7 +38,6 @@ from broker.protocol.headers import (
     GetMaxOffsetRequestHeader,
     GetMinOffsetRequestHeader,
     GetRouteInfoRequestHeader,
-    PullMessageRequestHeader,
     PullMessageResponseHeader,
     QueryConsumerOffsetRequestHeader,
     QueryMessageRequestHeader,
@@ -265,8 +264,9 @@ class ClientAPI:
 
     # --- consumer
 
-    async def pull(self, addr: str, header: PullMessageRequestHeader, timeout: float) -> PullResult:
-        resp = await self.invoke(addr, _request(RequestCode.PULL_MESSAGE, header.to_ext_fields()), timeout)
+    async def pull(self, addr: str, request: RemotingCommand, timeout: float) -> PullResult:
+        """Send a PULL_MESSAGE request (broker.client.pull_request builds it) and decode the answer."""
+        resp = await self.invoke(addr, request, timeout)
         return pull_result(resp, addr)
 
     async def query_consumer_offset(

@@ -5,7 +5,7 @@ asks the queue's broker for up to pullBatchSize messages from `next_offset` (PUL
 SUSPEND so the broker parks it up to 15 s when there is nothing new), re-checks the exact tag or
 the SQL92 selector,
 and hands found messages to the owner's `deliver()` coroutine, which may wait (flow control).
-Errors back off 3 s, as Java does. `pull_sys_flag()` and `pull_header()` are pure.
+Errors back off 3 s, as Java does. The request itself is `broker.client.pull_request.pull_request`.
 """
 
 from __future__ import annotations
@@ -16,15 +16,14 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from broker.client.api import PullSysFlag
 from broker.client.config import ConsumerConfig
 from broker.client.instance import ClientInstance
 from broker.client.message import MessageExt, MessageQueue, PullResult, PullStatus
+from broker.client.pull_request import pull_request
 from broker.client.subscription import SubscriptionData
-from broker.protocol.headers import PullMessageRequestHeader
 from broker.transport.loop import cancel_and_wait
 
-__all__ = ["PULL_DELAY_ON_ERROR", "PullSettings", "QueuePuller", "pull_header", "pull_sys_flag"]
+__all__ = ["PULL_DELAY_ON_ERROR", "PullSettings", "QueuePuller"]
 
 log = logging.getLogger(__name__)
 
@@ -54,36 +53,6 @@ class PullSettings:
             interval=config.pull_interval,
             post_subscription=post_subscription,
         )
-
-
-def pull_sys_flag(commit_offset: int, suspend: bool, subscription: bool) -> int:
-    flag = 0
-    if commit_offset > 0:
-        flag |= PullSysFlag.COMMIT_OFFSET
-    if suspend:
-        flag |= PullSysFlag.SUSPEND
-    if subscription:
-        flag |= PullSysFlag.SUBSCRIPTION
-    return flag
-
-
-def pull_header(
-    settings: PullSettings, mq: MessageQueue, offset: int, commit_offset: int, sub: SubscriptionData, suspend: bool
-) -> PullMessageRequestHeader:
-    return PullMessageRequestHeader(
-        consumer_group=settings.group,
-        topic=mq.topic,
-        queue_id=mq.queue_id,
-        queue_offset=offset,
-        max_msg_nums=settings.batch_size,
-        sys_flag=pull_sys_flag(commit_offset, suspend, settings.post_subscription),
-        commit_offset=max(commit_offset, 0),
-        suspend_timeout_millis=int(settings.suspend * 1000) if suspend else 0,
-        subscription=sub.sub_string,
-        sub_version=sub.sub_version,
-        expression_type=sub.expression_type,
-        broker_name=mq.broker_name,
-    )
 
 
 class QueuePuller:
@@ -142,9 +111,19 @@ class QueuePuller:
             addr = self.instance.broker_addr(self.mq.broker_name, self._broker_id)
             if addr is None:
                 raise LookupError(f"no address for broker {self.mq.broker_name}")
-        header = pull_header(self.settings, self.mq, self.next_offset, self._commit_offset(), sub, suspend)
-        timeout = self.settings.timeout if suspend else self.instance.config.request_timeout * 3
-        result = await self.instance.api.pull(addr, header, timeout)
+        settings = self.settings
+        request = pull_request(
+            settings.group,
+            self.mq,
+            self.next_offset,
+            settings.batch_size,
+            sub,
+            commit_offset=self._commit_offset(),
+            suspend_ms=int(settings.suspend * 1000) if suspend else None,
+            post_subscription=settings.post_subscription,
+        )
+        timeout = settings.timeout if suspend else self.instance.config.request_timeout * 3
+        result = await self.instance.api.pull(addr, request, timeout)
         self._broker_id = result.suggest_which_broker_id
         if self._broker_id not in self.instance.broker_addrs.get(self.mq.broker_name, {}):
             await self._recheck_route()  # e.g. a slave sends us back to a master we dropped from the route

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-from broker.client.api import PullSysFlag
 from broker.client.errors import ClientError
 from broker.client.instance import ClientInstance
 from broker.client.message import MessageExt, MessageQueue, PullStatus
+from broker.client.pull_request import pull_request
 from broker.client.subscription import parse_subscription
-from broker.protocol.headers import PullMessageRequestHeader
 
 __all__ = ["queue_addr", "read_range"]
 
@@ -50,21 +49,8 @@ async def read_range(
     addr = await queue_addr(instance, mq)
     offset = begin
     while offset < end:
-        header = PullMessageRequestHeader(
-            consumer_group=group,
-            topic=mq.topic,
-            queue_id=mq.queue_id,
-            queue_offset=offset,
-            max_msg_nums=min(BATCH, end - offset),
-            sys_flag=PullSysFlag.SUBSCRIPTION,
-            commit_offset=0,
-            suspend_timeout_millis=0,
-            subscription=sub.sub_string,
-            sub_version=sub.sub_version,
-            expression_type=sub.expression_type,
-            broker_name=mq.broker_name,
-        )
-        result = await instance.api.pull(addr, header, timeout)
+        request = pull_request(group, mq, offset, min(BATCH, end - offset), sub)
+        result = await instance.api.pull(addr, request, timeout)
         if result.status is PullStatus.FOUND:
             found = [m for m in result.messages if m.queue_offset < end and sub.matches_message(m)]
             if found:

@@ -21,16 +21,15 @@ from collections.abc import Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar
 
-from broker.client.api import PullSysFlag
 from broker.client.config import ClientConfig
 from broker.client.errors import NoRouteError, TopicNotExist, for_code
 from broker.client.instance import ClientInstance
 from broker.client.message import MessageQueue
+from broker.client.pull_request import pull_request
 from broker.client.route import subscribe_queues
 from broker.client.subscription import SUB_ALL, parse_subscription
-from broker.protocol.codes import LanguageCode, RequestCode, ResponseCode
+from broker.protocol.codes import ResponseCode
 from broker.protocol.command import RemotingCommand
-from broker.protocol.headers import PullMessageRequestHeader
 from broker.spark.options import NO_TLS, SparkTls
 from broker.transport.errors import RemotingError
 from broker.transport.loop import new_event_loop
@@ -175,33 +174,16 @@ class QueueClient:
 
     # ------------------------------------------------------------------ range reads (executors)
 
-    def _pull_request(self, spec: PullSpec, mq: MessageQueue, offset: int, count: int) -> RemotingCommand:
-        sub = parse_subscription(mq.topic, spec.sub_expression)
-        header = PullMessageRequestHeader(
-            consumer_group=spec.group,
-            topic=mq.topic,
-            queue_id=mq.queue_id,
-            queue_offset=offset,
-            max_msg_nums=count,
-            sys_flag=PullSysFlag.SUBSCRIPTION,  # no COMMIT_OFFSET, no SUSPEND: the range exists
-            commit_offset=0,
-            suspend_timeout_millis=0,
-            subscription=sub.sub_string,
-            sub_version=sub.sub_version,
-            expression_type=sub.expression_type,
-            max_msg_bytes=PULL_MAX_BYTES,
-            broker_name=mq.broker_name,
-        )
-        return RemotingCommand(
-            code=RequestCode.PULL_MESSAGE, ext_fields=header.to_ext_fields(), language=LanguageCode.PYTHON
-        )
-
     def _start_pull(
         self, spec: PullSpec, mq: MessageQueue, offset: int, count: int
     ) -> asyncio.Task[tuple[str, RemotingCommand]]:
+        # no COMMIT_OFFSET, no SUSPEND: the range exists; larger answers than a consumer's
+        sub = parse_subscription(mq.topic, spec.sub_expression)
+        request = pull_request(spec.group, mq, offset, count, sub, max_bytes=PULL_MAX_BYTES)
+
         async def pull() -> tuple[str, RemotingCommand]:
             addr = await self._addr(mq)
-            return addr, await self.instance.api.invoke(addr, self._pull_request(spec, mq, offset, count), spec.timeout)
+            return addr, await self.instance.api.invoke(addr, request, spec.timeout)
 
         return self.loop.create_task(pull())
 
@@ -271,39 +253,10 @@ class QueueClient:
                     s.restart(s.position)
                     fill()
                     continue
-                ext = resp.ext_fields
-                low = int(ext.get("minOffset", 0))
-                next_offset = int(ext.get("nextBeginOffset", f.offset))
-                if f.offset < low:
-                    if spec.fail_on_data_loss:
-                        raise DataLossError(_loss_message(s.mq, f.offset, low))
-                    log.warning("skipping lost offsets %d..%d of %s (failOnDataLoss=false)", f.offset, low - 1, s.mq)
-                    s.restart(low)
-                elif resp.code == ResponseCode.SUCCESS:
-                    s.missing_since = None
-                    if next_offset != f.offset + f.asked:  # the chunks asked after this one start elsewhere
-                        s.restart(next_offset)
-                    else:
-                        s.position = next_offset
-                    fill()
-                    yield s.index, resp.body
-                    continue
-                elif resp.code == ResponseCode.PULL_RETRY_IMMEDIATELY:
-                    s.restart(max(next_offset, f.offset))  # all filtered out by tag, or removed
-                elif resp.code in (ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_OFFSET_MOVED):
-                    # The broker reported these offsets earlier; give dispatch/failover a moment.
-                    now = time.monotonic()
-                    s.missing_since = s.missing_since or now
-                    if now - s.missing_since > MISSING_RETRY_SECONDS:
-                        raise RuntimeError(
-                            f"{s.mq} has no message at offset {f.offset} (broker {addr} says min {low}, max "
-                            f"{ext.get('maxOffset')}); the range {s.start}..{s.end} was planned past the queue's end"
-                        )
-                    time.sleep(0.1)
-                    s.restart(f.offset)
-                else:
-                    raise for_code(resp.code, resp.remark, addr)
+                body = _take_answer(spec, f, addr, resp)
                 fill()
+                if body is not None:
+                    yield s.index, body
         finally:  # the caller stopped early (or a pull failed): nothing is left running on the loop
             for f in inflight:
                 _drop(f.task)
@@ -339,6 +292,44 @@ class _InFlight(NamedTuple):
     offset: int
     asked: int  # messages asked for (a field named `count` would shadow tuple.count)
     task: asyncio.Task[tuple[str, RemotingCommand]]
+
+
+def _take_answer(spec: PullSpec, f: _InFlight, addr: str, resp: RemotingCommand) -> bytes | None:
+    """What the answer `resp` (from `addr`) to the pull `f` means for its range: the body to hand on, or
+    None when the range moved instead (lost offsets skipped, every message filtered out, offsets not
+    there yet); raises what ends the read (data loss, a range past the queue's end, a refusal)."""
+    s = f.range
+    ext = resp.ext_fields
+    low = int(ext.get("minOffset", 0))
+    next_offset = int(ext.get("nextBeginOffset", f.offset))
+    if f.offset < low:
+        if spec.fail_on_data_loss:
+            raise DataLossError(_loss_message(s.mq, f.offset, low))
+        log.warning("skipping lost offsets %d..%d of %s (failOnDataLoss=false)", f.offset, low - 1, s.mq)
+        s.restart(low)
+    elif resp.code == ResponseCode.SUCCESS:
+        s.missing_since = None
+        if next_offset != f.offset + f.asked:  # the chunks asked after this one start elsewhere
+            s.restart(next_offset)
+        else:
+            s.position = next_offset
+        return resp.body
+    elif resp.code == ResponseCode.PULL_RETRY_IMMEDIATELY:
+        s.restart(max(next_offset, f.offset))  # all filtered out by tag, or removed
+    elif resp.code in (ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_OFFSET_MOVED):
+        # The broker reported these offsets earlier; give dispatch/failover a moment.
+        now = time.monotonic()
+        s.missing_since = s.missing_since or now
+        if now - s.missing_since > MISSING_RETRY_SECONDS:
+            raise RuntimeError(
+                f"{s.mq} has no message at offset {f.offset} (broker {addr} says min {low}, max "
+                f"{ext.get('maxOffset')}); the range {s.start}..{s.end} was planned past the queue's end"
+            )
+        time.sleep(0.1)
+        s.restart(f.offset)
+    else:
+        raise for_code(resp.code, resp.remark, addr)
+    return None
 
 
 def _drop(task: asyncio.Task[Any]) -> None:
