@@ -12,6 +12,7 @@ via the node, so it reaches pod IPs as on the host-process harness.
 from __future__ import annotations
 
 import json
+import subprocess
 import uuid
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -107,3 +108,100 @@ def test_each_group_runs_master_and_slave_on_different_nodes(
     for group, nodes in placed.items():
         assert len(set(nodes)) == len(nodes), f"group {group}: master and slave share a node: {placed}"
     print(f"\nplacement: {placed}")
+
+
+def _nft_queue_missing(node: str) -> str | None:
+    """kindnetd's policy engine (kube-network-policies) sends the packets of selected pods to userspace with
+    an nftables `queue` rule. A kernel without CONFIG_NFT_QUEUE refuses that rule, kindnetd logs
+    "syncing nftables rules" error="netlink receive: no such file or directory" and lets all traffic
+    through (it fails open). Returns the kernel's refusal when the node's kernel lacks it, else None."""
+    script = (
+        "nft add table inet rc-probe && "
+        "nft add chain inet rc-probe c '{ type filter hook forward priority 0; }' && "
+        "{ nft add rule inet rc-probe c queue num 4242 bypass 2>&1; r=$?; nft delete table inet rc-probe; exit $r; }"
+    )
+    p = subprocess.run(["/usr/bin/docker", "exec", node, "sh", "-c", script], capture_output=True, text=True)
+    return None if p.returncode == 0 else (p.stdout + p.stderr).strip().splitlines()[0]
+
+
+def _probe_pod(name: str, ns: str, image: str, target: str) -> dict[str, Any]:
+    """A pod that tries one TCP connection to target (host:port) with a 5 s timeout and exits 0 or 1."""
+    host, port = target.rsplit(":", 1)
+    code = (
+        "import socket,sys\n"
+        "try:\n"
+        f"    socket.create_connection(({host!r}, {port}), timeout=5).close(); print('connected')\n"
+        "except OSError as e:\n"
+        "    print('refused:', e); sys.exit(1)\n"
+    )
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [
+                {"name": "probe", "image": image, "imagePullPolicy": "Never", "command": ["python3", "-c", code]}
+            ],
+        },
+    }
+
+
+def test_network_policy_denying_a_namespace_blocks_its_client_pod(k8s_kind: Kube, kind_broker_image: str) -> None:
+    kube = k8s_kind
+    worker = next(
+        n["metadata"]["name"]
+        for n in kube.get("nodes")["items"]
+        if "node-role.kubernetes.io/control-plane" not in n["metadata"]["labels"]
+    )
+    refusal = _nft_queue_missing(worker)
+    if refusal:
+        pytest.skip(
+            "NetworkPolicies are not enforced on this kernel: it has no nftables `queue` expression "
+            f"(CONFIG_NFT_QUEUE), which kindnetd's policy engine needs; `nft ... queue` says: {refusal}"
+        )
+    server_ns, open_ns, denied_ns = (_new_namespace(kube, p) for p in ("np-server", "np-open", "np-denied"))
+    try:
+        server = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "server", "namespace": server_ns},
+            "spec": {
+                "containers": [
+                    {
+                        "name": "server",
+                        "image": kind_broker_image,
+                        "imagePullPolicy": "Never",
+                        "command": ["python3", "-m", "http.server", "8080"],
+                        "readinessProbe": {"tcpSocket": {"port": 8080}, "periodSeconds": 1},
+                    }
+                ]
+            },
+        }
+        kube.apply(json.dumps(server))
+        kube.run("wait", "-n", server_ns, "--for=condition=Ready", "pod/server", "--timeout=120s", timeout=150)
+        target = kube.get("-n", server_ns, "pod", "server")["status"]["podIP"] + ":8080"
+        deny_egress = {
+            "apiVersion": "networking.k8s.io/v1",
+            "kind": "NetworkPolicy",
+            "metadata": {"name": "deny-all-egress", "namespace": denied_ns},
+            "spec": {"podSelector": {}, "policyTypes": ["Egress"]},
+        }
+        kube.apply(json.dumps(deny_egress))
+        for ns in (open_ns, denied_ns):
+            kube.apply(json.dumps(_probe_pod("client", ns, kind_broker_image, target)))
+
+        def phase(ns: str) -> str | None:
+            p = kube.get("-n", ns, "pod", "client").get("status", {}).get("phase")
+            return p if p in ("Succeeded", "Failed") else None
+
+        results = {
+            ns: kube.wait_for(f"the client in {ns}", lambda ns=ns: phase(ns), timeout=120)
+            for ns in (open_ns, denied_ns)
+        }
+        logs = {ns: kube.run("logs", "-n", ns, "client", check=False) for ns in results}
+        assert results[open_ns] == "Succeeded" and "connected" in logs[open_ns], logs
+        assert results[denied_ns] == "Failed" and "refused" in logs[denied_ns], logs
+    finally:
+        for ns in (server_ns, open_ns, denied_ns):
+            kube.run("delete", "namespace", ns, "--wait=false", check=False)
