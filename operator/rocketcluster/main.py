@@ -1,5 +1,6 @@
 """`rocketcluster-operator`: `kopf run` with the handlers of RocketCluster (rocketcluster.handlers) and of
-RocketTopic and RocketConsumerGroup (rocketcluster.handlers_resources) loaded, and kopf's own flags.
+RocketTopic and RocketConsumerGroup (rocketcluster.handlers_resources) and of RocketUser
+(rocketcluster.handlers_users) loaded, and kopf's own flags.
 
     rocketcluster-operator --standalone --all-namespaces --liveness=http://0.0.0.0:8080/healthz
     rocketcluster-operator --namespace team-a --namespace team-b      # only these namespaces
@@ -23,6 +24,7 @@ _NAMESPACE_FLAGS = ("-n", "--namespace", "-A", "--all-namespaces")
 def kopf_arguments(argv: list[str]) -> list[str]:
     """The `kopf run` command line for our arguments (pure: tested by a table)."""
     args = ["run", "--module", "rocketcluster.handlers", "--module", "rocketcluster.handlers_resources"]
+    args += ["--module", "rocketcluster.handlers_users"]
     chooses_namespaces = any(a in _NAMESPACE_FLAGS or a.startswith(("--namespace=", "-n=")) for a in argv)
     if not chooses_namespaces:
         args.append("--all-namespaces")

@@ -26,6 +26,7 @@ CRD_NAMES = [
     "rocketclusters.rocketcluster.io.yaml",
     "rocketconsumergroups.rocketcluster.io.yaml",
     "rockettopics.rocketcluster.io.yaml",
+    "rocketusers.rocketcluster.io.yaml",
 ]
 EXAMPLES = REPO / "examples" / "kubernetes"
 EXAMPLE_FILES = sorted(EXAMPLES.glob("*.yaml"))

@@ -53,6 +53,7 @@ def test_the_command_writes_the_files(tmp_path: Path, capsys: pytest.CaptureFixt
         "rocketclusters.rocketcluster.io.yaml",
         "rocketconsumergroups.rocketcluster.io.yaml",
         "rockettopics.rocketcluster.io.yaml",
+        "rocketusers.rocketcluster.io.yaml",
     ]
     assert (tmp_path / crd.CRD_FILE.name).read_text(encoding="utf-8") == crd.crd_yaml()
     assert crd.main([]) == 0
@@ -230,6 +231,24 @@ def test_a_keyword_without_a_structural_form_stops_generation() -> None:
 def _resource_schema(manifest: dict[str, Any]) -> dict[str, Any]:
     [version] = manifest["spec"]["versions"]
     return dict(version["schema"]["openAPIV3Schema"])
+
+
+def test_the_user_crd_names_columns_and_rules() -> None:
+    manifest = crd.user_crd_manifest()
+    spec = manifest["spec"]
+    assert manifest["metadata"]["name"] == "rocketusers.rocketcluster.io"
+    assert spec["names"]["kind"] == "RocketUser" and spec["names"]["shortNames"] == ["rmqu"]
+    [version] = spec["versions"]
+    columns = {c["name"]: c["jsonPath"] for c in version["additionalPrinterColumns"]}
+    assert columns["User"] == ".status.username" and columns["Cluster"] == ".spec.clusterRef"
+    schema = _resource_schema(manifest)
+    user = schema["properties"]["spec"]["properties"]
+    assert user["userType"]["enum"] == ["Super", "Normal"] and user["userType"]["default"] == "Normal"
+    rule = user["acls"]["items"]["properties"]
+    assert rule["actions"]["items"]["enum"] == ["Pub", "Sub", "Create", "Update", "Delete", "Get", "List", "All"]
+    assert "default" not in user["acls"]["items"]["properties"]["resource"]  # required: never defaulted to {}
+    messages = [r["message"] for r in schema["x-kubernetes-validations"]]
+    assert any("cannot change" in m for m in messages) and any("metadata.name is the user name" in m for m in messages)
 
 
 @pytest.mark.parametrize(

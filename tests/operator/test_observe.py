@@ -289,4 +289,5 @@ def test_resource_path_refuses_unknown_kinds() -> None:
 )
 def test_console_script_runs_kopf_with_our_module(argv: list[str], expected_tail: list[str]) -> None:
     modules = ["--module", "rocketcluster.handlers", "--module", "rocketcluster.handlers_resources"]
+    modules += ["--module", "rocketcluster.handlers_users"]
     assert kopf_arguments(argv) == ["run", *modules, *expected_tail]

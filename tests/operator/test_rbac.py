@@ -51,13 +51,19 @@ RAW_CALLS: dict[tuple[str, str], dict[Use, str]] = {
         (names.GROUP, names.CONSUMER_GROUP_PLURAL, "get"): "reads a RocketConsumerGroup before its pass",
     },
     ("cluster_access.py", "request"): {("", "secrets", "create"): "creates the operator's own credentials Secret"},
+    ("handlers_users.py", "request"): {("", "secrets", "create"): "creates a RocketUser's credentials Secret"},
+    ("handlers_users.py", "apply"): {("", "secrets", "patch"): "writes a new password into an emptied user Secret"},
+    ("handlers_users.py", "patch_status"): {
+        (names.GROUP, f"{names.USER_PLURAL}/status", "patch"): "writes a RocketUser's status"
+    },
+    ("handlers_users.py", "get"): {(names.GROUP, names.USER_PLURAL, "get"): "reads a RocketUser before its pass"},
 }
 
 # What kopf does itself, with no Kube call in our code.
 KOPF_USES: dict[Use, str] = {
     **{
         (names.GROUP, plural, verb): f"kopf {why} the {plural} it handles"
-        for plural in (names.PLURAL, names.TOPIC_PLURAL, names.CONSUMER_GROUP_PLURAL)
+        for plural in (names.PLURAL, names.TOPIC_PLURAL, names.CONSUMER_GROUP_PLURAL, names.USER_PLURAL)
         for verb, why in (("list", "lists"), ("watch", "watches"), ("patch", "patches its annotations onto"))
     },
     ("", "events", "create"): "kopf posts Events about its handlers",
