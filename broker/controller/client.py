@@ -12,13 +12,14 @@ import logging
 from broker.protocol.codes import RequestCode, ResponseCode
 from broker.protocol.command import RemotingCommand
 from broker.transport.client import RemotingClient
+from broker.transport.errors import RemotingError
 
 __all__ = ["ControllerClient", "ControllerUnavailable", "split_addresses"]
 
 log = logging.getLogger(__name__)
 
 
-class ControllerUnavailable(Exception):
+class ControllerUnavailable(RemotingError):
     """No controller answered, or none knows a leader."""
 
 

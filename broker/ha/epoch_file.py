@@ -78,6 +78,12 @@ class EpochFile:
         self.entries = [*kept, EpochEntry(epoch, start_offset)]
         self._write()
 
+    def replace(self, entries: list[EpochEntry]) -> None:
+        """A slave's copy of its master's history, up to what the slave holds."""
+        if entries != self.entries:
+            self.entries = list(entries)
+            self._write()
+
     def _write(self) -> None:
         body = "\n".join(f"{e.epoch}-{e.start_offset}" for e in self.entries)
         crc = zlib.crc32(body.encode()) & 0x7FFFFFFF

@@ -296,6 +296,7 @@ class BrokerController:
         await self.registrar.register_all()
         if self.controller_mode is not None:
             server.register(RequestCode.NOTIFY_BROKER_ROLE_CHANGED, self.controller_mode.notified)
+            server.register(RequestCode.GET_BROKER_EPOCH_CACHE, self.controller_mode.epoch_cache)
             self.controller_mode.start()
         self._started = True
         log.info(

@@ -22,19 +22,21 @@ from typing import Protocol
 import orjson
 
 from broker.controller.client import ControllerClient, ControllerUnavailable, split_addresses
-from broker.ha.epoch_file import EpochFile
+from broker.ha.epoch_file import EpochEntry, EpochFile
 from broker.ha.master import HAMaster
 from broker.protocol.codes import RequestCode, ResponseCode
 from broker.protocol.command import RemotingCommand
 from broker.server.config import BrokerConfig
 from broker.transport.client import RemotingClient
 from broker.transport.connection import RemotingConnection
+from broker.transport.errors import RemotingError
 
 __all__ = ["ControllerMode", "GroupRole", "RoleSink"]
 
 log = logging.getLogger(__name__)
 
 _RETRY = 1.0  # seconds between tries of a failed registration step
+_LONG_MAX = 2**63 - 1  # the last epoch's end (Long.MAX_VALUE), as RocketMQ writes it
 
 
 @dataclass(frozen=True)
@@ -230,6 +232,31 @@ class ControllerMode:
             return
         if reply.code == ResponseCode.SUCCESS:
             await self.apply(GroupRole.of(reply))
+        await self.copy_master_epochs()
+
+    async def copy_master_epochs(self) -> None:
+        """As slave: keep the master's epoch history up to what this broker replicated (GET_BROKER_EPOCH_CACHE),
+        so that its heartbeats report the epoch it holds data of, as the election ranks replicas by it."""
+        role = self.role
+        if self.is_master or role is None or not role.master_address:
+            return
+        try:
+            reply = await self.controllers.client.invoke(
+                role.master_address, RemotingCommand(code=RequestCode.GET_BROKER_EPOCH_CACHE), 3.0
+            )
+            if reply.code != ResponseCode.SUCCESS:
+                return
+            data = orjson.loads(reply.body)
+            held = self.sink.max_offset()
+            entries = [
+                EpochEntry(int(e["epoch"]), int(e["startOffset"]))
+                for e in data.get("epochList") or []
+                if int(e["startOffset"]) <= held
+            ]
+        except (RemotingError, OSError, ValueError, KeyError, TypeError) as exc:
+            log.debug("epoch history of the master %s: %s", role.master_address, exc)
+            return
+        self.epochs.replace(entries)
 
     def notified(self, conn: RemotingConnection, cmd: RemotingCommand) -> RemotingCommand | None:
         """NOTIFY_BROKER_ROLE_CHANGED from a controller (oneway)."""
@@ -277,6 +304,27 @@ class ControllerMode:
                 "master" if self.is_master else f"slave of {role.master_id}",
                 role.master_epoch,
             )
+
+    def epoch_cache(self, conn: RemotingConnection, cmd: RemotingCommand) -> RemotingCommand:
+        """GET_BROKER_EPOCH_CACHE (mqadmin getBrokerEpoch): this broker's epoch history, RocketMQ's EpochEntryCache."""
+        c = self.config
+        entries = self.epochs.entries
+        epoch_list = [
+            {
+                "epoch": e.epoch,
+                "startOffset": e.start_offset,
+                "endOffset": entries[i + 1].start_offset if i + 1 < len(entries) else _LONG_MAX,
+            }
+            for i, e in enumerate(entries)
+        ]
+        body = {
+            "clusterName": c.broker_cluster_name,
+            "brokerName": c.broker_name,
+            "brokerId": 0 if self.is_master else self.broker_id,
+            "epochList": epoch_list,
+            "maxOffset": self.sink.max_offset(),
+        }
+        return cmd.response(ResponseCode.SUCCESS, body=orjson.dumps(body))
 
     async def _elect_self_safely(self) -> GroupRole | None:
         try:
