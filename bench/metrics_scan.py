@@ -36,7 +36,7 @@ async def _measure(topics: int, messages: int) -> tuple[list[float], float]:
         names = [f"ScanTopic{t}" for t in range(topics)]
         for name in names:
             for queue_id in range(QUEUES):
-                await store.put_message(_message(name, queue_id))
+                await store.put(_message(name, queue_id))
         meters = BrokerMeters()
         meters.attach(store, master=True, skip=frozenset())
         idle = []
@@ -45,7 +45,7 @@ async def _measure(topics: int, messages: int) -> tuple[list[float], float]:
             meters.read_queues()
             idle.append((time.perf_counter() - started) * 1000)
         for n in range(messages):
-            put = store.append_message(_message(names[n % topics], n // topics % QUEUES))
+            put = store.append(_message(names[n % topics], n // topics % QUEUES))
             if isinstance(put, asyncio.Future):  # a roll to the next CommitLog file
                 await put
         store.reput.catch_up()  # the dispatch of the puts (the index's part of it too) is not the read's

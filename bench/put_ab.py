@@ -51,6 +51,11 @@ def import_tree(tree: Path) -> tuple[ModuleType, Any]:
     return bench_store, MessageStore
 
 
+def appender(store: Any) -> Any:
+    """The store's synchronous single-message put, under whichever name the tree gives it."""
+    return getattr(store, "append", None) or store.append_message
+
+
 async def burst(store: Any, msgs: list[Any], puts: int) -> float:
     """us per put for `puts` puts into pages this process mapped writable beforehand."""
     mf = store.commit_log.queue.files[-1]
@@ -61,7 +66,7 @@ async def burst(store: Any, msgs: list[Any], puts: int) -> float:
     for page in range(start, end, PAGE):
         mf.mm[page] = 0
     await asyncio.sleep(0)
-    append = store.append_message
+    append = appender(store)
     t0 = time.perf_counter()
     for i in range(puts):
         append(msgs[i & 63])
@@ -70,7 +75,7 @@ async def burst(store: Any, msgs: list[Any], puts: int) -> float:
 
 async def sustained(store: Any, msgs: list[Any], seconds: float) -> float:
     """us per put of bench.store's one-writer loop for `seconds`."""
-    append = store.append_message
+    append = appender(store)
     clock = time.perf_counter
     done = 0
     t0 = clock()
@@ -97,7 +102,9 @@ async def compare(trees: list[Path], rounds: int, puts: int, seconds: float) -> 
             stores.append(store)
             batches.append(bench_store.make_messages(1024))
             for msg in batches[-1]:
-                await store.put_message(msg)
+                put = appender(store)(msg)
+                if hasattr(put, "__await__"):
+                    await put
             await store.commit_log.allocator.ready()
         times: list[list[float]] = [[] for _ in trees]
         for n in range(rounds):

@@ -129,7 +129,7 @@ async def run_puts(root: Path, flush: str, size: int, writers: int, seconds: flo
     msgs = make_messages(size)
     # warm-up: let the first file exist and the allocator start on the next
     for m in msgs:
-        await store.put_message(m)
+        await store.put(m)
     await store.commit_log.allocator.ready()  # the next 1 GiB file is zero-filled before we measure
     lat: list[float] = []
     count = 0
@@ -138,10 +138,10 @@ async def run_puts(root: Path, flush: str, size: int, writers: int, seconds: flo
     record = flush == "SYNC_FLUSH" or writers > 1
 
     async def writer(w: int) -> None:
-        # Puts the broker's way: `append_message` answers at once when nothing is to be waited for
+        # Puts the broker's way: `append` answers at once when nothing is to be waited for
         # (ASYNC_FLUSH), or with a future (the group commit); no coroutine per put.
         nonlocal count, failed
-        append = store.append_message
+        append = store.append
         pc = time.perf_counter
         n = len(msgs)
         i = w
@@ -207,7 +207,7 @@ async def run_reads(root: Path, size: int, count: int) -> dict[str, float]:
     await store.start()
     msgs = make_messages(size, 8)
     for i in range(count):
-        await store.put_message(msgs[i % 8])
+        await store.put(msgs[i % 8])
     while store.dispatch_behind_bytes > 0:
         await asyncio.sleep(0.001)
     read = 0
@@ -241,7 +241,7 @@ async def write_for_recovery(root: Path, mib: int) -> float:
     target = mib << 20
     i = 0
     while store.max_phy_offset < target:
-        await store.put_message(msgs[i % len(msgs)])
+        await store.put(msgs[i % len(msgs)])
         i += 1
     while store.dispatch_behind_bytes > 0:
         await asyncio.sleep(0.001)
@@ -371,7 +371,7 @@ def main() -> None:
             f"Disk in the same run: O_DIRECT sequential write **{seq:.0f} MB/s**, 4 KiB write+fdatasync **{fsr:.0f}/s**"
         )
         print()
-        print("In process, one event loop. Each writer puts as the broker's send path does (`append_message`: the")
+        print("In process, one event loop. Each writer puts as the broker's send path does (`append`: the")
         print("result at once, or a future to await) and lets the loop turn every 64 puts.")
         print("*rate* counts acknowledged puts (SYNC_FLUSH: after the group fdatasync);")
         print("*incl. dispatch* adds the time the reput service needed afterwards to build ConsumeQueue and index;")

@@ -8,7 +8,7 @@ rocketmq_throughput_in_total. Who counts it depends on the put:
   less what the store reported of the other puts into them (`reported`), so the send path pays nothing;
 - a typed send (transaction, FIFO, delay or delivery time) and a send to a retry topic is counted at its
   answer (`count_typed`): its type is in its properties, not in the queue, and such sends are few. The
-  send processor puts it with MessageStore.append_reported, as the broker puts what it moves itself (a
+  send processor puts it with MessageStore.append(..., report=True), as the broker puts what it moves itself (a
   delay's or a timer's delivery, a committed transaction, a consumer's retry); the store tells
   `reported_put` of each in the step that appends it.
 A slave counts nothing: its queues hold what it replicated. What pulls return is not counted here: the

@@ -46,17 +46,7 @@ def restore_real_target(msg: MessageExt) -> MessageToStore:
     queue_id = int(props.pop(Prop.REAL_QID, "0"))
     props.pop(Prop.DELAY, None)
     props[Prop.WAIT] = "false"
-    return MessageToStore(
-        topic=topic,
-        queue_id=queue_id,
-        body=msg.body,
-        flag=msg.flag,
-        properties=props,
-        sys_flag=msg.sys_flag,
-        born_timestamp=msg.born_timestamp,
-        born_host=msg.born_host,
-        reconsume_times=msg.reconsume_times,
-    )
+    return MessageToStore.from_stored(msg, topic=topic, queue_id=queue_id, properties=props)
 
 
 class ScheduleService:
@@ -133,7 +123,7 @@ class ScheduleService:
                 if due_time(msg, delay) > now:
                     return delivered
                 if Prop.REAL_TOPIC in msg.properties:
-                    result = await self.store.put_reported(restore_real_target(msg))  # not a send (metrics)
+                    result = await self.store.put(restore_real_target(msg), report=True)  # not a send (metrics)
                     if not result.ok:
                         log.warning(
                             "re-putting delayed message to %s failed: %s; will retry",

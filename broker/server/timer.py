@@ -236,7 +236,7 @@ class TimerService:
                 log.warning("timed message at timer offset %d has no target (%s); skipped", entry[1], exc)
                 self._mark_delivered(entry[1])
                 continue
-            puts.append((entry, self.store.append_reported(msg)))  # a delivery, not a send (metrics)
+            puts.append((entry, self.store.append(msg, report=True)))  # a delivery, not a send (metrics)
         delivered = 0
         for entry, put in puts:
             result = put if isinstance(put, PutResult) else await put

@@ -121,14 +121,4 @@ def release_from_timer(parked: MessageExt, now_ms: int) -> MessageToStore:
     props.pop(TIMER_OUT_MS, None)
     props[TIMER_ENQUEUE_MS] = str(parked.store_timestamp)
     props[TIMER_DEQUEUE_MS] = str(now_ms)
-    return MessageToStore(
-        topic=topic,
-        queue_id=queue_id,
-        body=parked.body,
-        flag=parked.flag,
-        properties=props,
-        sys_flag=parked.sys_flag,
-        born_timestamp=parked.born_timestamp,
-        born_host=parked.born_host,
-        reconsume_times=parked.reconsume_times,
-    )
+    return MessageToStore.from_stored(parked, topic=topic, queue_id=queue_id, properties=props)

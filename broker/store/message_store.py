@@ -50,7 +50,7 @@ LOCK_WAIT_S = 10.0  # see start()
 TagsFilter = set[int] | frozenset[int] | Callable[[int, "dict[str, str] | None"], bool] | None
 
 
-# Told of a reported put (`MessageStore.append_reported`) in the step that appends it: its topic and the
+# Told of a reported put (`MessageStore.append(..., report=True)`) in the step that appends it: its topic and the
 # size of each record it stored
 PutReporter = Callable[[str, Sequence[int]], None]
 
@@ -101,7 +101,7 @@ class MessageStore:
         self.clean_service: CleanService | None = None
         self.recovery_report: RecoveryReport | None = None
         self._replica: Replica | None = None
-        # Told of each put made by `append_reported` (the broker's metrics: broker/metrics/broker_meters.py)
+        # Told of each put made with `report=True` (the broker's metrics: broker/metrics/broker_meters.py)
         self.put_reporter: PutReporter | None = None
         self._running = False
         self._lock_fd = -1
@@ -336,66 +336,69 @@ class MessageStore:
             self._refusal = None
         self._answer_at_once = self._refusal is None and self._replica is None and not self._sync
 
-    def append_message(self, msg: MessageToStore, *, wait: bool = True) -> PutResult | asyncio.Future[PutResult]:
-        """Put one message now: the send path's fast path, with no coroutine per message.
+    def append(
+        self, msgs: MessageToStore | list[MessageToStore], *, wait: bool = True, report: bool = False
+    ) -> PutResult | asyncio.Future[PutResult]:
+        """Append one message, or a batch (a list: same topic and queue, consecutive offsets), to the
+        CommitLog now, with no coroutine per message: the send path's put.
 
         Returns the PutResult at once when nothing remains to wait for (ASYNC_FLUSH and no SYNC_MASTER
         slave to wait for, a refusal, or `wait=False`: the message's WAIT=false property, which answers
         before the flush and the slave as in RocketMQ); otherwise a future of it (SYNC_FLUSH group commit,
         SYNC_MASTER replica, or a roll to the next CommitLog file).
+
+        `report=True`: `put_reporter` is told of what was stored in the same step as the append, before
+        any wait and whether or not the file must roll first. The broker puts this way what its metrics
+        must tell apart from a plain send (a delay's delivery, a commit, a retry, a typed send): they count
+        plain sends from the ConsumeQueues, less these, so a plain send pays nothing for them.
         """
         if self._refusal is not None:
             return PutResult(self._refusal)
-        result = self.commit_log.append_message(msg)
-        if result is None:
-            return asyncio.ensure_future(self._roll_and_put(lambda: self.commit_log.append_message(msg), wait))
-        if self._answer_at_once and result.status is PUT_OK:
-            return result  # _after_append's ASYNC_FLUSH case written out: a call less on the hottest path
-        return self._after_append(result, wait)
+        if not report and type(msgs) is MessageToStore:  # the hottest case, written out
+            result = self.commit_log.append_message(msgs)
+            if result is None:
+                return asyncio.ensure_future(self._roll_and_put(self._appender(msgs, False), wait))
+            if self._answer_at_once and result.status is PUT_OK:
+                return result  # _after_append's ASYNC_FLUSH case written out: a call less on the hottest path
+            return self._after_append(result, wait)
+        return self._append(self._appender(msgs, report), wait)
 
-    def append_messages(
-        self, msgs: list[MessageToStore], *, wait: bool = True
-    ) -> PutResult | asyncio.Future[PutResult]:
-        """A batch (same topic and queue), with the same answer shape as `append_message`."""
-        return self._append(lambda: self.commit_log.append_messages(msgs), wait)
-
-    async def put_message(self, msg: MessageToStore) -> PutResult:
-        result = self.append_message(msg)
+    async def put(self, msgs: MessageToStore | list[MessageToStore], *, report: bool = False) -> PutResult:
+        """`append`, awaited: the result once the message is as durable as the broker's flush and
+        replication settings ask (or refused, or timed out waiting)."""
+        result = self.append(msgs, report=report)
         return result if type(result) is PutResult else await result  # type: ignore[misc]
 
-    def append_reported(
-        self, msgs: MessageToStore | list[MessageToStore], *, wait: bool = True
-    ) -> PutResult | asyncio.Future[PutResult]:
-        """`append_message` (`append_messages` for a list), and `put_reporter` is told of what it stored in
-        the same step as the append, before any wait for the flush or a slave and whether or not the file
-        must roll first. The broker puts this way what its metrics must tell apart from a plain send (a
-        delay's delivery, a commit, a typed send): they count plain sends from the ConsumeQueues, less
-        these, so a plain send pays nothing for them."""
-        topic = msgs[0].topic if isinstance(msgs, list) else msgs.topic
+    def _appender(self, msgs: MessageToStore | list[MessageToStore], report: bool) -> Callable[[], PutResult | None]:
+        """The CommitLog append of `msgs` (None: the file must roll first), telling `put_reporter` when asked."""
+        commit_log = self.commit_log
+        if isinstance(msgs, list):
+            topic = msgs[0].topic if msgs else ""
 
-        def append() -> PutResult | None:
-            if isinstance(msgs, list):
-                result = self.commit_log.append_messages(msgs)
-            else:
-                result = self.commit_log.append_message(msgs)
+            def append_batch() -> PutResult | None:
+                return commit_log.append_messages(msgs)
+
+            append = append_batch
+        else:
+            topic = msgs.topic
+
+            def append_one() -> PutResult | None:
+                return commit_log.append_message(msgs)
+
+            append = append_one
+        if not report:
+            return append
+
+        def append_reported() -> PutResult | None:
+            result = append()
             if result is not None and result.status is PUT_OK and self.put_reporter is not None:
                 self.put_reporter(topic, record_sizes(result))
             return result
 
-        return self._append(append, wait)
-
-    async def put_reported(self, msg: MessageToStore) -> PutResult:
-        result = self.append_reported(msg)
-        return result if type(result) is PutResult else await result  # type: ignore[misc]
-
-    async def put_messages(self, msgs: list[MessageToStore]) -> PutResult:
-        result = self.append_messages(msgs)
-        return result if type(result) is PutResult else await result  # type: ignore[misc]
+        return append_reported
 
     def _append(self, append: Callable[[], PutResult | None], wait: bool) -> PutResult | asyncio.Future[PutResult]:
         """`append` now, or after rolling to the next CommitLog file when it answers None; then the wait."""
-        if self._refusal is not None:
-            return PutResult(self._refusal)
         result = append()
         if result is None:
             return asyncio.ensure_future(self._roll_and_put(append, wait))

@@ -11,8 +11,12 @@ import enum
 import logging
 import struct
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import msgspec
+
+if TYPE_CHECKING:
+    from broker.protocol.message import MessageExt
 
 __all__ = [
     "PUT_OK",
@@ -83,6 +87,34 @@ class MessageToStore:
     # (TAGS, KEYS, UNIQ_KEY) of `properties_bytes` when the sender already looked them up: the
     # CommitLog's dispatch hint then need not search the properties again
     dispatch_keys: tuple[str | None, str | None, str | None] | None = None
+
+    @classmethod
+    def from_stored(
+        cls,
+        stored: MessageExt,
+        *,
+        topic: str,
+        queue_id: int,
+        properties: dict[str, str],
+        sys_flag: int | None = None,
+        reconsume_times: int | None = None,
+        prepared_transaction_offset: int = 0,
+    ) -> MessageToStore:
+        """A stored message put again (a delivery, a retry, a commit, a renewed half): its body, flag,
+        birth time and host kept; topic, queue and properties as given; sysFlag and reconsume times the
+        stored ones unless given."""
+        return cls(
+            topic=topic,
+            queue_id=queue_id,
+            body=stored.body,
+            flag=stored.flag,
+            properties=properties,
+            sys_flag=stored.sys_flag if sys_flag is None else sys_flag,
+            born_timestamp=stored.born_timestamp,
+            born_host=stored.born_host,
+            reconsume_times=stored.reconsume_times if reconsume_times is None else reconsume_times,
+            prepared_transaction_offset=prepared_transaction_offset,
+        )
 
 
 class PutResult(msgspec.Struct, gc=False):

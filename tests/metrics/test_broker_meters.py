@@ -91,7 +91,7 @@ def _attached(store: MessageStore, *, master: bool = True) -> BrokerMeters:
 
 
 async def _put(store: MessageStore, *msgs: object) -> list[PutResult]:
-    return [await store.put_message(m) for m in msgs]  # type: ignore[arg-type]
+    return [await store.put(m) for m in msgs]  # type: ignore[arg-type]
 
 
 def _record_cell(results: list[PutResult]) -> Cell:
@@ -110,9 +110,9 @@ def test_plain_sends_are_read_from_the_queues_from_the_attach_on(tmp_path: Path)
             await _put(store, *(message(i) for i in range(5)))
             meters = _attached(store)
             plain = await _put(store, *(message(i, queue_id=i % 2, size=50 + 700 * i) for i in range(6)))
-            batch = await store.put_messages([message(100 + i, queue_id=1, size=30 + 1500 * i) for i in range(3)])
+            batch = await store.put([message(100 + i, queue_id=1, size=30 + 1500 * i) for i in range(3)])
             await _put(store, message(1, topic="SCHEDULE_TOPIC_XXXX"), message(2, topic="Other"))
-            reported = await store.put_reported(message(3, size=3000))  # a delivery: into TOPIC, not a send
+            reported = await store.put(message(3, size=3000), report=True)  # a delivery: into TOPIC, not a send
             assert reported.ok
             cells = meters.in_cells()
             expected = _record_cell(plain)
@@ -179,7 +179,7 @@ def test_a_slave_reads_no_queue(tmp_path: Path) -> None:
     asyncio.run(main())
 
 
-# ---------------------------------------------------------------------- MessageStore.append_reported
+# ---------------------------------------------------------------------- MessageStore.append(..., report=True)
 
 
 def test_the_store_reports_a_put_in_the_step_that_appends_it(tmp_path: Path) -> None:
@@ -193,7 +193,7 @@ def test_the_store_reports_a_put_in_the_step_that_appends_it(tmp_path: Path) -> 
             early = 0
             for i in range(150):  # 64 KiB CommitLog files: several rolls
                 before = len(reports)
-                put = store.append_reported(message(i, size=900))
+                put = store.append(message(i, size=900), report=True)
                 assert isinstance(put, asyncio.Future)  # SYNC_FLUSH: answered after the group commit
                 if len(reports) == before + 1:  # reported at the append, before the answer
                     assert not put.done()
@@ -204,13 +204,13 @@ def test_the_store_reports_a_put_in_the_step_that_appends_it(tmp_path: Path) -> 
             assert early >= 140  # all but the puts that rolled to a new file first
             total = 150
             batch = [message(500 + i, size=100 * (i + 1)) for i in range(4)]
-            result = await store.put_messages(batch)  # not reported
+            result = await store.put(batch)  # not reported
             assert len(reports) == total
-            put = store.append_reported(batch)
+            put = store.append(batch, report=True)
             result = put if isinstance(put, PutResult) else await put
             assert reports[-1] == (TOPIC, [b - a for a, b in _pairs(result)])
             assert len(reports) == total + 1
-        refused = store.append_reported(message(1))  # shut down: refused, nothing stored, nothing reported
+        refused = store.append(message(1), report=True)  # shut down: refused, nothing stored, nothing reported
         assert isinstance(refused, PutResult) and not refused.ok
         assert len(reports) == total + 1
 

@@ -11,7 +11,7 @@ import pytest
 
 from broker.protocol.batch import BatchMessage, encode_batch
 from broker.protocol.command import RemotingCommand
-from broker.server.processors.send import check_properties
+from broker.server.put_rules import check_properties
 from tests.server.server_harness import cluster
 
 

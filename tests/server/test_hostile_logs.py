@@ -107,7 +107,7 @@ def test_an_index_file_that_cannot_be_created_is_one_error_not_one_per_message(
             shutil.rmtree(index_dir)
             index_dir.write_text("a file where the index directory should be")
             for i in range(30):  # each in its own index write (they are gathered for 10 ms)
-                assert (await store.put_message(_message(i))).ok
+                assert (await store.put(_message(i))).ok
                 await asyncio.sleep(0.03)
         finally:
             await store.shutdown()
@@ -133,7 +133,7 @@ def test_a_forced_clean_says_so_with_the_ratio_and_the_offsets(
         await store.start()
         try:
             for i in range(300):
-                assert (await store.put_message(_message(i, size=1000))).ok
+                assert (await store.put(_message(i, size=1000))).ok
             files = list(store.commit_log.queue.files)
             assert len(files) >= 4
             min_before = store.commit_log.queue.min_offset

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from broker.protocol.properties import decode_properties
 from broker.server.errors import RequestError
-from broker.server.processors.send import check_properties, checked_properties
+from broker.server.put_rules import check_properties, checked_properties
 from broker.store.dispatch_request import DispatchRequest
 from tests.server.server_harness import cluster
 from tests.store_checks import assert_requests_match_records

@@ -9,7 +9,8 @@ import pytest
 
 from broker.protocol.codes import ResponseCode
 from broker.protocol.command import RemotingCommand, encode
-from broker.server.processors.send import _MSG_REGION, PUT_STATUS_CODES, SendProcessor
+from broker.server.processors.send import _MSG_REGION, SendProcessor
+from broker.server.put_rules import PUT_STATUS_CODES
 from broker.store.results import PutResult, PutStatus
 
 

@@ -29,7 +29,7 @@ async def main(root: Path, round_no: int) -> None:
         while True:
             n = round_no * 1_000_000 + w * 10_000 + i
             msg = message(n, queue_id=w % 4, size=64 + (n * 37) % 700)
-            r = await store.put_message(msg)
+            r = await store.put(msg)
             if r.status is PutStatus.PUT_OK:
                 out.write(f"ack key-{n} {msg.queue_id} {r.queue_offset}\n")
                 out.flush()

@@ -81,11 +81,11 @@ def test_direct_units_equal_the_records_across_rolls(tmp_path: Path) -> None:
                 m = sent(i, queue_id=i % 3, tags=f"T{i % 5}")
                 if i % 7 == 0:
                     m.dispatch_keys = None  # no keys looked up: the CommitLog reads them from the properties
-                result = await store.put_message(m)
+                result = await store.put(m)
                 assert result.status is PutStatus.PUT_OK
                 expected[i % 3] += 1
                 await asyncio.sleep(0)  # a reput pass, as between the broker's reads
-            batch = await store.put_messages([sent(1000 + i, queue_id=1) for i in range(5)])
+            batch = await store.put([sent(1000 + i, queue_id=1) for i in range(5)])
             assert batch.status is PutStatus.PUT_OK
             expected[1] += 5
             await dispatched(store)
@@ -128,10 +128,10 @@ def test_a_unit_that_fails_is_retried_by_the_pass_in_order(tmp_path: Path, monke
         cqs = store.consume_queue_store
         try:
             assert store.reput.dispatches_appended  # no index at all: direct too
-            assert (await store.put_message(sent(0, size=100))).status is PutStatus.PUT_OK
+            assert (await store.put(sent(0, size=100))).status is PutStatus.PUT_OK
             await dispatched(store)  # a new queue: the pass creates it, and the next records go direct
             for i in range(1, 10):
-                assert (await store.put_message(sent(i, size=100))).status is PutStatus.PUT_OK
+                assert (await store.put(sent(i, size=100))).status is PutStatus.PUT_OK
             # the failed record and the four after it wait for the pass, as requests; the first five are in
             assert failures[0] == 1
             assert cqs.get_max_offset(TOPIC, 0) == 5
@@ -139,7 +139,7 @@ def test_a_unit_that_fails_is_retried_by_the_pass_in_order(tmp_path: Path, monke
             await dispatched(store)
             assert_units_match_records(store, {0: 10})
             # caught up: the next record goes direct again
-            assert (await store.put_message(sent(10, size=100))).status is PutStatus.PUT_OK
+            assert (await store.put(sent(10, size=100))).status is PutStatus.PUT_OK
             assert cqs.get_max_offset(TOPIC, 0) == 11 and not store.reput.pending
         finally:
             await store.shutdown()
@@ -162,7 +162,7 @@ def test_another_dispatcher_turns_direct_dispatch_off(tmp_path: Path) -> None:
             store.reput.add_dispatcher(Recorder())
             assert not store.reput.dispatches_appended
             for i in range(3):
-                await store.put_message(sent(i, size=100))
+                await store.put(sent(i, size=100))
             await dispatched(store)
             assert len(seen) == 3
             assert_units_match_records(store, {0: 3})
@@ -179,7 +179,7 @@ def test_the_in_process_index_keeps_the_pass(tmp_path: Path) -> None:
         try:
             assert not store.reput.dispatches_appended  # the index needs each record's keys: requests
             for i in range(3):
-                await store.put_message(sent(i, size=100))
+                await store.put(sent(i, size=100))
             await dispatched(store)
             assert_units_match_records(store, {0: 3})
             found = store.query_message(TOPIC, "key-1", 10, 0, 2**62)

@@ -134,9 +134,9 @@ def test_hot_path_dispatch_sees_every_record_once_in_order(tmp_path: Path) -> No
         await store.start()
         try:
             for i in range(300):
-                assert (await store.put_message(varied(i))).status is PutStatus.PUT_OK
+                assert (await store.put(varied(i))).status is PutStatus.PUT_OK
                 if i % 60 == 0:
-                    await store.put_messages([message(1000 + i + j, queue_id=2) for j in range(3)])
+                    await store.put([message(1000 + i + j, queue_id=2) for j in range(3)])
                 if i % 3 == 0:
                     await asyncio.sleep(0)  # a pass now and then, as between a broker's reads
             await dispatched(store)
@@ -191,7 +191,7 @@ def _recover_and_check(root: Path, *, rebuilt: bool) -> None:
             # new puts continue the same sequence
             before = len(recorder.seen)
             for i in range(50):
-                assert (await store.put_message(message(5_000_000 + i, queue_id=i % 4))).status is PutStatus.PUT_OK
+                assert (await store.put(message(5_000_000 + i, queue_id=i % 4))).status is PutStatus.PUT_OK
             await dispatched(store)
             after = records(store.commit_log.queue, levels)
             assert recorder.seen[before:] == after[len(everything) :]
@@ -232,7 +232,7 @@ def test_a_slave_fed_by_ha_dispatches_each_record_once_in_order(tmp_path: Path) 
         client.start()
         try:
             for i in range(400):  # replicated while it is written: records cut across transfers
-                assert (await master_store.put_message(varied(i))).status is PutStatus.PUT_OK
+                assert (await master_store.put(varied(i))).status is PutStatus.PUT_OK
                 if i % 40 == 0:
                     await asyncio.sleep(0.01)
             for _ in range(1000):

@@ -89,7 +89,7 @@ def test_a_store_query_right_after_the_put_finds_the_message(tmp_path: Path) -> 
         store = MessageStore(small_config(tmp_path), ("127.0.0.1", 10911))
         await store.start()
         for i in range(40):
-            assert (await store.put_message(message(i))).status is PutStatus.PUT_OK
+            assert (await store.put(message(i))).status is PutStatus.PUT_OK
         await asyncio.sleep(0)  # the reput pass, well inside the gathering window
         q = store.query_message("TopicTest", "key-39", 4, 0, 2**62)
         assert [decode_record(b).properties["UNIQ_KEY"] for b in q.buffers] == ["UNIQ00000039"]
@@ -112,11 +112,11 @@ async def crash() -> None:
     store = MessageStore(small_config(Path(sys.argv[1])), ("127.0.0.1", 10911))
     await store.start()
     for i in range(30):
-        assert (await store.put_message(message(i))).status is PutStatus.PUT_OK
+        assert (await store.put(message(i))).status is PutStatus.PUT_OK
     await asyncio.sleep(0)  # the reput pass
     store.index_service.write_pending()
     for i in range(30, 60):  # acknowledged and dispatched; their index entries only gathered
-        assert (await store.put_message(message(i))).status is PutStatus.PUT_OK
+        assert (await store.put(message(i))).status is PutStatus.PUT_OK
     await asyncio.sleep(0)
     indexed = sum(f.index_count - 1 for f in store.index_service.files)
     assert indexed == 60, indexed  # the first 30 messages' two keys
@@ -158,7 +158,7 @@ def test_the_checkpoint_flush_writes_the_gathered_records_first(tmp_path: Path, 
         store = MessageStore(config, ("127.0.0.1", 10911))
         await store.start()
         for i in range(10):
-            await store.put_message(message(i))
+            await store.put(message(i))
         await asyncio.sleep(0)
         assert store.index_service is not None and _indexed(store.index_service) == 0
         assert store.logics_flush is not None
@@ -177,7 +177,7 @@ def test_a_clean_shutdown_writes_the_gathered_records(tmp_path: Path, monkeypatc
         store = MessageStore(small_config(tmp_path), ("127.0.0.1", 10911))
         await store.start()
         for i in range(10):
-            await store.put_message(message(i))
+            await store.put(message(i))
         await asyncio.sleep(0)
         assert store.index_service is not None and _indexed(store.index_service) == 0
         await store.shutdown()

@@ -92,7 +92,7 @@ async def _store_with(config: StoreConfig, messages: list[MessageToStore]) -> Me
     store = MessageStore(config)
     await store.start()
     for m in messages:
-        assert (await store.put_message(m)).status is PutStatus.PUT_OK
+        assert (await store.put(m)).status is PutStatus.PUT_OK
     await dispatched(store)
     return store
 
@@ -124,7 +124,7 @@ def test_a_query_sees_every_message_put_before_it(tmp_path: Path) -> None:
         store = await _store_with(helper_config(tmp_path), [])
         try:
             for i in range(200):
-                assert (await store.put_message(message(i))).status is PutStatus.PUT_OK
+                assert (await store.put(message(i))).status is PutStatus.PUT_OK
                 if i % 20 == 0:  # the query itself waits for the helper to catch up
                     await dispatched(store)
                     result = store.query_message(TOPIC, f"key-{i}", 4, 0, FAR_FUTURE)
@@ -155,7 +155,7 @@ def test_small_dispatch_passes_share_one_announcement(tmp_path: Path, monkeypatc
             await asyncio.sleep(index_process_module.ANNOUNCE_S * 4)
             lines.clear()
             for i in range(50):  # one dispatch pass per put
-                assert (await store.put_message(message(i))).status is PutStatus.PUT_OK
+                assert (await store.put(message(i))).status is PutStatus.PUT_OK
                 await dispatched(store)
             assert len(lines) <= 10, lines  # one per pass would be 50
             await asyncio.sleep(index_process_module.ANNOUNCE_S * 4)
@@ -203,7 +203,7 @@ def test_a_killed_helper_is_started_again_and_catches_up(tmp_path: Path, monkeyp
             os.kill(old, signal.SIGKILL)
             assert await asyncio.to_thread(wait_for, lambda: process_gone(old))
             for i in range(300, 600):
-                assert (await store.put_message(message(i))).status is PutStatus.PUT_OK
+                assert (await store.put(message(i))).status is PutStatus.PUT_OK
             await dispatched(store)
             found = answers(store, [f"key-{i}" for i in range(600)])
             assert all(len(offs) == 1 for offs in found.values()), [k for k, v in found.items() if len(v) != 1]
@@ -229,7 +229,7 @@ def test_the_helper_exits_when_the_broker_is_killed_and_recovery_indexes_the_res
             print(store.index.pid, flush=True)
             i = 0
             while True:
-                await store.put_message(message(i))
+                await store.put(message(i))
                 if i == 500:
                     print("500", flush=True)
                 i += 1

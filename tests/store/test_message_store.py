@@ -16,7 +16,7 @@ def test_put_get_query_and_clean_restart(tmp_path: Path) -> None:
         await store.start()
         offsets = []
         for i in range(600):  # ~130 B records: several 64 KiB CommitLog files and 50-unit CQ files
-            r = await store.put_message(message(i, queue_id=i % 2, tags="TagA" if i % 3 else "TagB"))
+            r = await store.put(message(i, queue_id=i % 2, tags="TagA" if i % 3 else "TagB"))
             assert r.status is PutStatus.PUT_OK, r
             assert r.queue_offset == i // 2
             offsets.append(r.commit_log_offset)
@@ -54,7 +54,7 @@ def test_put_get_query_and_clean_restart(tmp_path: Path) -> None:
         await store.start()
         assert store.recovery_report is not None and not store.recovery_report.abnormal
         assert store.get_max_offset_in_queue("TopicTest", 1) == 300
-        r = await store.put_message(message(600, queue_id=1))
+        r = await store.put(message(600, queue_id=1))
         assert r.queue_offset == 300 and r.commit_log_offset > offsets[-1]
         data = store.get_commit_log_data(0, 1000)
         assert data is not None and len(data) == 1000
@@ -68,11 +68,11 @@ def test_sync_flush_and_batch(tmp_path: Path) -> None:
     async def main() -> None:
         store = MessageStore(small_config(tmp_path, flush_disk_type="SYNC_FLUSH"))
         await store.start()
-        results = await asyncio.gather(*(store.put_message(message(i)) for i in range(200)))
+        results = await asyncio.gather(*(store.put(message(i)) for i in range(200)))
         assert all(r.status is PutStatus.PUT_OK for r in results)
         assert store.commit_log.queue.flushed_where >= max(r.commit_log_offset + r.wrote_bytes for r in results)
         assert store.flush_service is not None and store.flush_service.flush_count < 200  # grouped
-        batch = await store.put_messages([message(1000 + i, queue_id=3) for i in range(10)])
+        batch = await store.put([message(1000 + i, queue_id=3) for i in range(10)])
         assert batch.status is PutStatus.PUT_OK and batch.message_count == 10 and len(batch.msg_ids) == 10
         await asyncio.sleep(0.05)
         assert store.get_max_offset_in_queue("TopicTest", 3) == 10
@@ -86,10 +86,10 @@ def test_slave_append_and_dispatch(tmp_path: Path) -> None:
         master = MessageStore(small_config(tmp_path / "m"))
         await master.start()
         for i in range(400):
-            await master.put_message(message(i, queue_id=i % 4))
+            await master.put(message(i, queue_id=i % 4))
         slave = MessageStore(small_config(tmp_path / "s", broker_role="SLAVE"))
         await slave.start()
-        assert (await slave.put_message(message(0))).status is PutStatus.SERVICE_NOT_AVAILABLE
+        assert (await slave.put(message(0))).status is PutStatus.SERVICE_NOT_AVAILABLE
         offset = 0
         while offset < master.max_phy_offset:
             data = master.get_commit_log_data(offset, 10_000)

@@ -200,7 +200,7 @@ def test_a_store_runs_the_helper_only_for_large_fallocated_files(
         await store.start()
         pid = store.populator.pid if store.populator is not None else None
         assert (pid is not None) == helper
-        assert (await store.put_message(message(1))).status is PutStatus.PUT_OK
+        assert (await store.put(message(1))).status is PutStatus.PUT_OK
         await store.shutdown()
         if pid is not None:
             assert not Path(f"/proc/{pid}").exists(), "shutdown did not reap the helper"
@@ -245,7 +245,7 @@ def test_a_flush_unmaps_the_written_pages_first(tmp_path: Path) -> None:
         store = MessageStore(small_config(tmp_path, mapped_file_size_commit_log=4 * MIB))
         await store.start()
         for i in range(2000):
-            assert (await store.put_message(message(i, size=1000))).status is PutStatus.PUT_OK
+            assert (await store.put(message(i, size=1000))).status is PutStatus.PUT_OK
         mf = store.commit_log.queue.files[-1]
         for _ in range(400):  # flush_interval_commit_log is 50 ms here; a loaded disk may take longer
             if mf.flushed_position > 0:

@@ -18,7 +18,7 @@ def test_first_commit_log_file_is_created_at_start(tmp_path: Path) -> None:
         await store.start()
         try:
             assert len(store.commit_log.queue.files) == 1  # before any put
-            put = store.append_message(message(0))
+            put = store.append(message(0))
             assert isinstance(put, PutResult) and put.status is PutStatus.PUT_OK  # ASYNC_FLUSH: at once
         finally:
             await store.shutdown()
@@ -31,7 +31,7 @@ def test_sync_flush_answers_with_a_future(tmp_path: Path) -> None:
         store = MessageStore(small_config(tmp_path, flush_disk_type="SYNC_FLUSH"))
         await store.start()
         try:
-            put = store.append_message(message(0))
+            put = store.append(message(0))
             assert isinstance(put, asyncio.Future)
             result = await put
             assert result.status is PutStatus.PUT_OK
@@ -47,7 +47,7 @@ def test_sync_flush_put_that_does_not_wait_answers_at_once_and_is_flushed_soon(t
         store = MessageStore(small_config(tmp_path, flush_disk_type="SYNC_FLUSH"))
         await store.start()
         try:
-            put = store.append_message(message(0), wait=False)  # a message with WAIT=false
+            put = store.append(message(0), wait=False)  # a message with WAIT=false
             assert isinstance(put, PutResult) and put.status is PutStatus.PUT_OK
             end = put.commit_log_offset + put.wrote_bytes
             for _ in range(200):  # the group commit was woken, with nobody waiting on it
@@ -77,8 +77,8 @@ def test_requests_handed_to_the_sink_equal_parsed_records(tmp_path: Path) -> Non
                 m = message(i, queue_id=i % 3, tags=f"T{i % 5}")
                 if i % 7 == 0:
                     m.properties_bytes = f"TAGS\x01T{i}\x02KEYS\x01a b\x02UNIQ_KEY\x01U{i}\x02".encode()
-                await store.put_message(m)
-            await store.put_messages([message(1000 + i, queue_id=1) for i in range(5)])
+                await store.put(m)
+            await store.put([message(1000 + i, queue_id=1) for i in range(5)])
             await asyncio.sleep(0.05)
             assert store.dispatch_behind_bytes == 0
             assert len(seen) == 305

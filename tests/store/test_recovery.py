@@ -22,7 +22,7 @@ def fill(root: Path, count: int) -> list[tuple[int, int]]:
         await store.start()
         out = []
         for i in range(count):
-            r = await store.put_message(message(i, size=200))
+            r = await store.put(message(i, size=200))
             out.append((r.commit_log_offset, r.wrote_bytes))
         await store.shutdown()
         return out
@@ -44,7 +44,7 @@ def restart_and_check(root: Path, expect: int) -> MessageStore:
                 assert decode_record(got.buffers[0], verify_crc=True).properties["KEYS"] == f"key-{i}"
                 got.release()
             # the store keeps working after the cut: the next put takes the next offset
-            r = await store.put_message(message(expect, size=200))
+            r = await store.put(message(expect, size=200))
             assert r.queue_offset == expect
         finally:
             await store.shutdown()

@@ -108,7 +108,7 @@ async def test_a_store_uses_disk_as_it_writes(tmp_path: Path) -> None:
     commitlog = config.commit_log_dir
     for i in range(20_000):  # ~23 MB of records
         msg = MessageToStore(topic="T", queue_id=i % 4, body=b"x" * 1000, properties={"KEYS": f"k{i}"})
-        assert (await store.put_message(msg)).status is PutStatus.PUT_OK
+        assert (await store.put(msg)).status is PutStatus.PUT_OK
     await store.commit_log.allocator.ready()
     written = store.commit_log.max_offset
     files = sorted(commitlog.iterdir())
@@ -131,7 +131,7 @@ async def test_crossing_into_the_next_file_reserves_its_head(tmp_path: Path) -> 
     await store.start()
     for _ in range(7 * 1024):  # ~7.4 MB: within `ahead` of the end of the first file
         msg = MessageToStore(topic="T", queue_id=0, body=b"y" * 900)
-        assert (await store.put_message(msg)).status is PutStatus.PUT_OK
+        assert (await store.put(msg)).status is PutStatus.PUT_OK
     await store.commit_log.allocator.ready()
     first, spare = sorted(config.commit_log_dir.iterdir())
     assert _allocated(first) >= 8 << 20  # whole
@@ -152,7 +152,7 @@ async def test_a_sync_flush_store_zero_fills_ahead_and_keeps_every_message(tmp_p
     results = []
     for i in range(300):
         msg = MessageToStore(topic="T", queue_id=0, body=b"m%05d" % i + b"x" * 1000, properties={"KEYS": f"k{i}"})
-        results.append(await store.put_message(msg))
+        results.append(await store.put(msg))
     assert all(r.status is PutStatus.PUT_OK for r in results)
     await store.commit_log.allocator.ready()
     assert first.reserved_to >= first.wrote_position + (8 << 20)  # at least half the distance ahead

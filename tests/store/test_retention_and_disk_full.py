@@ -22,7 +22,7 @@ def test_retention_deletes_expired_files_but_never_the_active_one(tmp_path: Path
         store = MessageStore(small_config(tmp_path, file_reserved_time=1, delete_when="04"))
         await store.start()
         for i in range(800):
-            await store.put_message(message(i, size=300))
+            await store.put(message(i, size=300))
         await asyncio.sleep(0.05)
         files = list(store.commit_log.queue.files)
         assert len(files) >= 5
@@ -82,15 +82,15 @@ def test_puts_are_refused_while_the_disk_is_above_the_warning_ratio(
         try:
             clean = store.clean_service
             assert clean is not None
-            assert (await store.put_message(message(0))).ok
+            assert (await store.put(message(0))).ok
             clean.usage = lambda _p: 0.95
             await clean.run_once()
-            assert (await store.put_message(message(1))).status is PutStatus.DISK_FULL
-            assert (await store.put_messages([message(2), message(3)])).status is PutStatus.DISK_FULL
+            assert (await store.put(message(1))).status is PutStatus.DISK_FULL
+            assert (await store.put([message(2), message(3)])).status is PutStatus.DISK_FULL
             assert "disk usage 95%" in caplog.text and "puts are refused (DISK_FULL)" in caplog.text
             clean.usage = lambda _p: 0.10
             await clean.run_once()
-            assert (await store.put_message(message(4))).ok
+            assert (await store.put(message(4))).ok
             assert "disk usage 10%" in caplog.text and "puts are taken again" in caplog.text
             await dispatched(store)
             assert store.get_max_offset_in_queue("TopicTest", 0) == 2  # nothing refused was stored
@@ -124,7 +124,7 @@ def test_full_disk_fails_puts_cleanly(tiny_fs: Path) -> None:
         acked: list[tuple[str, int]] = []
         failures: list[PutStatus] = []
         for i in range(20_000):
-            r = await store.put_message(message(i, size=900))
+            r = await store.put(message(i, size=900))
             if r.ok:
                 acked.append((f"key-{i}", r.queue_offset))
             else:
@@ -178,13 +178,13 @@ def test_consume_queue_without_space_never_skips_an_acknowledged_message(tiny_fs
         try:
             await store.commit_log.allocator.ready()  # the spare next CommitLog file exists
             fillers = [_fill_disk(tiny_fs, "filler-1")]
-            put = await store.put_message(message(0, topic="Rescued"))
+            put = await store.put(message(0, topic="Rescued"))
             assert put.ok  # into the current CommitLog file: no new space needed
             await _until(lambda: store.get_max_offset_in_queue("Rescued", 0) == 1)  # the spare made room
 
             fillers.append(_fill_disk(tiny_fs, "filler-2"))  # and now nothing is left to give up
             for i in range(3):
-                assert (await store.put_message(message(i, topic="Stalled"))).ok
+                assert (await store.put(message(i, topic="Stalled"))).ok
             await asyncio.sleep(0.3)
             assert store.get_max_offset_in_queue("Stalled", 0) == 0  # not dispatched, and not skipped
             assert store.dispatch_behind_bytes > 0

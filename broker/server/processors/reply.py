@@ -26,7 +26,7 @@ from broker.protocol.headers import SendMessageRequestHeader, parse_send_request
 from broker.protocol.properties import encode_properties
 from broker.protocol.reply import PUSH_REPLY_TIME, REPLY_TO_CLIENT, ReplyMessageRequestHeader, format_host
 from broker.server.errors import RequestError
-from broker.server.processors.send import PUT_STATUS_CODES, checked_properties
+from broker.server.put_rules import PUT_STATUS_CODES, checked_properties
 from broker.store.results import MessageToStore, PutResult
 
 if TYPE_CHECKING:
@@ -100,7 +100,7 @@ class ReplyProcessor:
                 born_host=born_host,
                 reconsume_times=header.reconsume_times or 0,
             )
-            put = self.broker.store.append_message(msg)
+            put = self.broker.store.append(msg)
             result = put if isinstance(put, PutResult) else await put
             if result.ok:
                 self.broker.stats.put(1)

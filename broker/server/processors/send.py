@@ -29,16 +29,18 @@ from broker.protocol.codes import CURRENT_VERSION, FLAG_RESPONSE, RequestCode, R
 from broker.protocol.command import RemotingCommand, frame
 from broker.protocol.headers import SendMessageRequestHeader, parse_send_request_header
 from broker.protocol.message import SENDER_SYS_FLAGS, SysFlag, sender_sys_flag
-from broker.protocol.properties import (
-    NAME_VALUE_SEPARATOR,
-    PROPERTY_SEPARATOR,
-    Prop,
-    decode_properties,
-)
+from broker.protocol.properties import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, Prop
 from broker.protocol.reply import REPLY_TO_CLIENT
 from broker.protocol.uniq_key import UniqKeyGenerator
 from broker.server.errors import RequestError
-from broker.server.timer_message import TIMER_PROPERTIES, may_be_timed, park_for_timer, timer_delivery
+from broker.server.put_rules import (
+    PUT_STATUS_CODES,
+    batch_message_problem,
+    checked_properties,
+    rewrite_for_delay,
+    stored_properties,
+)
+from broker.server.timer_message import may_be_timed, park_for_timer, timer_delivery
 from broker.server.topics import (
     DLQ_GROUP_TOPIC_PREFIX,
     PERM_READ,
@@ -49,35 +51,16 @@ from broker.server.topics import (
     validate_topic,
 )
 from broker.server.transaction.messages import rewrite_to_half
-from broker.store.results import PUT_OK, MessageToStore, PutResult, PutStatus
+from broker.store.results import PUT_OK, MessageToStore, PutResult
 
 if TYPE_CHECKING:
     from broker.server.processors.context import SendContext
     from broker.transport.connection import RemotingConnection
 
-__all__ = [
-    "PUT_STATUS_CODES",
-    "SendProcessor",
-    "batch_message_problem",
-    "check_properties",
-    "checked_properties",
-    "rewrite_for_delay",
-]
+__all__ = ["SendProcessor"]
 
 log = logging.getLogger(__name__)
 
-# The one PutStatus -> response code table. The first four mean "stored"; their responses carry the
-# full send-result header.
-PUT_STATUS_CODES: dict[PutStatus, int] = {
-    PutStatus.PUT_OK: ResponseCode.SUCCESS,
-    PutStatus.FLUSH_DISK_TIMEOUT: ResponseCode.FLUSH_DISK_TIMEOUT,
-    PutStatus.FLUSH_SLAVE_TIMEOUT: ResponseCode.FLUSH_SLAVE_TIMEOUT,
-    PutStatus.SLAVE_NOT_AVAILABLE: ResponseCode.SLAVE_NOT_AVAILABLE,
-    PutStatus.OS_PAGE_CACHE_BUSY: ResponseCode.SYSTEM_BUSY,
-    PutStatus.MESSAGE_ILLEGAL: ResponseCode.MESSAGE_ILLEGAL,
-    PutStatus.PROPERTIES_SIZE_EXCEEDED: ResponseCode.MESSAGE_ILLEGAL,
-    PutStatus.SERVICE_NOT_AVAILABLE: ResponseCode.SERVICE_NOT_AVAILABLE,
-}
 _STORED_CODES = frozenset(
     {
         ResponseCode.SUCCESS,
@@ -119,81 +102,6 @@ _OK_REPLY = (
     .replace(b'"msgId":"%s"', b'"msgId":"%s%016X"', 1)
     .replace(b'%s"serializeTypeCurrentRPC"', b'"serializeTypeCurrentRPC"', 1)
 )
-
-
-def checked_properties(text: str) -> dict[str, str]:
-    """A send's properties, checked and parsed in one pass (as `decode_properties` parses: empty values
-    skipped, the last of a name wins). Empty segments and empty values are tolerated; a segment without a
-    name/value separator or without a name, or a text over 32767 bytes, is a RequestError saying why."""
-    props: dict[str, str] = {}
-    if not text:
-        return props
-    # UTF-8 takes at most 4 bytes a character: only a long text needs encoding to know its size
-    if len(text) > MAX_PROPERTIES_LENGTH // 4 and len(text.encode()) > MAX_PROPERTIES_LENGTH:
-        raise RequestError(
-            ResponseCode.MESSAGE_ILLEGAL,
-            f"message properties length {len(text.encode())} exceeds the maximum {MAX_PROPERTIES_LENGTH}",
-        )
-    for segment in text.split(PROPERTY_SEPARATOR):
-        if not segment:
-            continue
-        name, sep, value = segment.partition(NAME_VALUE_SEPARATOR)
-        if not sep:
-            raise RequestError(
-                ResponseCode.MESSAGE_ILLEGAL,
-                f"message properties segment {segment[:40]!r} has no name/value separator \\x01",
-            )
-        if not name:
-            raise RequestError(
-                ResponseCode.MESSAGE_ILLEGAL, f"message properties segment {segment[:40]!r} has an empty name"
-            )
-        if value:
-            props[name] = value
-    return props
-
-
-def check_properties(text: str) -> str | None:
-    """Why a properties string is malformed, or None (see `checked_properties`)."""
-    try:
-        checked_properties(text)
-    except RequestError as exc:
-        return exc.remark
-    return None
-
-
-def batch_message_problem(props: dict[str, str]) -> str | None:
-    """Why a message cannot be part of a batch (the seed's limits: no delay, no transaction; and no
-    delivery time), or None."""
-    if props.get(Prop.DELAY, "0") not in ("", "0"):
-        return "delayed messages cannot be sent in a batch"
-    if props.get(Prop.TRAN_MSG) == "true":
-        return "transactional messages cannot be sent in a batch"
-    if any(props.get(name) for name in TIMER_PROPERTIES):
-        return "timed messages (TIMER_DELIVER_MS, TIMER_DELAY_SEC/_MS, __STARTDELIVERTIME) cannot be sent in a batch"
-    return None
-
-
-def rewrite_for_delay(msg: MessageToStore, props: dict[str, str], max_level: int) -> bool:
-    """Move a message with DELAY > 0 to SCHEDULE_TOPIC_XXXX (queue level - 1); True when rewritten."""
-    raw = props.get(Prop.DELAY)
-    if not raw:
-        return False
-    try:
-        level = int(raw)
-    except ValueError:
-        return False
-    tran_type = msg.sys_flag & SysFlag.TRANSACTION_MASK
-    if level <= 0 or tran_type not in (SysFlag.TRANSACTION_NOT_TYPE, SysFlag.TRANSACTION_COMMIT_TYPE):
-        return False
-    level = min(level, max_level)
-    props[Prop.DELAY] = str(level)
-    props[Prop.REAL_TOPIC] = msg.topic
-    props[Prop.REAL_QID] = str(msg.queue_id)
-    msg.topic = SCHEDULE_TOPIC
-    msg.queue_id = level - 1
-    msg.properties = props
-    msg.properties_bytes = None
-    return True
 
 
 class _PendingPut(NamedTuple):
@@ -247,9 +155,8 @@ class SendProcessor:
         self._valid_topics: set[str] = set()  # names validate_topic accepted
         self._loop = asyncio.get_running_loop()
         self.meters = broker.meters  # None unless metricsExporterType=PROM
-        self._cluster_prop = (
-            f"{Prop.CLUSTER}{NAME_VALUE_SEPARATOR}{broker.config.broker_cluster_name}{PROPERTY_SEPARATOR}"
-        )
+        self._cluster_name = broker.config.broker_cluster_name
+        self._cluster_prop = f"{Prop.CLUSTER}{NAME_VALUE_SEPARATOR}{self._cluster_name}{PROPERTY_SEPARATOR}"
 
     # ------------------------------------------------------------------ entry
 
@@ -339,8 +246,9 @@ class SendProcessor:
         delayed = Prop.DELAY in props
         extra = self._cluster_prop
         uniq = props.get(Prop.UNIQ_KEY)
+        generated = None  # the UNIQ_KEY the broker adds when the sender set none
         if not uniq:
-            uniq = self.uniq.next()
+            uniq = generated = self.uniq.next()
             extra += f"{Prop.UNIQ_KEY}{NAME_VALUE_SEPARATOR}{uniq}{PROPERTY_SEPARATOR}"
         if props_text and not props_text.endswith(PROPERTY_SEPARATOR):
             props_text += PROPERTY_SEPARATOR
@@ -378,39 +286,39 @@ class SendProcessor:
                 ResponseCode.NO_PERMISSION,
                 f"the broker[{self.config.broker_ip1}] sending transaction message is forbidden",
             )
+        # A rewrite stores the properties as a dict: the parsed ones plus the broker's, not a second parse.
+        full: dict[str, str] | None = None
         if half and not to_dlq:
             # A transaction's half message waits in RMQ_SYS_TRANS_HALF_TOPIC (a delay applies at commit).
             msg.dispatch_keys = None  # its stored properties change
-            rewrite_to_half(msg, decode_properties(props_text + extra), uniq)
+            rewrite_to_half(msg, stored_properties(props, self._cluster_name, generated), uniq)
         elif delayed and not to_dlq:
-            full = decode_properties(props_text + extra)
-            if rewrite_for_delay(msg, full, self.max_delay_level):
+            full = stored_properties(props, self._cluster_name, generated)
+            if rewrite_for_delay(msg, full, self.max_delay_level):  # leaves `full` as it was when it declines
                 msg.dispatch_keys = None  # SCHEDULE_TOPIC_XXXX's tags code is the delivery time
         timed = may_be_timed(props_text)
         if not to_dlq and timed:
             if half:  # parked at the commit; refused now if it would be refused then
                 self._timer_delivery(props)
             elif msg.topic == header.topic:
-                self._park_if_timed(msg, props, props_text + extra)
+                deliver_ms = self._timer_delivery(props)
+                if deliver_ms is not None:
+                    if full is None:
+                        full = stored_properties(props, self._cluster_name, generated)
+                    park_for_timer(msg, full, deliver_ms)
         # WAIT=false: answer once stored, before the flush and the slave (Java's isWaitStoreMsgOK).
         wait = props.get(Prop.WAIT) != "false"
         # Like Java, the reply names the queue the producer chose, even when a delay rewrote the target.
         if meters is not None and (half or delayed or timed or retry or _SHARDING_KEY in props):
             # metrics count it at its answer, and read plain sends from the ConsumeQueues (broker_meters.py)
-            put = self.store.append_reported(msg, wait=wait)
+            put = self.store.append(msg, wait=wait, report=True)
             return self._reply_to_put(cmd, put, queue_id, uniq, (header.topic, message_type(props)))
-        return self._reply_to_put(cmd, self.store.append_message(msg, wait=wait), queue_id, uniq, None)
+        return self._reply_to_put(cmd, self.store.append(msg, wait=wait), queue_id, uniq, None)
 
     def _timer_delivery(self, props: dict[str, str]) -> int | None:
         c = self.config
         now = time.time_ns() // 1_000_000
         return timer_delivery(props, now, enabled=c.timer_wheel_enable, max_delay_sec=c.timer_max_delay_sec)
-
-    def _park_if_timed(self, msg: MessageToStore, props: dict[str, str], full_text: str) -> None:
-        """A message asking for a future delivery time goes to the timer topic (timer_message.py)."""
-        deliver_ms = self._timer_delivery(props)
-        if deliver_ms is not None:
-            park_for_timer(msg, decode_properties(full_text), deliver_ms)
 
     def _send_batch(
         self,
@@ -485,9 +393,9 @@ class SendProcessor:
         wait = batch_level_props.get(Prop.WAIT) != "false"
         uniq = ",".join(uniq_ids)
         if self.meters is not None and not batch_level_props.keys().isdisjoint(TYPED_PROPERTIES):
-            put = self.store.append_reported(messages, wait=wait)  # counted as the typed single send above
+            put = self.store.append(messages, wait=wait, report=True)  # counted as the typed single send above
             return self._reply_to_put(cmd, put, queue_id, uniq, (header.topic, message_type(batch_level_props)))
-        return self._reply_to_put(cmd, self.store.append_messages(messages, wait=wait), queue_id, uniq, None)
+        return self._reply_to_put(cmd, self.store.append(messages, wait=wait), queue_id, uniq, None)
 
     def _reply_to_put(
         self,

@@ -18,7 +18,7 @@ from broker.protocol.headers import ConsumerSendMsgBackRequestHeader
 from broker.protocol.message import MessageExt
 from broker.protocol.properties import Prop
 from broker.server.errors import RequestError
-from broker.server.processors.send import PUT_STATUS_CODES, rewrite_for_delay
+from broker.server.put_rules import PUT_STATUS_CODES, rewrite_for_delay
 from broker.server.topics import DLQ_GROUP_TOPIC_PREFIX, PERM_READ, PERM_WRITE, RETRY_GROUP_TOPIC_PREFIX
 from broker.store.results import MessageToStore
 
@@ -50,16 +50,8 @@ def build_send_back(
     else:
         topic, queue_id = RETRY_GROUP_TOPIC_PREFIX + group, retry_queue
         props[Prop.DELAY] = str(delay_level if delay_level > 0 else 3 + original.reconsume_times)
-    msg = MessageToStore(
-        topic=topic,
-        queue_id=queue_id,
-        body=original.body,
-        flag=original.flag,
-        properties=props,
-        sys_flag=original.sys_flag,
-        born_timestamp=original.born_timestamp,
-        born_host=original.born_host,
-        reconsume_times=original.reconsume_times + 1,
+    msg = MessageToStore.from_stored(
+        original, topic=topic, queue_id=queue_id, properties=props, reconsume_times=original.reconsume_times + 1
     )
     return msg, to_dlq
 
@@ -102,7 +94,7 @@ class SendBackProcessor:
         else:
             b.topics.create_in_send_back(msg.topic, cfg.retry_queue_nums, perm)
             rewrite_for_delay(msg, msg.properties, len(b.config.delay_levels_ms))
-        result = await b.store.put_reported(msg)  # a retry, not a send (metrics)
+        result = await b.store.put(msg, report=True)  # a retry, not a send (metrics)
         code = PUT_STATUS_CODES.get(result.status, ResponseCode.SYSTEM_ERROR)
         if not result.ok:
             return cmd.response(code, f"storing the message sent back failed: {result.status.name}")

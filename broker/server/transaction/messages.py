@@ -96,16 +96,12 @@ def _clean_properties(half: MessageExt) -> dict[str, str]:
 def commit_message(half: MessageExt) -> MessageToStore:
     """The visible message a commit stores: the real topic and queue, sysFlag COMMIT, and
     preparedTransactionOffset pointing at the half message."""
-    return MessageToStore(
+    return MessageToStore.from_stored(
+        half,
         topic=half.properties[Prop.REAL_TOPIC],
         queue_id=int(half.properties.get(Prop.REAL_QID, "0")),
-        body=half.body,
-        flag=half.flag,
         properties=_clean_properties(half),
         sys_flag=(half.sys_flag & ~SysFlag.TRANSACTION_MASK) | SysFlag.TRANSACTION_COMMIT_TYPE,
-        born_timestamp=half.born_timestamp,
-        born_host=half.born_host,
-        reconsume_times=half.reconsume_times,
         prepared_transaction_offset=half.commit_log_offset,
     )
 

@@ -15,7 +15,7 @@ from broker.protocol.codes import ResponseCode
 from broker.protocol.command import RemotingCommand
 from broker.protocol.headers import EndTransactionRequestHeader
 from broker.server.errors import RequestError
-from broker.server.processors.send import PUT_STATUS_CODES
+from broker.server.put_rules import PUT_STATUS_CODES
 from broker.server.transaction.messages import COMMIT, UNKNOWN, validate_end
 from broker.store.results import PutStatus
 

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from broker.protocol.message import MessageExt, decode_record
 from broker.protocol.properties import Prop
 from broker.server.errors import RequestError
-from broker.server.processors.send import rewrite_for_delay
+from broker.server.put_rules import rewrite_for_delay
 from broker.server.timer_message import TIMER_PROPERTIES, park_for_timer, timer_delivery
 from broker.server.topics import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from broker.server.transaction.messages import (
@@ -159,7 +159,7 @@ class TransactionService:
                     deliver_ms = None
                 if deliver_ms is not None:
                     park_for_timer(msg, msg.properties, deliver_ms)
-            result = await self.store.put_reported(msg)  # the commit: counted at the send (metrics)
+            result = await self.store.put(msg, report=True)  # the commit: counted at the send (metrics)
             if not result.ok:
                 self.settled_ids.discard(tid)
                 return result.status
@@ -178,7 +178,7 @@ class TransactionService:
         op = op_message(half.queue_offset, half.queue_id, self._host, _now_ms())
         if tid:
             op.properties[Prop.TRANSACTION_ID] = tid
-        result = await self.store.put_message(op)
+        result = await self.store.put(op)
         if result.ok:
             self.done.add(half.queue_offset)
             self.op_for.setdefault(half.queue_offset, result.queue_offset)
@@ -293,18 +293,8 @@ class TransactionService:
         props = dict(half.properties)
         props[Prop.TRANSACTION_CHECK_TIMES] = str(check_times)
         props.setdefault(Prop.TRAN_PREPARED_QUEUE_OFFSET, str(half.queue_offset))
-        msg = MessageToStore(
-            topic=TRANS_HALF_TOPIC,
-            queue_id=HALF_QUEUE,
-            body=half.body,
-            flag=half.flag,
-            properties=props,
-            sys_flag=half.sys_flag,
-            born_timestamp=half.born_timestamp,
-            born_host=half.born_host,
-            reconsume_times=half.reconsume_times,
-        )
-        result = await self.store.put_message(msg)
+        msg = MessageToStore.from_stored(half, topic=TRANS_HALF_TOPIC, queue_id=HALF_QUEUE, properties=props)
+        result = await self.store.put(msg)
         if not result.ok:
             log.warning("re-putting half message %d failed: %s", half.queue_offset, result.status.name)
             return None
