@@ -6,7 +6,8 @@ its `rerun`, and the HA controller starts after the processors are registered. S
 a Protocol naming exactly what it reads; `BrokerController` satisfies it, and the type checker keeps the
 processor from reaching anything else of the broker. The send side does the same: the send processor,
 the send-back processor and the reply processor read parts that exist only after them (the send
-processor itself, the schedule service's wakeup), so each gets its own context.
+processor itself, the schedule service's wakeup), so each gets its own context; the reply processor sees
+the send processor as `SendChecks`, so this module names no processor.
 
 The admin processors administer the broker itself: `AdminContext` is what the admin processor reads (its
 tables, counters, registration, HA status and in-flight sends), `AdminRoutesContext` what the table of the
@@ -15,6 +16,7 @@ other admin processors hands them, config updates included (`config_update.Confi
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Protocol
 
 from broker.server.config_update import ConfigUpdateContext
@@ -22,6 +24,8 @@ from broker.server.config_update import ConfigUpdateContext
 if TYPE_CHECKING:
     from broker.ha.controller import HAController
     from broker.metrics.broker_meters import BrokerMeters
+    from broker.protocol.command import RemotingCommand
+    from broker.protocol.headers import SendMessageRequestHeader
     from broker.server.clients import ConsumerManager, ProducerManager
     from broker.server.config import BrokerConfig, LoadedConfig
     from broker.server.group_pull_counters import GroupGetStats
@@ -30,13 +34,21 @@ if TYPE_CHECKING:
     from broker.server.locks import RebalanceLockManager
     from broker.server.message_counters import BrokerStats
     from broker.server.offsets import ConsumerOffsetManager
-    from broker.server.processors.send import SendProcessor
     from broker.server.registration import Registrar
     from broker.server.schedule import ScheduleService
-    from broker.server.topics import TopicConfigManager
+    from broker.server.topics import TopicConfig, TopicConfigManager
     from broker.store import MessageStore
+    from broker.transport.connection import RemotingConnection
 
-__all__ = ["AdminContext", "AdminRoutesContext", "PullContext", "ReplyContext", "SendBackContext", "SendContext"]
+__all__ = [
+    "AdminContext",
+    "AdminRoutesContext",
+    "PullContext",
+    "ReplyContext",
+    "SendBackContext",
+    "SendChecks",
+    "SendContext",
+]
 
 
 class _MessageContext(Protocol):
@@ -93,6 +105,20 @@ class SendBackContext(_MessageContext, Protocol):
         ...
 
 
+class SendChecks(Protocol):
+    """What the reply processor uses of the send processor: the checks every send passes, and the
+    connections requests came over (a reply may be pushed back over one)."""
+
+    @property
+    def requesters(self) -> Mapping[str, RemotingConnection]:
+        """client id -> the connection its last request came over."""
+        ...
+
+    def check_topic(self, header: SendMessageRequestHeader, cmd: RemotingCommand) -> TopicConfig:
+        """The topic's config, or a RequestError saying why the send is refused."""
+        ...
+
+
 class ReplyContext(Protocol):
     """What SEND_REPLY_MESSAGE reads of the broker (processors.reply): the send processor's checks, and the
     connections a reply may be pushed over."""
@@ -104,7 +130,7 @@ class ReplyContext(Protocol):
     @property
     def stats(self) -> BrokerStats: ...
     @property
-    def send(self) -> SendProcessor: ...
+    def send(self) -> SendChecks: ...
     @property
     def producers(self) -> ProducerManager: ...
     @property
