@@ -553,8 +553,8 @@ def render_broker_group(
         _broker_container(spec, template),
         _broker_volumes(cluster, spec, g),
     )
-    pod = secure_pod_template(pod, cluster, spec)
     pod = adapt_broker_pod(c, spec, g, pod)
+    pod = secure_pod_template(pod, cluster, spec)
     body: Obj = {
         "replicas": 1 + spec.broker.slaves_per_group,
         "serviceName": names.broker_headless_service(c),

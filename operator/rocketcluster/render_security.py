@@ -20,6 +20,8 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import re
+import shlex
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -191,22 +193,44 @@ def secrets_hash(secrets: Mapping[str, Mapping[str, str] | None]) -> str:
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
-def _start_command(command: list[str]) -> list[str]:
-    """`command` (ending in `-c <conf>`) run on <conf> with the credentials file after it, merged in /tmp."""
-    *program, flag, conf = command
-    if flag != "-c":
-        raise ValueError(f"the start command {command!r} does not end in -c <file>")
+# `exec <program> -c <file>` inside a shell start command (spec.externalAccess's LoadBalancer form)
+_EXEC_WITH_CONF = re.compile(r"exec (mqbroker|mqnamesrv) -c ('[^']*'|\S+)")
+
+
+def _merge_then_exec(program: str, conf: str) -> str:
     merged = f"{_MERGED_DIR}/{conf.rsplit('/', 1)[-1]}"
     # Kubernetes expands $(POD_INDEX) in the command before the shell sees it
     merge = f"cat '{conf}' '{CREDENTIALS_DIR}/{AUTH_FILE}' > '{merged}'"
-    script = f"umask 077 && {merge} && exec {' '.join(program)} -c '{merged}'"
-    return ["sh", "-c", script]
+    return f"umask 077 && {merge} && exec {program} -c '{merged}'"
+
+
+def _start_command(command: list[str]) -> list[str]:
+    """The start command run on its config file with the credentials file after it, merged in /tmp: either
+    `<program> -c <file>` or a shell script that ends in `exec <program> -c <file>`."""
+    if len(command) == 3 and command[:2] == ["sh", "-c"]:
+        found = _EXEC_WITH_CONF.search(command[2])
+        if found is None:
+            raise ValueError("the shell start command does not exec mqbroker or mqnamesrv with -c <file>")
+        conf = shlex.split(found.group(2))[0]
+        script = command[2][: found.start()] + _merge_then_exec(found.group(1), conf) + command[2][found.end() :]
+        return ["sh", "-c", script]
+    *program, flag, conf = command
+    if flag != "-c":
+        raise ValueError(f"the start command {command!r} does not end in -c <file>")
+    return ["sh", "-c", _merge_then_exec(" ".join(program), conf)]
+
+
+def _with_probe_flags(command: list[str], flags: list[str]) -> list[str]:
+    """The readiness probe's command with `flags` appended (to its script when it is a shell one)."""
+    if len(command) == 3 and command[:2] == ["sh", "-c"]:
+        return ["sh", "-c", " ".join([command[2], *flags])]
+    return [*command, *flags]
 
 
 def secure_pod_template(pod: Obj, cluster: ClusterRef, spec: RocketClusterSpec) -> Obj:
     """A rendered pod template with spec.security applied: the credentials and certificate volumes, the start
     command that merges the credentials into the config, the probe's flags, and the secrets-hash annotation.
-    Unchanged (the same object) when security is off."""
+    Unchanged (the same object) when security is off. Applied last, over what spec.externalAccess changed."""
     auth = spec.security.authentication.enabled
     tls_secret = tls_secret_name(cluster.name, spec)
     if not auth and tls_secret is None:
@@ -236,8 +260,8 @@ def secure_pod_template(pod: Obj, cluster: ClusterRef, spec: RocketClusterSpec) 
         probe_flags.append("--tls")
     readiness = container.get("readinessProbe") or {}
     probe_command = (readiness.get("exec") or {}).get("command")
-    if probe_command:
-        readiness["exec"]["command"] = [*probe_command, *probe_flags]
+    if probe_command and probe_flags:
+        readiness["exec"]["command"] = _with_probe_flags(probe_command, probe_flags)
     if cluster.secrets_hash:
         annotations = pod.setdefault("metadata", {}).setdefault("annotations", {})
         annotations[names.ANNOTATION_SECRETS_HASH] = cluster.secrets_hash

@@ -241,3 +241,47 @@ def test_a_certificate_only_for_an_issuer() -> None:
     assert "*.demo-broker.mq.svc" in certificate["spec"]["dnsNames"]
     assert "demo-nameserver.mq.svc" in certificate["spec"]["dnsNames"]
     assert render_certificate(CLUSTER, _spec({"tls": {"enabled": False, "issuerRef": {"name": "ca"}}})) is None
+
+
+@pytest.mark.parametrize(
+    "external",
+    [{"type": "NodePort", "nodePortBase": 30100}, {"type": "LoadBalancer"}],
+    ids=["NodePort", "LoadBalancer"],
+)
+def test_security_composes_with_external_access(tmp_path: Path, external: dict[str, Any]) -> None:
+    """spec.externalAccess rewrites the broker's probe (NodePort) or start command (LoadBalancer) as shell
+    scripts: the credentials merge and the probe's flags still apply, and the script still runs."""
+    spec = _spec(AUTH | TLS, externalAccess=external)
+    sts = _by(render_cluster(CLUSTER, spec), "StatefulSet", "demo-broker-0")
+    container = sts["spec"]["template"]["spec"]["containers"][0]
+    probe = container["readinessProbe"]["exec"]["command"]
+    assert " ".join(probe).endswith(f"--credentials-dir {CREDENTIALS_DIR} --tls")
+    command = container["command"]
+    assert command[:2] == ["sh", "-c"] and f"'{CREDENTIALS_DIR}/{AUTH_FILE}'" in command[2]
+    assert command[2].count("exec mqbroker") == 1
+    if external["type"] == "LoadBalancer":
+        addresses, config_dir, creds, tmp = (tmp_path / d for d in ("addr", "etc", "creds", "tmp"))
+        for d in (addresses, config_dir, creds, tmp):
+            d.mkdir()
+        (addresses / "demo-broker-0-0").write_text("203.0.113.7")
+        (config_dir / "broker-0.conf").write_text(render_broker_conf(CLUSTER, spec, 0, 0))
+        (creds / AUTH_FILE).write_text(auth_properties("op", "pw"))
+        mount = next(
+            m["mountPath"]
+            for m in container["volumeMounts"]
+            if m["mountPath"]
+            not in (CREDENTIALS_DIR, TLS_DIR, "/tmp", "/home/rocketmq", names.BROKER_CONFIG_DIR, "/data")
+        )
+        script = (
+            command[2]
+            .replace("'/tmp/", f"'{tmp}/")
+            .replace("$(POD_INDEX)", "0")
+            .replace(f"{names.BROKER_CONFIG_DIR}/", f"{config_dir}/")
+            .replace(f"'{CREDENTIALS_DIR}/", f"'{creds}/")
+            .replace(mount, str(addresses))
+            .replace("exec mqbroker", 'echo "$BROKER_IP1"; exec echo')
+        )
+        env = {"POD_NAME": "demo-broker-0-0", "PATH": "/usr/bin:/bin"}
+        out = subprocess.run(["/bin/sh", "-c", script], capture_output=True, text=True, check=True, env=env).stdout
+        assert out == f"203.0.113.7\n-c {tmp}/broker-0.conf\n"
+        assert "innerClientAuthenticationCredentials" in (tmp / "broker-0.conf").read_text()
