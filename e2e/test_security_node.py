@@ -1,0 +1,220 @@
+"""spec.security and RocketUser on the node tier: real brokers with authentication, authorization and TLS on.
+
+One RocketCluster (1 NameServer, one group with a slave, ephemeral storage, the image of this tree) in a namespace
+that enforces the restricted Pod Security Standard, TLS from a kubernetes.io/tls Secret (a self-signed CA made
+here), serves the module:
+- the cluster becomes Ready: its probes sign and speak TLS, the slave replicates from its master over TLS with the
+  inner credentials, and the operator's own admin calls (the planner's facts, a RocketTopic) are signed;
+- the operator's secret is in its Secret only: not in any ConfigMap, Event or the operator's log;
+- a RocketUser gets Ready and a <name>-credentials Secret; a producer/consumer Job that signs with that Secret
+  sends and consumes every message; the same Job without credentials is refused (NO_PERMISSION); after the
+  RocketUser is deleted, the Job with the old credentials is refused too.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from broker.transport.tls import self_signed_pem
+from e2e.operator_harness import CRD_FILE, OperatorProcess, running_operator
+
+if TYPE_CHECKING:
+    from e2e.conftest import Kube
+
+pytestmark = [pytest.mark.k8s, pytest.mark.node]
+
+REPO = Path(__file__).resolve().parents[1]
+CLUSTER = "sec"
+TOPIC = "secure-orders"
+COUNT = 200
+
+
+@pytest.fixture(scope="module")
+def ns(k8s_node: Kube) -> Iterator[str]:
+    name = f"security-{uuid.uuid4().hex[:6]}"
+    k8s_node.run("apply", "--server-side", "-f", str(CRD_FILE.parent))
+    for crd in ("rocketclusters", "rockettopics", "rocketusers"):
+        k8s_node.run("wait", "--for=condition=Established", f"crd/{crd}.rocketcluster.io", "--timeout=60s")
+    k8s_node.run("create", "namespace", name)
+    k8s_node.run("label", "namespace", name, "pod-security.kubernetes.io/enforce=restricted")
+    cert, key = self_signed_pem(("rocketcluster-test-ca",))
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "kubernetes.io/tls",
+        "metadata": {"name": "sec-cert"},
+        "data": {k: base64.b64encode(v).decode() for k, v in (("tls.crt", cert), ("tls.key", key), ("ca.crt", cert))},
+    }
+    k8s_node.apply(json.dumps(secret), namespace=name)
+    k8s_node.run("create", "configmap", "-n", name, "cluster-ca", "--from-literal", f"ca.crt={cert.decode()}")
+    k8s_node.run(
+        "create", "configmap", "-n", name, "secure-roundtrip", f"--from-file={REPO / 'e2e' / 'secure_roundtrip.py'}"
+    )
+    yield name
+    for kind in ("rmqu", "rmqt", "rmq"):
+        k8s_node.run("delete", kind, "--all", "-n", name, "--wait=true", "--timeout=90s", check=False, timeout=120)
+    k8s_node.run("delete", "namespace", name, "--wait=false", check=False)
+
+
+@pytest.fixture(scope="module")
+def operator(k8s_node: Kube, ns: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
+    with running_operator(k8s_node, [ns], tmp_path_factory.mktemp("op")) as proc:
+        yield proc
+        for kind in ("rmqu", "rmqt"):  # while the cluster still runs: their deletion needs the brokers
+            k8s_node.run("delete", kind, "--all", "-n", ns, "--wait=true", "--timeout=90s", check=False, timeout=120)
+
+
+def _ready(kube: Kube, ns: str, kind: str, name: str) -> dict[str, Any] | None:
+    obj = kube.get("-n", ns, kind, name)
+    status = obj.get("status") or {}
+    ready = next((c for c in status.get("conditions", []) if c["type"] == "Ready"), {})
+    current = status.get("observedGeneration") == obj["metadata"]["generation"]
+    return status if current and ready.get("status") == "True" else None
+
+
+@pytest.fixture(scope="module")
+def cluster(k8s_node: Kube, ns: str, broker_image: str, operator: OperatorProcess) -> dict[str, Any]:
+    spec = {
+        "image": broker_image,
+        "imagePullPolicy": "Never",
+        "nameServer": {"replicas": 1},
+        "broker": {"groups": 1, "slavesPerGroup": 1},
+        "storage": {"type": "ephemeral", "size": "1Gi"},
+        "security": {
+            "authentication": {"enabled": True},
+            "authorization": {"enabled": True},
+            "tls": {"enabled": True, "secretName": "sec-cert"},
+        },
+    }
+    body = {"apiVersion": "rocketcluster.io/v1alpha1", "kind": "RocketCluster", "metadata": {"name": CLUSTER}}
+    k8s_node.apply(json.dumps(body | {"spec": spec}), namespace=ns)
+    status: dict[str, Any] = k8s_node.wait_for(
+        "the secured cluster Ready", lambda: _ready(k8s_node, ns, "rmq", CLUSTER), timeout=480, interval=3
+    )
+    topic = {
+        "apiVersion": "rocketcluster.io/v1alpha1",
+        "kind": "RocketTopic",
+        "metadata": {"name": TOPIC},
+        "spec": {"clusterRef": CLUSTER, "queues": 4},
+    }
+    k8s_node.apply(json.dumps(topic), namespace=ns)
+    k8s_node.wait_for("the topic Ready", lambda: _ready(k8s_node, ns, "rmqt", TOPIC), timeout=120, interval=2)
+    return status
+
+
+def _job(name: str, image: str, secret: str | None) -> dict[str, Any]:
+    env: list[dict[str, Any]] = [{"name": "TLS_CA_FILE", "value": "/ca/ca.crt"}]
+    if secret is not None:
+        for var, key in (("ACCESS_KEY", "accessKey"), ("SECRET_KEY", "secretKey")):
+            env.append({"name": var, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}})
+    container = {
+        "name": "roundtrip",
+        "image": image,
+        "imagePullPolicy": "Never",
+        "command": ["python3", "/scripts/secure_roundtrip.py", "--topic", TOPIC, "--group", f"app-{name}",
+                    "--count", str(COUNT)],
+        "envFrom": [{"configMapRef": {"name": f"{CLUSTER}-connection"}}],
+        "env": env,
+        "volumeMounts": [{"name": "scripts", "mountPath": "/scripts"}, {"name": "ca", "mountPath": "/ca"}],
+        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+    }  # fmt: skip
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name},
+        "spec": {
+            "backoffLimit": 0,
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "securityContext": {
+                        "runAsNonRoot": True,
+                        "runAsUser": 10001,
+                        "seccompProfile": {"type": "RuntimeDefault"},
+                    },
+                    "containers": [container],
+                    "volumes": [
+                        {"name": "scripts", "configMap": {"name": "secure-roundtrip"}},
+                        {"name": "ca", "configMap": {"name": "cluster-ca"}},
+                    ],
+                }
+            },
+        },
+    }  # fmt: skip
+
+
+def _run_job(kube: Kube, ns: str, image: str, name: str, secret: str | None) -> dict[str, Any]:
+    kube.apply(json.dumps(_job(name, image, secret)), namespace=ns)
+
+    def finished() -> dict[str, Any] | None:
+        status: dict[str, Any] = kube.get("-n", ns, "job", name).get("status", {})
+        return status if status.get("succeeded") or status.get("failed") else None
+
+    status = kube.wait_for(f"Job {name} finished", finished, timeout=300, interval=2)
+    logs = kube.run("logs", "-n", ns, f"job/{name}")
+    assert status.get("succeeded"), logs[-3000:]
+    result: dict[str, Any] = json.loads(logs.strip().splitlines()[-1])
+    return result
+
+
+def _secret(kube: Kube, ns: str, name: str) -> dict[str, str]:
+    data = kube.get("-n", ns, "secret", name)["data"]
+    return {k: base64.b64decode(v).decode() for k, v in data.items()}
+
+
+def test_the_operator_secret_stays_in_its_secret(
+    k8s_node: Kube, ns: str, cluster: dict[str, Any], operator: OperatorProcess
+) -> None:
+    creds = _secret(k8s_node, ns, f"{CLUSTER}-operator-credentials")
+    assert creds["accessKey"] == "rocketcluster-operator" and len(creds["secretKey"]) >= 40
+    config_maps = k8s_node.run("get", "configmaps", "-n", ns, "-o", "json")
+    events = k8s_node.run("get", "events", "-n", ns, "-o", "json")
+    assert "authenticationEnabled=true" in config_maps and "tls.server.mode=enforcing" in config_maps
+    for text in (config_maps, events, operator.tail(10**7)):
+        assert creds["secretKey"] not in text
+    assert cluster["readyGroups"] == 1
+    pods = k8s_node.get("-n", ns, "pods", "-l", f"rocketcluster.io/cluster={CLUSTER}")["items"]
+    assert len(pods) == 3 and all(p["metadata"]["annotations"].get("rocketcluster.io/secrets-hash") for p in pods)
+
+
+def test_a_job_with_the_users_secret_succeeds_and_without_it_is_refused(
+    k8s_node: Kube, ns: str, broker_image: str, cluster: dict[str, Any]
+) -> None:
+    user = {
+        "apiVersion": "rocketcluster.io/v1alpha1",
+        "kind": "RocketUser",
+        "metadata": {"name": "app"},
+        "spec": {
+            "clusterRef": CLUSTER,
+            "acls": [
+                {"resource": {"type": "Topic", "name": TOPIC}, "actions": ["Pub", "Sub"]},
+                {"resource": {"type": "Group", "name": "app-", "patternType": "Prefixed"}, "actions": ["Sub"]},
+            ],
+        },
+    }
+    k8s_node.apply(json.dumps(user), namespace=ns)
+    status = k8s_node.wait_for("the user Ready", lambda: _ready(k8s_node, ns, "rmqu", "app"), timeout=120, interval=2)
+    assert status["secret"] == "app-credentials" and status["brokerNames"] == [f"{CLUSTER}-0"]
+    creds = _secret(k8s_node, ns, "app-credentials")
+    assert creds["accessKey"] == "app"
+
+    signed = _run_job(k8s_node, ns, broker_image, "signed", "app-credentials")
+    assert signed == {"refused": False, "acked": COUNT, "consumed": COUNT}, signed
+
+    unsigned = _run_job(k8s_node, ns, broker_image, "unsigned", None)
+    assert unsigned["refused"] is True and unsigned["acked"] == 0, unsigned
+    assert "NoPermission" in unsigned["error"] or "code 16" in unsigned["error"], unsigned
+
+    # the user deleted: its credentials stop working (the Secret goes with the RocketUser, so keep a copy)
+    k8s_node.run("create", "secret", "generic", "-n", ns, "old-app", f"--from-literal=accessKey={creds['accessKey']}",
+                 f"--from-literal=secretKey={creds['secretKey']}")  # fmt: skip
+    k8s_node.run("delete", "rmqu", "app", "-n", ns, "--wait=true", "--timeout=90s", timeout=120)
+    revoked = _run_job(k8s_node, ns, broker_image, "revoked", "old-app")
+    assert revoked["refused"] is True and creds["secretKey"] not in revoked["error"], revoked
