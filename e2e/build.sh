@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build (or reuse from cache) the Kubernetes components the e2e harness runs.
-#   e2e/build.sh [all|control-plane|node|kubernetes|etcd|coredns|local-path|helm|pause|kubeadm|kind|kindnetd]...
+#   e2e/build.sh [all|control-plane|node|kubernetes|etcd|coredns|local-path|helm|pause|kubeadm|kind|kindnetd|crictl]...
 # Binaries land in ~/.cache/rocketcluster/<component>-<version>/bin; nothing built goes into the repo.
 # Builds run with `nice -n 19` and a small -p so they share the machine politely.
 set -euo pipefail
@@ -72,6 +72,8 @@ build_coredns() { go_install "$1" "github.com/coredns/coredns@$COREDNS_VERSION";
 build_local_path() { go_install "$1" "github.com/rancher/local-path-provisioner@$LOCAL_PATH_VERSION"; }
 build_helm() { go_install "$1" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"; }
 build_kind() { go_install "$1" "sigs.k8s.io/kind@$KIND_VERSION"; }
+# crictl on kind nodes: `kind load` asks it whether a node already has an image.
+build_crictl() { go_install "$1" "sigs.k8s.io/cri-tools/cmd/crictl@$CRICTL_VERSION"; }
 
 # kindnetd, kind's default CNI, is a nested module of the kind repository (images/kindnetd) that the Go
 # module proxy does not serve, so its four source files come from a git clone of kind named by KIND_SRC,
@@ -101,6 +103,7 @@ one() {
     pause) cached pause "$CACHE/pause-$PAUSE_VERSION" build_pause ;;
     kubeadm) cached kubeadm "$CACHE/kubeadm-$K8S_VERSION" build_kubeadm ;;
     kind) cached kind "$CACHE/kind-$KIND_VERSION" build_kind ;;
+    crictl) cached crictl "$CACHE/crictl-$CRICTL_VERSION" build_crictl ;;
     kindnetd) cached kindnetd "$CACHE/kindnetd-$KINDNETD_REF" build_kindnetd ;;
     control-plane) one etcd; one kubernetes ;;
     node | all) one etcd; one kubernetes; one pause; one coredns; one local-path; [[ $1 == all ]] && one helm; true ;;

@@ -30,8 +30,16 @@ def free_port() -> int:
 
 
 class OperatorProcess:
-    def __init__(self, kubeconfig: Path, namespaces: list[str], log: Path, resync_seconds: float = 3) -> None:
+    def __init__(
+        self,
+        kubeconfig: Path,
+        namespaces: list[str],
+        log: Path,
+        resync_seconds: float = 3,
+        peering: str | None = None,
+    ) -> None:
         self.kubeconfig = kubeconfig
+        self.peering = peering  # kopf's --peering=<name> (one of several replicas), else --standalone
         self.namespaces = namespaces
         self.log = log
         self.liveness_port = free_port()
@@ -46,7 +54,8 @@ class OperatorProcess:
             ROCKETCLUSTER_RESYNC_SECONDS=str(self.resync_seconds),
             ROCKETCLUSTER_METRICS_PORT=str(self.metrics_port),
         )
-        args = [str(OPERATOR), "--standalone", f"--liveness=http://127.0.0.1:{self.liveness_port}/healthz"]
+        mode = f"--peering={self.peering}" if self.peering else "--standalone"
+        args = [str(OPERATOR), mode, f"--liveness=http://127.0.0.1:{self.liveness_port}/healthz"]
         for ns in self.namespaces:
             args += ["--namespace", ns]
         with self.log.open("ab") as out:
@@ -78,6 +87,12 @@ class OperatorProcess:
         for ns in self.namespaces:
             kube.run("delete", "rmq", "--all", "-n", ns, "--wait=true", "--timeout=120s", check=False, timeout=150)
         return self.stop()
+
+    def kill(self) -> None:
+        """kill -9: no goodbye to the API server (its peering keep-alive stays until it expires)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
 
     def stop(self) -> str:
         """Stop gracefully (SIGTERM, as the kubelet does); returns the log."""

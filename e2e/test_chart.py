@@ -178,7 +178,7 @@ NAMESPACED_NEEDS = {
 SECRET_VERBS = ("get", "create", "patch")
 # Rights the chart no longer grants because nothing uses them (tests/operator/test_rbac.py keeps it so).
 NAMESPACED_UNUSED = {
-    ("", "services", "list"),
+    ("", "serviceaccounts", "list"),
     ("", "configmaps", "get"),
     ("", "pods", "get"),
     ("rocketcluster.io", "rocketclusters/status", "get"),
@@ -198,7 +198,7 @@ def test_helm_lint_passes_in_both_modes(helm: Helm) -> None:
 def test_template_for_all_namespaces_uses_one_cluster_role(helm: Helm) -> None:
     docs = helm.template()
     kinds = sorted(d["kind"] for d in docs)
-    assert kinds == ["ClusterRole", "ClusterRoleBinding", "Deployment", "ServiceAccount"]
+    assert kinds == ["ClusterKopfPeering", "ClusterRole", "ClusterRoleBinding", "Deployment", "ServiceAccount"]
     [role] = by_kind(docs, "ClusterRole")
     rights = granted(role["rules"])
     assert rights >= NAMESPACED_NEEDS
@@ -214,7 +214,7 @@ def test_template_for_all_namespaces_uses_one_cluster_role(helm: Helm) -> None:
 
     container = operator_container(docs)
     assert container["command"] == ["rocketcluster-operator"]
-    assert "--all-namespaces" in container["args"] and "--standalone" in container["args"]
+    assert "--all-namespaces" in container["args"] and "--peering=rel-rocketcluster-operator-ops" in container["args"]
     assert not [a for a in container["args"] if a.startswith("--namespace")]
     assert container["image"] == "rocketcluster.local/operator:0.1.0"
 
@@ -246,7 +246,8 @@ def test_the_deployment_runs_locked_down(helm: Helm) -> None:
     docs = helm.template()
     [deployment] = by_kind(docs, "Deployment")
     spec = deployment["spec"]
-    assert spec["replicas"] == 1 and spec["strategy"] == {"type": "Recreate"}
+    # two replicas by default, one active (kopf's peering)
+    assert spec["replicas"] == 2 and spec["strategy"]["type"] == "RollingUpdate"
     pod = spec["template"]["spec"]
     assert pod["securityContext"]["runAsNonRoot"] is True
     assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
@@ -266,6 +267,51 @@ def test_the_deployment_runs_locked_down(helm: Helm) -> None:
         assert labels["app.kubernetes.io/managed-by"] == "Helm", doc["kind"]
         assert labels["helm.sh/chart"] == "rocketcluster-operator-0.1.0", doc["kind"]
         assert labels["app.kubernetes.io/name"] == "rocketcluster-operator", doc["kind"]
+
+
+@pytest.mark.parametrize(
+    ("values", "replicas", "strategy", "flag", "peering"),
+    [
+        ([], 2, "RollingUpdate", "--peering=rel-rocketcluster-operator-ops", ("ClusterKopfPeering", None)),
+        (
+            ["--set", "watchNamespaces={team-a,team-b}"],
+            2,
+            "RollingUpdate",
+            "--peering=rel-rocketcluster-operator",
+            ("KopfPeering", ["team-a", "team-b"]),
+        ),
+        (["--set", "replicaCount=3"], 3, "RollingUpdate", "--peering=rel-rocketcluster-operator-ops", None),
+        (["--set", "replicaCount=1"], 1, "Recreate", "--standalone", None),
+    ],
+    ids=["default", "listed-namespaces", "three", "standalone"],
+)
+def test_replicas_run_with_kopf_peering_or_standalone(
+    helm: Helm, values: list[str], replicas: int, strategy: str, flag: str, peering: Any
+) -> None:
+    docs = helm.template(*values)
+    [deployment] = by_kind(docs, "Deployment")
+    assert deployment["spec"]["replicas"] == replicas
+    assert deployment["spec"]["strategy"]["type"] == strategy
+    container = operator_container(docs)
+    other = "--standalone" if flag.startswith("--peering") else "--peering"
+    assert flag in container["args"] and not any(a.startswith(other) for a in container["args"])
+    pod_id = {"name": "POD_ID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
+    assert pod_id in container["env"], "kopf names each replica by POD_ID in the peering object"
+    objects = by_kind(docs, "ClusterKopfPeering") + by_kind(docs, "KopfPeering")
+    rules = [r for d in by_kind(docs, "Role") + by_kind(docs, "ClusterRole") for r in d["rules"]]
+    peering_rules = [r for r in rules if r["apiGroups"] == ["kopf.dev"]]
+    if replicas == 1:
+        assert not objects and not peering_rules, "a standalone operator needs no peering object nor rights"
+        return
+    name = flag.split("=", 1)[1]
+    assert {o["metadata"]["name"] for o in objects} == {name}
+    if peering is not None:
+        kind, namespaces = peering
+        assert {o["kind"] for o in objects} == {kind}
+        assert sorted(o["metadata"].get("namespace") for o in objects) == (namespaces or [None])
+        plural = "kopfpeerings" if namespaces else "clusterkopfpeerings"
+        assert all(r["resources"] == [plural] for r in peering_rules) and peering_rules
+        assert all(r["verbs"] == ["get", "list", "watch", "patch"] for r in peering_rules)
 
 
 @pytest.mark.parametrize(

@@ -2,6 +2,9 @@
 
 - Placement: a RocketCluster of 2 groups x (master + slave), with the operator's default anti-affinity, runs
   every group's master and slave on different nodes.
+- Drain: `kubectl drain` of the worker that holds the masters, under a steady stream of sends. The
+  evictions go through the groups' PodDisruptionBudgets, so every group keeps a Ready pod throughout; once
+  the node is uncordoned the cluster is Ready again, and every acknowledged message is consumed.
 - NetworkPolicy: a policy that denies all ingress in a namespace stops a client pod there from reaching a
   server pod it reached a moment before, on kind's network (kindnetd's policy engine).
 
@@ -13,12 +16,16 @@ from __future__ import annotations
 
 import json
 import subprocess
+import threading
+import time
 import uuid
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from broker.client import ConsumeStatus, Message
+from broker.client.blocking import BlockingAdmin, BlockingProducer, BlockingPushConsumer
 from e2e.operator_harness import CRD_FILE, OperatorProcess, running_operator
 
 if TYPE_CHECKING:
@@ -80,7 +87,8 @@ def test_each_group_runs_master_and_slave_on_different_nodes(
         "spec": {
             "image": kind_broker_image,
             "imagePullPolicy": "Never",
-            "nameServer": {"replicas": 1},
+            # two NameServers: the drain test below moves one while clients keep the other
+            "nameServer": {"replicas": 2},
             "broker": {"groups": 2, "slavesPerGroup": 1},
             "storage": {"type": "persistentClaim", "size": "128Mi"},
         },
@@ -108,6 +116,122 @@ def test_each_group_runs_master_and_slave_on_different_nodes(
     for group, nodes in placed.items():
         assert len(set(nodes)) == len(nodes), f"group {group}: master and slave share a node: {placed}"
     print(f"\nplacement: {placed}")
+
+
+DRAIN_TOPIC = "DrainOrders"
+
+
+class _Traffic:
+    """Sends a numbered message every 20 ms from this host (pod IPs are routed to the nodes) and consumes them."""
+
+    def __init__(self, namesrv: str) -> None:
+        self.namesrv = namesrv
+        self.acked: set[str] = set()
+        self.consumed: set[str] = set()
+        self.errors: list[str] = []
+        self.stop = threading.Event()
+        self.consumer = BlockingPushConsumer("DrainConsumers", namesrv)
+        self.consumer.subscribe(DRAIN_TOPIC, "*")
+        self.consumer.register_listener(self._on_messages)
+        self.thread = threading.Thread(target=self._produce, daemon=True)
+
+    def start(self) -> None:
+        self.consumer.start()
+        self.thread.start()
+
+    def _on_messages(self, msgs: list[Any]) -> ConsumeStatus:
+        self.consumed.update(m.keys[0] for m in msgs if m.keys)
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    def _produce(self) -> None:
+        with BlockingProducer("DrainProducers", self.namesrv) as producer:
+            i = 0
+            while not self.stop.is_set():
+                key = f"d{i:07d}"
+                try:
+                    producer.send(Message(DRAIN_TOPIC, key.encode(), keys=key))
+                    self.acked.add(key)
+                except Exception as exc:  # counted: sends fail while a group has no master
+                    self.errors.append(f"{type(exc).__name__}: {exc}")
+                i += 1
+                time.sleep(0.02)
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(30)
+        self.consumer.shutdown()
+
+
+def _ready_per_group(kube: Kube, ns: str, groups: list[dict[str, Any]]) -> dict[str, int]:
+    pods = {p["metadata"]["name"]: p for p in kube.get("-n", ns, "pods")["items"]}
+
+    def ready(name: str) -> bool:
+        conds = pods.get(name, {}).get("status", {}).get("conditions", [])
+        return any(c["type"] == "Ready" and c["status"] == "True" for c in conds)
+
+    return {g["brokerName"]: sum(ready(m["pod"]) for m in [g["master"], *g["slaves"]]) for g in groups}
+
+
+def test_draining_a_worker_keeps_a_ready_pod_per_group_and_loses_no_acknowledged_message(
+    k8s_kind: Kube, namespace: str, operator: OperatorProcess
+) -> None:
+    kube, ns = k8s_kind, namespace
+    obj = kube.wait_for("Ready=True", lambda: _ready(kube, ns, "spread"), timeout=300, interval=2)
+    groups = obj["status"]["groupStatus"]
+    pods = {p["metadata"]["name"]: p for p in kube.get("-n", ns, "pods")["items"]}
+    masters_on: dict[str, int] = {}
+    for g in groups:
+        node = pods[g["master"]["pod"]]["spec"]["nodeName"]
+        masters_on[node] = masters_on.get(node, 0) + 1
+    victim = max(masters_on, key=lambda n: masters_on[n])
+    namesrv = ";".join(
+        f"{p['status']['podIP']}:9876" for n, p in pods.items() if "nameserver" in n and p["status"].get("podIP")
+    )
+    with BlockingAdmin(namesrv) as admin:
+        admin.create_topic(DRAIN_TOPIC, cluster="spread", read_queue_nums=4, write_queue_nums=4)
+    traffic = _Traffic(namesrv)
+    traffic.start()
+    try:
+        kube.wait_for("the first acknowledged sends", lambda: len(traffic.acked) > 50, timeout=90)
+        lowest = {name: 2 for name in (g["brokerName"] for g in groups)}
+        watching = threading.Event()
+
+        def watch() -> None:  # the fewest Ready pods each group had at any moment of the drain
+            while not watching.is_set():
+                try:
+                    for name, n in _ready_per_group(kube, ns, groups).items():
+                        lowest[name] = min(lowest[name], n)
+                except AssertionError:
+                    pass
+                time.sleep(0.5)
+
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
+        started = time.monotonic()
+        out = kube.run("drain", victim, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=300s", timeout=330)
+        drained_in = time.monotonic() - started
+        watching.set()
+        watcher.join(10)
+        assert "evicted" in out, out
+        assert all(n >= 1 for n in lowest.values()), f"a group lost every Ready pod during the drain: {lowest}"
+        kube.run("uncordon", victim)
+        kube.wait_for("Ready=True after uncordon", lambda: _ready(kube, ns, "spread"), timeout=420, interval=2)
+        acked_before = len(traffic.acked)
+        kube.wait_for("sends acknowledged again", lambda: len(traffic.acked) > acked_before + 50, timeout=120)
+    finally:
+        kube.run("uncordon", victim, check=False)
+        traffic.close()
+    missing = traffic.acked - traffic.consumed
+    deadline = time.monotonic() + 180
+    while missing and time.monotonic() < deadline:
+        time.sleep(1)
+        missing = traffic.acked - traffic.consumed
+    print(
+        f"\ndrained {victim} in {drained_in:.0f} s; fewest Ready pods per group during the drain: {lowest}; "
+        f"{len(traffic.acked)} sends acknowledged, {len(traffic.errors)} failed"
+        f" (first: {traffic.errors[0] if traffic.errors else '-'})"
+    )
+    assert not missing, f"{len(missing)} acknowledged messages never consumed, e.g. {sorted(missing)[:5]}"
 
 
 def _nft_queue_missing(node: str) -> str | None:

@@ -5,7 +5,7 @@
 #
 # What goes in, all built or cached by e2e/build.sh and images/build.sh:
 #   - the node: a debootstrap of Debian bookworm with systemd, containerd, runc, the CNI plugins and
-#     iptables (images/build.sh base), plus e2e/kind/node/ and kubeadm, kubelet, kubectl;
+#     iptables (images/build.sh base), plus e2e/kind/node/ and kubeadm, kubelet, kubectl, crictl;
 #   - preloaded into the node's containerd: kube-apiserver, kube-controller-manager, kube-scheduler,
 #     kube-proxy, etcd and CoreDNS under the repository `rocketcluster.local` (kubeadm is told so by
 #     e2e/kind/cluster.sh's config), and kindnetd, local-path-provisioner, pause and volume-helper.
@@ -82,7 +82,7 @@ component_images() { # builds them in the engine; prints their names
 
 build_node() { # NAME
   local name=$1 base ctx=$WORK/node preload=$WORK/preload images
-  bash "$E2E/build.sh" kubernetes kubeadm etcd coredns local-path pause kindnetd >&2
+  bash "$E2E/build.sh" kubernetes kubeadm etcd coredns local-path pause kindnetd crictl >&2
   base=$(bash "$REPO/images/build.sh" base $NODE_PACKAGES)
   log "component images"
   images=$(component_images | tr '\n' ' ')
@@ -98,7 +98,8 @@ build_node() { # NAME
   log "node image (FROM $base)"
   rm -rf "$ctx"; mkdir -p "$ctx/bin"
   cp -a "$HERE/node/." "$ctx/"
-  cp "$KBIN/kubelet" "$KBIN/kubectl" "$(bin "kubeadm-$K8S_VERSION")/kubeadm" "$ctx/bin/"
+  cp "$KBIN/kubelet" "$KBIN/kubectl" "$(bin "kubeadm-$K8S_VERSION")/kubeadm" "$(bin "crictl-$CRICTL_VERSION")/crictl" \
+    "$ctx/bin/"
   echo "$K8S_VERSION" >"$ctx/kind/version"
   sed -i -e "s/KINDNETD_REF/$KINDNETD_REF/" "$ctx/kind/manifests/default-cni.yaml"
   sed -i -e "s/LOCAL_PATH_VERSION/$LOCAL_PATH_VERSION/" "$ctx/kind/manifests/default-storage.yaml"
@@ -148,6 +149,14 @@ main() {
     echo "built $(date -u +%FT%TZ) in $((SECONDS - t0))s" >"$dir.tmp/.complete"
     rm -rf "$dir"; mv "$dir.tmp" "$dir"
     log "$name: built in $((SECONDS - t0))s, $(($($DOCKER image inspect -f '{{.Size}}' "$name") / 1000000)) MB"
+    # Older node images are 1.1 GB each: drop their caches, and their Docker images unless a node runs them.
+    local old
+    for old in "$CACHE"/kind-node-*; do
+      [[ $old == "$dir" || ! -d $old ]] || rm -rf "$old"
+    done
+    for old in $($DOCKER images --format '{{.Repository}}:{{.Tag}}' rocketcluster.local/kind-node); do
+      [[ $old == "$name" ]] || $DOCKER rmi "$old" >/dev/null 2>&1 || true
+    done
   fi
   echo "$name"
 }

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import datetime
 import logging
 import os
 import sys
@@ -35,6 +36,7 @@ from rocketcluster.kube import ApiError, Kube
 from rocketcluster.main import watched_namespaces
 from rocketcluster.model import SpecError, parse_spec
 from rocketcluster.observe import build_observed, build_status, pod_ready, ready_nameserver_addrs, with_rejections
+from rocketcluster.peering import LIFETIME_SECONDS, Leadership, choose_priority, own_identity, peering_arguments
 from rocketcluster.plan import Wait, plan
 from rocketcluster.pod_watch import watch_paths, watch_pods
 from rocketcluster.report import differs, now_iso, report_problem
@@ -55,6 +57,8 @@ _passes: dict[tuple[str, str], asyncio.Task[None]] = {}  # a pass started by a p
 _changed_again: set[tuple[str, str]] = set()
 _resync_task: asyncio.Task[None] | None = None
 _watch_tasks: list[asyncio.Task[None]] = []  # the pod watches (rocketcluster.pod_watch)
+# Whether this replica is the one at work (rocketcluster.peering); standalone until `configure` says otherwise.
+leadership = Leadership(None, own_identity(), None)
 # Run on every resync tick too: the RocketTopic and RocketConsumerGroup passes (rocketcluster.handlers_resources)
 RESYNC_HOOKS: list[Callable[[], None]] = []
 
@@ -84,6 +88,7 @@ async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.watching.server_timeout = 300
     logging.getLogger("kopf.objects").addFilter(_RoutineProgress())
     _kube = Kube.login(settings)
+    await _join_peering(settings, _kube)
     try:
         metrics.serve(metrics.metrics_port())
     except (OSError, ValueError) as exc:  # a bad setting is not retried: the operator stops, saying why
@@ -91,6 +96,32 @@ async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     _resync_task = asyncio.create_task(_resync_forever())
     for path, patterns in watch_paths(watched_namespaces(sys.argv[1:])):
         _watch_tasks.append(asyncio.create_task(watch_pods(_kube, path, patterns, on_pod)))
+
+
+async def _join_peering(settings: kopf.OperatorSettings, kube: Kube) -> None:
+    """With --peering: our keep-alive lifetime, and a priority below the replica already at work (kopf pauses
+    every replica that shares the highest priority, and all replicas run the same command line)."""
+    global leadership
+    name, priority = peering_arguments(sys.argv[1:])
+    namespaces = watched_namespaces(sys.argv[1:])
+    if name is None:
+        return
+    if namespaces is not None and any(any(c in ns for c in "*?[!") for ns in namespaces):
+        # kopf keeps a KopfPeering in every namespace a pattern matches; the pass guard reads named ones only
+        raise kopf.PermanentError("--peering needs plain --namespace names or all namespaces, not patterns")
+    leadership = Leadership(name, own_identity(), namespaces)
+    settings.peering.lifetime = LIFETIME_SECONDS
+    if priority is None:
+        now = datetime.datetime.now(datetime.UTC)
+        priority = choose_priority(await leadership.statuses(kube), leadership.identity, now)
+        settings.peering.priority = priority
+    leadership.priority = priority
+    log.info("peering %r as %s with priority %d", name, leadership.identity, priority)
+
+
+async def active() -> bool:
+    """Whether this replica may reconcile now (kopf's handlers are paused on the others; our loops ask this)."""
+    return await leadership.active(kube_client())
 
 
 @kopf.on.cleanup()
@@ -168,6 +199,8 @@ async def _pass(key: tuple[str, str]) -> None:
     while True:
         _changed_again.discard(key)
         try:
+            if not await active():
+                return  # a standby: the active replica's own loops and handlers serve this cluster
             raw = await kube_client().get(names.API_VERSION, names.KIND, namespace, name)
             if raw is None or raw["metadata"].get("deletionTimestamp"):
                 return

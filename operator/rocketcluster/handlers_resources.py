@@ -225,6 +225,8 @@ async def _pass(key: Key) -> None:
     while True:
         _changed_again.discard(key)
         try:
+            if not await handlers.active():
+                return  # a standby (rocketcluster.peering): the active replica serves this object
             raw = await handlers.kube_client().get(names.API_VERSION, kind.kind, namespace, name)
             if raw is not None and not raw["metadata"].get("deletionTimestamp"):
                 await reconcile_resource(kind, raw)

@@ -32,9 +32,11 @@ FIELD_MANAGER = "rocketcluster-operator"
 # kind -> plural, for the kinds the operator touches (a fixed set: no discovery round trips)
 _PLURALS = {
     "Certificate": "certificates",
+    "ClusterKopfPeering": "clusterkopfpeerings",
     "ConfigMap": "configmaps",
     "CustomResourceDefinition": "customresourcedefinitions",
     "Event": "events",
+    "KopfPeering": "kopfpeerings",
     "NetworkPolicy": "networkpolicies",
     "PersistentVolumeClaim": "persistentvolumeclaims",
     "Pod": "pods",
@@ -49,7 +51,7 @@ _PLURALS = {
     "StatefulSet": "statefulsets",
     "StorageClass": "storageclasses",
 }
-_CLUSTER_SCOPED = {"CustomResourceDefinition", "StorageClass"}
+_CLUSTER_SCOPED = {"ClusterKopfPeering", "CustomResourceDefinition", "StorageClass"}
 # Sent once more when the server dropped the connection under it: server-side apply is idempotent, but
 # aiohttp retries only GET, HEAD, OPTIONS, TRACE, PUT and DELETE itself
 _RETRIED_HERE = frozenset(("PATCH",))

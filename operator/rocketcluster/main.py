@@ -12,9 +12,12 @@ Without a flag that chooses namespaces it watches all of them, as the Helm chart
 
 from __future__ import annotations
 
+import os
 import sys
 
 from kopf import cli
+
+from rocketcluster.peering import own_identity
 
 __all__ = ["kopf_arguments", "main", "watched_namespaces"]
 
@@ -46,4 +49,6 @@ def watched_namespaces(argv: list[str]) -> list[str] | None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    # kopf names this replica in the peering objects by POD_ID; rocketcluster.peering must know the same name
+    os.environ.setdefault("POD_ID", own_identity())
     cli.main(args=kopf_arguments(sys.argv[1:] if argv is None else argv), prog_name="rocketcluster-operator")

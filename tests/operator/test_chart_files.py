@@ -23,6 +23,8 @@ yaml = pytest.importorskip("yaml", reason="PyYAML comes with the `operator` extr
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "rocketcluster-operator"
 CRD_NAMES = [
+    "clusterkopfpeerings.kopf.dev.yaml",  # kopf's peering resources (replicas with --peering)
+    "kopfpeerings.kopf.dev.yaml",
     "rocketclusters.rocketcluster.io.yaml",
     "rocketconsumergroups.rocketcluster.io.yaml",
     "rockettopics.rocketcluster.io.yaml",

@@ -50,6 +50,8 @@ def test_generation_is_deterministic() -> None:
 def test_the_command_writes_the_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert crd.main(["--write", str(tmp_path)]) == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "clusterkopfpeerings.kopf.dev.yaml",
+        "kopfpeerings.kopf.dev.yaml",
         "rocketclusters.rocketcluster.io.yaml",
         "rocketconsumergroups.rocketcluster.io.yaml",
         "rockettopics.rocketcluster.io.yaml",

@@ -50,6 +50,10 @@ RAW_CALLS: dict[tuple[str, str], dict[Use, str]] = {
         (names.GROUP, names.TOPIC_PLURAL, "get"): "reads a RocketTopic before its pass",
         (names.GROUP, names.CONSUMER_GROUP_PLURAL, "get"): "reads a RocketConsumerGroup before its pass",
     },
+    ("peering.py", "get"): {
+        ("kopf.dev", "clusterkopfpeerings", "get"): "reads the replicas' keep-alives (all namespaces)",
+        ("kopf.dev", "kopfpeerings", "get"): "reads the replicas' keep-alives (each listed namespace)",
+    },
     ("cluster_access.py", "request"): {("", "secrets", "create"): "creates the operator's own credentials Secret"},
     ("handlers_users.py", "request"): {("", "secrets", "create"): "creates a RocketUser's credentials Secret"},
     ("handlers_users.py", "apply"): {("", "secrets", "patch"): "writes a new password into an emptied user Secret"},
@@ -71,6 +75,11 @@ KOPF_USES: dict[Use, str] = {
     ("apiextensions.k8s.io", "customresourcedefinitions", "watch"): "kopf notices a CRD that changes",
     ("", "namespaces", "list"): "kopf matches a namespace list against the namespaces (listed mode)",
     ("", "namespaces", "watch"): "kopf notices namespaces that appear (listed mode)",
+    **{
+        ("kopf.dev", plural, verb): f"kopf's peering (replicaCount > 1) {why} {plural}"
+        for plural in ("clusterkopfpeerings", "kopfpeerings")
+        for verb, why in (("list", "lists"), ("watch", "watches"), ("patch", "writes its keep-alive into"))
+    },
 }
 
 # Rights the API server requires for what the operator writes, though no call names them.

@@ -54,6 +54,25 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end -}}
 {{- end -}}
 
+{{/* The kopf peering object's name: per release and namespace when it is cluster-scoped. */}}
+{{- define "rocketcluster-operator.peeringName" -}}
+{{- if .Values.watchNamespaces -}}
+{{- include "rocketcluster-operator.fullname" . -}}
+{{- else -}}
+{{- include "rocketcluster-operator.clusterScopedName" . -}}
+{{- end -}}
+{{- end -}}
+
+{{/* kopf's peering (replicaCount > 1): it reads the peering objects, watches them, and patches its keep-alive
+into their status; the active-replica check of our own loops reads them too (rocketcluster.peering). */}}
+{{- define "rocketcluster-operator.peeringRule" -}}
+{{- if gt (int .Values.replicaCount) 1 -}}
+- apiGroups: ["kopf.dev"]
+  resources: [{{ if .Values.watchNamespaces }}"kopfpeerings"{{ else }}"clusterkopfpeerings"{{ end }}]
+  verbs: ["get", "list", "watch", "patch"]
+{{- end -}}
+{{- end -}}
+
 {{- define "rocketcluster-operator.image" -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
 {{- end -}}
