@@ -8,7 +8,9 @@ here), serves the module:
 - the operator's secret is in its Secret only: not in any ConfigMap, Event or the operator's log;
 - a RocketUser gets Ready and a <name>-credentials Secret; a producer/consumer Job that signs with that Secret
   sends and consumes every message; the same Job without credentials is refused (NO_PERMISSION); after the
-  RocketUser is deleted, the Job with the old credentials is refused too.
+  RocketUser is deleted, the Job with the old credentials is refused too;
+- a renewed certificate (new Secret content) rolls every pod in the operator's order (NameServer, slave, master)
+  and the cluster is Ready again; a Job that trusts only the new CA sends and consumes.
 """
 
 from __future__ import annotations
@@ -218,3 +220,58 @@ def test_a_job_with_the_users_secret_succeeds_and_without_it_is_refused(
     k8s_node.run("delete", "rmqu", "app", "-n", ns, "--wait=true", "--timeout=90s", timeout=120)
     revoked = _run_job(k8s_node, ns, broker_image, "revoked", "old-app")
     assert revoked["refused"] is True and creds["secretKey"] not in revoked["error"], revoked
+
+
+def test_a_renewed_certificate_rolls_the_pods_in_order_and_clients_trust_the_new_one(
+    k8s_node: Kube, ns: str, broker_image: str, cluster: dict[str, Any]
+) -> None:
+    kube = k8s_node
+
+    def pods() -> dict[str, dict[str, Any]]:
+        items = kube.get("-n", ns, "pods", "-l", f"rocketcluster.io/cluster={CLUSTER}")["items"]
+        return {p["metadata"]["name"]: p for p in items}
+
+    before = pods()
+    hashes = {p["metadata"]["annotations"]["rocketcluster.io/secrets-hash"] for p in before.values()}
+    assert len(hashes) == 1
+    cert, key = self_signed_pem(("rocketcluster-test-ca-2",))
+    data = {k: base64.b64encode(v).decode() for k, v in (("tls.crt", cert), ("tls.key", key), ("ca.crt", cert))}
+    kube.run("patch", "secret", "sec-cert", "-n", ns, "--type=merge", "-p", json.dumps({"data": data}))
+    ca = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "cluster-ca"},
+        "data": {"ca.crt": cert.decode()},
+    }
+    kube.apply(json.dumps(ca), namespace=ns)
+
+    def rolled() -> dict[str, dict[str, Any]] | None:
+        now = pods()
+        renewed = all(
+            p["metadata"]["uid"] != before[name]["metadata"]["uid"]
+            and p["metadata"]["annotations"]["rocketcluster.io/secrets-hash"] not in hashes
+            for name, p in now.items()
+        )
+        return now if len(now) == 3 and renewed and _ready(kube, ns, "rmq", CLUSTER) else None
+
+    after = kube.wait_for("every pod restarted with the new certificate", rolled, timeout=600, interval=3)
+    started = {name: p["metadata"]["creationTimestamp"] for name, p in after.items()}
+    # the operator's order: NameServers, then each group's slaves, then its master
+    assert started[f"{CLUSTER}-nameserver-0"] <= started[f"{CLUSTER}-broker-0-1"] <= started[f"{CLUSTER}-broker-0-0"]
+
+    user = {
+        "apiVersion": "rocketcluster.io/v1alpha1",
+        "kind": "RocketUser",
+        "metadata": {"name": "app2"},
+        "spec": {
+            "clusterRef": CLUSTER,
+            "acls": [
+                {"resource": {"type": "Topic", "name": TOPIC}, "actions": ["Pub", "Sub"]},
+                {"resource": {"type": "Group", "name": "app-", "patternType": "Prefixed"}, "actions": ["Sub"]},
+            ],
+        },
+    }
+    kube.apply(json.dumps(user), namespace=ns)
+    kube.wait_for("the user Ready", lambda: _ready(kube, ns, "rmqu", "app2"), timeout=120, interval=2)
+    result = _run_job(kube, ns, broker_image, "renewed", "app2-credentials")  # verifies against the new CA
+    assert result == {"refused": False, "acked": COUNT, "consumed": COUNT}, result
