@@ -347,3 +347,24 @@ async def wait_for_listed(admin: Admin, broker_name: str, count: int) -> None:
             return
         await asyncio.sleep(0.05)
     raise AssertionError(f"{broker_name} never had {count} registered addresses")
+
+
+async def test_a_slave_advertising_another_address_counts_as_attached_by_its_ha_address(tmp_path: Path) -> None:
+    # as with the operator's external access: clients get brokerIP1 (a node's IP in Kubernetes), while the slave
+    # replicates from its brokerIP2 (its pod's IP), so the master sees the connection come from brokerIP2's host
+    ha = {"haSendHeartbeatInterval": "300", "haHousekeepingInterval": "3000"}
+    async with local_cluster(tmp_path, TwoGroups, broker_name="rc-0", **ha) as cluster:
+        master = cluster.running_broker
+        slave = await cluster.start_more(
+            "rc-0", "slave", brokerId="1", brokerRole="SLAVE", brokerIP1="127.0.0.2", brokerIP2="127.0.0.1"
+        )
+        await cluster.create_topic("RepTopic", queues=2)
+        async with Producer("rep-pg", cluster.namesrv_addr) as producer:
+            await producer.send(Message("RepTopic", b"r" * 300))
+        await wait_for(lambda: slave.store.max_phy_offset == master.store.max_phy_offset, 20, "the slave")
+        async with Admin(cluster.namesrv_addr) as admin:
+            await wait_for_listed(admin, "rc-0", 2)
+            lag = await admin.replication_lag("rc-0")
+            assert lag.slaves[0].addr.startswith("127.0.0.2:")
+            assert (await admin.runtime_info(lag.slaves[0].addr)).ha_server_host == "127.0.0.1"
+            assert lag.slaves[0].lag_bytes == 0 and lag.slaves[0].attached is True

@@ -83,6 +83,13 @@ class BrokerRuntimeInfo(Mapping[str, str]):
         return self._table.get("haDiverged") or None
 
     @property
+    def ha_server_host(self) -> str | None:
+        """The host of this broker's own HA address (brokerIP2): where a slave's replication connection comes
+        from, which differs from its remoting address when it advertises another one (a node's IP)."""
+        addr = self._table.get("haServerAddr") or ""
+        return addr.rsplit(":", 1)[0] or None
+
+    @property
     def master_addr(self) -> str | None:
         """A slave's view of its master's remoting address (from the NameServer)."""
         return self._table.get("masterAddr") or None

@@ -391,14 +391,17 @@ class Admin:
             if broker_id == MASTER_ID:
                 continue
             diverged = None
+            # the slave's connection comes from its HA address's host, its remoting address's when it has none
+            hosts = {addr.rsplit(":", 1)[0]}
             try:
                 info = await self.runtime_info(addr)
                 offset, diverged = info.commit_log_max_offset, info.ha_diverged
+                hosts |= {info.ha_server_host} if info.ha_server_host else set()
             except (RocketError, RemotingError) as exc:
                 log.info("runtime info of slave %s failed: %s", addr, exc)
                 offset = None
             lag = None if offset is None or diverged else max(0, master_max - offset)
-            serving = None if attached is None else addr.rsplit(":", 1)[0] in attached
+            serving = None if attached is None else bool(hosts & attached)
             slaves.append(SlaveLag(broker_id, addr, offset, lag, diverged, serving))
         return ReplicationLag(broker_name, master, master_max, tuple(slaves))
 
