@@ -124,13 +124,7 @@ class Access:
         """The credentials from `directory`/accessKey and /secretKey (a mounted Secret), when a directory is given."""
         if not directory:
             return cls(tls)
-        try:
-            with open(f"{directory}/accessKey", encoding="utf-8") as f:
-                access_key = f.read().strip()
-            with open(f"{directory}/secretKey", encoding="utf-8") as f:
-                secret_key = f.read().strip()
-        except OSError as exc:
-            raise ProbeError(f"credentials in {directory}: {exc.strerror or exc}") from None
+        access_key, secret_key = _read_key(directory, "accessKey"), _read_key(directory, "secretKey")
         if not access_key or not secret_key:
             raise ProbeError(f"credentials in {directory}: accessKey or secretKey is empty")
         return cls(tls, access_key, secret_key)
@@ -146,6 +140,22 @@ class Access:
 
 
 _PLAIN = Access()
+_MAX_KEY_FILE = 4096  # far above any access or secret key; a larger file is not one
+
+
+def _read_key(directory: str, name: str) -> str:
+    """One key file of a mounted Secret, stripped; its content never appears in an error."""
+    try:
+        with open(f"{directory}/{name}", "rb") as f:
+            raw = f.read(_MAX_KEY_FILE + 1)
+    except OSError as exc:
+        raise ProbeError(f"credentials in {directory}: {exc.strerror or exc}") from None
+    if len(raw) > _MAX_KEY_FILE:
+        raise ProbeError(f"credentials in {directory}: {name} is larger than {_MAX_KEY_FILE} bytes")
+    try:
+        return raw.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        raise ProbeError(f"credentials in {directory}: {name} is not UTF-8 text") from None
 
 
 def _connect(host: str, port: int, timeout: float, access: Access) -> socket.socket:

@@ -145,8 +145,9 @@ async def prepare(
     kube: Kube, cluster: names.ClusterRef, spec: RocketClusterSpec
 ) -> tuple[names.ClusterRef, AdminAccess]:
     """For a cluster's own pass: its Secrets made or read, the ClusterRef carrying their hash (so a change rolls
-    the pods), and the admin access. A certificate Secret not there yet (cert-manager still issuing) counts as
-    empty: the pods wait for it (the kubelet does not start a pod whose Secret volume is missing)."""
+    the pods), and the admin access. A certificate Secret that cert-manager has not issued yet counts as empty:
+    the pods wait for it (the kubelet does not start a pod whose Secret volume is missing). A secretName that
+    names no Secret raises SecretMissing, which the pass reports."""
     if not spec.security.authentication.enabled and not spec.security.tls.enabled:
         return cluster, AdminAccess()
     material: dict[str, dict[str, str] | None] = {}
@@ -159,6 +160,9 @@ async def prepare(
     tls_name = tls_secret_name(cluster.name, spec)
     if tls_name is not None:
         tls = secret_data(await kube.get("v1", "Secret", cluster.namespace, tls_name))
+        if tls is None and spec.security.tls.secret_name is not None:
+            # the user's Secret: nothing would make it, and the pods would wait for it without a word
+            raise SecretMissing(f"spec.security.tls.secretName: Secret {tls_name} is not in {cluster.namespace}")
         material[tls_name] = tls
         ca = (tls or {}).get("ca.crt")
     ref = names.ClusterRef(cluster.name, cluster.namespace, cluster.uid, secrets_hash(material))

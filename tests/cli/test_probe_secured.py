@@ -57,3 +57,25 @@ async def test_a_missing_or_empty_credentials_directory_is_one_clear_line(tmp_pa
     assert code == 1 and out.startswith("not ready: credentials in") and "No such file" in out
     code, out = await probe("namesrv", "--addr", "127.0.0.1:1", "--credentials-dir", str(empty))
     assert (code, out) == (1, f"not ready: credentials in {empty}: accessKey or secretKey is empty\n")
+
+
+async def test_hostile_credential_files_are_one_line_without_their_content(tmp_path: Path) -> None:
+    cases = {
+        "oversized": (b"k" * 5000, "accessKey is larger than 4096 bytes"),
+        "binary": (b"\xff\xfe\x00key", "accessKey is not UTF-8 text"),
+        "blank": (b" \n\t\n", "accessKey or secretKey is empty"),
+    }
+    for name, (content, words) in cases.items():
+        directory = tmp_path / name
+        directory.mkdir()
+        (directory / "accessKey").write_bytes(content)
+        (directory / "secretKey").write_text("s3cr3t-value")
+        code, out = await probe("broker", "--addr", "127.0.0.1:1", "--credentials-dir", str(directory))
+        assert code == 1 and out == f"not ready: credentials in {directory}: {words}\n", out
+        assert "s3cr3t-value" not in out
+    truncated = tmp_path / "truncated"
+    truncated.mkdir()
+    (truncated / "accessKey").write_text("rocketcluster-operator")
+    (truncated / "secretKey").symlink_to(truncated / "missing")  # a Secret volume's dangling link
+    code, out = await probe("namesrv", "--addr", "127.0.0.1:1", "--credentials-dir", str(truncated))
+    assert code == 1 and out.startswith(f"not ready: credentials in {truncated}: No such file"), out

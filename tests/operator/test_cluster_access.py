@@ -92,8 +92,12 @@ def test_a_renewed_certificate_changes_the_hash_and_its_ca_is_used(tmp_path: Any
     spec = parse_spec(AUTH_TLS)
 
     async def main() -> None:
-        missing, access = await cluster_access.prepare(kube, CLUSTER, spec)  # type: ignore[arg-type]
-        assert access.use_tls and access.ca_file is None  # not issued yet: TLS without a CA to check against
+        with pytest.raises(cluster_access.SecretMissing, match="secretName: Secret cert is not in ns"):
+            await cluster_access.prepare(kube, CLUSTER, spec)  # type: ignore[arg-type]
+        # cert-manager's Secret, not issued yet: TLS without a CA to check against
+        issuer = parse_spec({"security": {"tls": {"enabled": True, "issuerRef": {"name": "ca"}}}})
+        missing, access = await cluster_access.prepare(kube, CLUSTER, issuer)  # type: ignore[arg-type]
+        assert access.use_tls and access.ca_file is None and access.credentials is None
         config = access.client_config("10.0.0.1:9876")
         assert config.use_tls and not config.tls_verify and not config.tls_check_hostname
         kube.put("Secret", "cert", {"tls.crt": "A", "tls.key": "K", "ca.crt": "-----CA one-----\n"})
