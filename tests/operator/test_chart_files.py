@@ -17,6 +17,7 @@ from broker.cli.mqadmin import build_parser
 from rocketcluster import names
 from rocketcluster.model import DEFAULT_IMAGE, RocketClusterSpec, parse_spec
 from rocketcluster.model_resources import parse_group_spec, parse_topic_spec
+from rocketcluster.model_users import parse_user_spec
 
 yaml = pytest.importorskip("yaml", reason="PyYAML comes with the `operator` extra")
 
@@ -100,6 +101,7 @@ def test_the_examples_are_there() -> None:
         "minimal.yaml",
         "producer-consumer-job.yaml",
         "production.yaml",
+        "secure.yaml",
         "topic.yaml",
     ]
 
@@ -120,6 +122,9 @@ def test_an_example_parses_and_its_clusters_are_specs_the_operator_accepts(path:
             assert doc["apiVersion"] == names.API_VERSION
             parse = parse_topic_spec if doc["kind"] == names.TOPIC_KIND else parse_group_spec
             assert parse(doc.get("spec")).cluster_ref in _clusters(), "it names an example cluster"
+        if doc["kind"] == names.USER_KIND:
+            assert doc["apiVersion"] == names.API_VERSION
+            assert parse_user_spec(doc.get("spec")).cluster_ref in _clusters(), "it names an example cluster"
 
 
 def test_minimal_is_one_group_of_a_master_and_a_slave_on_ephemeral_storage() -> None:
@@ -188,3 +193,16 @@ def test_the_job_calls_mqadmin_with_flags_it_has() -> None:
 def test_the_mqadmin_command_extraction_reads_pipes_and_continuations() -> None:
     script = 'mqadmin a -t "$T" > /dev/null\ngot=$(mqadmin b -c "$N" \\\n  --timeout 5 | wc -l)\necho mqadmin-less\n'
     assert _mqadmin_commands(script) == [["a", "-t", "1"], ["b", "-c", "1", "--timeout", "5"]]
+
+
+def test_secure_turns_everything_on_and_its_user_has_rules() -> None:
+    spec = _clusters()["secure"]
+    security = spec.security
+    assert security.authentication.enabled and security.authorization.enabled
+    assert security.tls.enabled and security.tls.secret_name == "secure-cert"
+    [user] = [d for d in _documents(EXAMPLES / "secure.yaml") if d["kind"] == names.USER_KIND]
+    assert [a.resource.rocketmq() for a in parse_user_spec(user["spec"]).acls] == [
+        "Topic:orders",
+        "Group:orders-*",
+        "Topic:orders-audit",
+    ]
