@@ -379,3 +379,21 @@ def test_a_user_of_a_missing_cluster_or_with_a_bad_name_says_why(monkeypatch: py
         assert ("Warning", "InvalidSpec") in {(t, r) for t, r, _ in kube.events}
 
     asyncio.run(main())
+
+
+def test_kopf_sees_a_watch_and_a_deletion_handler_for_users_and_no_timer() -> None:
+    """Every RocketUser gets kopf's finalizer (its on.delete handler has no filter): a revoked user must not keep
+    its access because the operator was down when it was deleted. No timer or daemon; the resync is the hook."""
+    import kopf
+
+    from rocketcluster import handlers_users
+
+    registry = kopf.get_default_registry()
+    changing = [
+        h for h in registry._changing.get_all_handlers() if h.selector and h.selector.any_name == names.USER_PLURAL
+    ]
+    assert [(h.reason, h.field, h.value) for h in changing] == [("delete", None, None)]
+    spawning = registry._spawning.get_all_handlers()
+    assert not [h for h in spawning if h.selector and h.selector.any_name == names.USER_PLURAL]
+    assert names.USER_PLURAL in {h.selector.any_name for h in registry._watching.get_all_handlers() if h.selector}
+    assert handlers_users.schedule_all in handlers.RESYNC_HOOKS
