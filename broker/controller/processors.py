@@ -228,6 +228,8 @@ class ControllerProcessors:
         name = _text(cmd, "brokerName")
         master, master_epoch = _long(cmd, "masterBrokerId"), _long(cmd, "masterEpoch")
         new_set, set_epoch = decode_sync_state_set(cmd.body)
+        if conn.is_closing:  # the master is gone (its connection closed): its last proposal is moot
+            return cmd.response(ResponseCode.CONTROLLER_BROKER_NOT_ALIVE, "the proposing master's connection closed")
         alive = self.liveness.alive_ids(name)
         outcome: Outcome = await self.raft.propose(
             "apply_alter_sync_state_set", name, master, master_epoch, new_set, set_epoch, alive

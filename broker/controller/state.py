@@ -209,7 +209,8 @@ class ReplicasState:
         """The master's proposal of a new SyncStateSet, checked in RocketMQ's order; the epoch +1 on success.
 
         A master that lost its place is refused here (2002 not the master, 2000 stale master epoch), so it
-        can never shrink the set to itself and acknowledge alone.
+        can never shrink the set to itself and acknowledge alone. Every member, the master too, must be alive
+        in the leader's view: a proposal a master sent just before it died is not applied after its death.
         """
         found = self.groups.get(broker_name)
         if found is None:
@@ -225,7 +226,7 @@ class ReplicasState:
         for replica in sorted(new_set):
             if replica not in found.addresses:
                 return Outcome(ResponseCode.CONTROLLER_INVALID_REPLICAS, f"replica {replica} is not registered")
-            if replica != master_id and replica not in alive_ids:
+            if replica not in alive_ids:
                 return Outcome(ResponseCode.CONTROLLER_BROKER_NOT_ALIVE, f"replica {replica} is not alive")
         if master_id not in new_set:
             return Outcome(ResponseCode.CONTROLLER_ALTER_SYNC_STATE_SET_FAILED, "the set must hold the master")

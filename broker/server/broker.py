@@ -26,6 +26,7 @@ from broker.auth.service import ServerAuth
 from broker.ha.controller import HAController
 from broker.ha.master import HAMaster
 from broker.ha.settings import HASettings
+from broker.ha.truncate import cut_commit_log, cut_torn_tail
 from broker.metrics import MetricsExporter, MetricsSettings
 from broker.metrics.broker_collector import BrokerCollector
 from broker.metrics.broker_meters import QUEUE_READ_EVERY_S, BrokerMeters
@@ -256,6 +257,8 @@ class BrokerController:
             # fenced until the controller names the role: no processor, no HA, no NameServer registration yet
             self.controller_mode = ControllerMode(c, self.client, self)
             await self.controller_mode.apply(await self.controller_mode.register())
+            if not c.is_master:
+                await self._cut_diverged_tail(self.controller_mode)
         restored = await self._restore_from_slaves(self._store)
         if self.meters is not None:  # before any put: plain sends are counted from the ConsumeQueues from here
             self.meters.attach(self._store, master=c.is_master, skip=_BROKER_OWN_TOPICS)
@@ -469,6 +472,25 @@ class BrokerController:
             ha.master.sync.adopt(set(role.sync_state_set) or {mode.broker_id}, role.set_epoch)
             ha.master.on_sync_change = mode.check_sync_state_now
 
+    async def _cut_diverged_tail(self, mode: ControllerMode) -> None:
+        """A returning old master: drop what it wrote after its epoch ended (no replica acknowledged it, and
+        the new master does not hold it) before anything reads the store, so it can follow the new master."""
+        point = await mode.divergence_point()
+        if point is None:
+            return
+        c, sc = self.config, self.store_config
+        log.warning(
+            "CommitLog ends at %d but the master's history agrees only up to %d: cutting the rest",
+            self.store.max_phy_offset,
+            point,
+        )
+        await self.store.shutdown()
+        await asyncio.to_thread(cut_commit_log, Path(sc.commit_log_dir), sc.mapped_file_size_commit_log, point)
+        Path(sc.abort_path).touch()  # recover by scanning: the queues and the index are rebuilt up to the cut
+        self._store = MessageStore(sc, store_host=(c.broker_ip1, c.listen_port))
+        await self._store.start()
+        mode.epochs.replace([e for e in mode.epochs.entries if e.start_offset < point])
+
     def _set_role(self, role: str, broker_id: int) -> None:
         self.config.broker_role = role  # type: ignore[assignment]
         self.config.broker_id = broker_id
@@ -490,7 +512,9 @@ class BrokerController:
         if self.slave_sync is not None:
             await self.slave_sync.close()
             self.slave_sync = None
-        # what replication brought in joins the queues before the first put: puts continue after it
+        # what replication brought in joins the queues before the first put: puts continue after it, from a
+        # record boundary
+        cut_torn_tail(self.store)
         behind = await self.store.adopt_replicated(5.0)
         if behind:
             log.warning("new master: %d replicated bytes not dispatched yet", behind)

@@ -24,6 +24,7 @@ import orjson
 from broker.controller.client import ControllerClient, ControllerUnavailable, split_addresses
 from broker.ha.epoch_file import EpochEntry, EpochFile
 from broker.ha.master import HAMaster
+from broker.ha.truncate import truncation_point
 from broker.protocol.codes import RequestCode, ResponseCode
 from broker.protocol.command import RemotingCommand
 from broker.server.config import BrokerConfig
@@ -304,6 +305,29 @@ class ControllerMode:
                 "master" if self.is_master else f"slave of {role.master_id}",
                 role.master_epoch,
             )
+
+    async def divergence_point(self) -> int | None:
+        """As a slave at start: the offset past which this broker's CommitLog is not its master's (what it
+        wrote as a master after its epoch ended), from both epoch histories; None when nothing diverged or
+        the master cannot tell."""
+        role = self.role
+        if self.is_master or role is None or not role.master_address or not self.epochs.entries:
+            return None
+        for _attempt in range(5):
+            try:
+                reply = await self.controllers.client.invoke(
+                    role.master_address, RemotingCommand(code=RequestCode.GET_BROKER_EPOCH_CACHE), 3.0
+                )
+                if reply.code == ResponseCode.SUCCESS:
+                    data = orjson.loads(reply.body)
+                    theirs = [EpochEntry(int(e["epoch"]), int(e["startOffset"])) for e in data.get("epochList") or []]
+                    mine = self.sink.max_offset()
+                    point = truncation_point(self.epochs.entries, mine, theirs, int(data["maxOffset"]))
+                    return point if point is not None and point < mine else None
+            except (RemotingError, OSError, ValueError, KeyError, TypeError) as exc:
+                log.info("epoch history of the master %s: %s", role.master_address, exc)
+            await asyncio.sleep(_RETRY)
+        return None
 
     def epoch_cache(self, conn: RemotingConnection, cmd: RemotingCommand) -> RemotingCommand:
         """GET_BROKER_EPOCH_CACHE (mqadmin getBrokerEpoch): this broker's epoch history, RocketMQ's EpochEntryCache."""

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import time
 import zlib
+from pathlib import Path
 
+import orjson
 import pytest
 
 from broker.client import ClientConfig, Message, Producer, SendStatus
@@ -144,6 +147,87 @@ async def test_kill9_of_the_master_elects_a_slave_with_every_acknowledged_messag
         )
         assert int(elected["masterEpoch"]) == epoch + 1
         assert not lost, f"{len(lost)} acknowledged messages missing on the new master\n{group.logs()}"
+    finally:
+        await client.close()
+        group.stop_all()
+
+
+async def _max_offset(group: Group, addr: str) -> int:
+    reply = await group.request(addr, RequestCode.GET_BROKER_RUNTIME_INFO)
+    return int(orjson.loads(reply.body)["table"]["commitLogMaxOffset"])
+
+
+def _commit_log(root: Path, end: int) -> bytes:
+    data = b"".join(p.read_bytes() for p in sorted((root / "commitlog").iterdir()) if p.name.isdigit())
+    return data[:end]
+
+
+async def test_old_master_returns_cuts_its_unacknowledged_tail_and_follows(tmp_path) -> None:
+    group = Group(tmp_path, Controllers(tmp_path, count=1))
+    client = ControllerClient(group.controllers.addresses)
+    # puts time out after 1 s; a silent HA connection is dropped after 3 s
+    extra = {"syncFlushTimeout": 1000, "haHousekeepingInterval": 3000}
+    try:
+        group.controllers.start_all()
+        group.start_namesrv()
+        for i in range(group.brokers):
+            group.start_broker(i, **extra)
+
+        async def full_set() -> dict[str, str] | None:
+            fields, members = await group.replica_info(client)
+            return fields if len(members) == group.brokers and fields.get("masterAddress") else None
+
+        fields = await wait_for(full_set, 90, "a master with all 3 brokers in its SyncStateSet", group)
+        old_addr, epoch = fields["masterAddress"], int(fields["masterEpoch"])
+        old = next(i for i in range(group.brokers) if group.broker_addr(i) == old_addr)
+        slaves = [i for i in range(group.brokers) if i != old]
+        config = ClientConfig(namesrv_addr=group.namesrv_addr, instance_name="tail", poll_name_server_interval=1.0)
+        async with Producer("PG_TAIL", client_config=config, retry_times_when_send_failed=0, send_msg_timeout=5.0) as p:
+            for i in range(20):
+                assert (await p.send(Message("TailTopic", f"acked-{i}".encode()))).status is SendStatus.SEND_OK
+            replicated = await _max_offset(group, old_addr)
+            # The slaves stop (SIGSTOP) and the controller dies (kill -9). The master drops its silent HA
+            # connections after haHousekeepingInterval and cannot shrink its SyncStateSet (no controller), so
+            # what it writes now reaches no replica and is acknowledged to nobody: the tail a deposed master keeps.
+            for i in slaves:
+                group.procs[f"broker-n{i}"].send_signal(signal.SIGSTOP)
+            group.controllers.kill9(0)
+            await asyncio.sleep(4.0)
+            unacked = await asyncio.gather(
+                *(p.send(Message("TailTopic", f"tail-{i}".encode())) for i in range(5)), return_exceptions=True
+            )
+            assert all(not hasattr(r, "status") or r.status is not SendStatus.SEND_OK for r in unacked), unacked
+            tail_end = await _max_offset(group, old_addr)
+            assert tail_end > replicated
+            group.kill9(f"broker-n{old}")
+            # the controller comes back from its Raft log (set {old, s1, s2}, master old) and elects a slave
+            group.controllers.start(0)
+            for i in slaves:
+                group.procs[f"broker-n{i}"].send_signal(signal.SIGCONT)
+
+        async def new_master() -> dict[str, str] | None:
+            now, _ = await group.replica_info(client)
+            others = {group.broker_addr(i) for i in slaves}
+            return now if int(now.get("masterEpoch") or 0) > epoch and now.get("masterAddress") in others else None
+
+        elected = await wait_for(new_master, 60, "a new master", group)
+        new_addr = elected["masterAddress"]
+        new_index = next(i for i in range(group.brokers) if group.broker_addr(i) == new_addr)
+        # the old master comes back: it is a slave now, cuts its tail, replicates, and rejoins the set
+        group.start_broker(old, **extra)
+        await wait_for(full_set, 90, "the old master back in the SyncStateSet", group)
+
+        async def caught_up() -> int | None:
+            mine, theirs = await _max_offset(group, old_addr), await _max_offset(group, new_addr)
+            return theirs if mine == theirs else None
+
+        end = await wait_for(caught_up, 60, "the old master at the new master's offset", group)
+        assert _commit_log(tmp_path / f"n{old}", end) == _commit_log(tmp_path / f"n{new_index}", end)
+        log = (tmp_path / f"broker-n{old}.log").read_text()
+        assert f"CommitLog ends at {tail_end} but the master's history agrees only up to {replicated}" in log, log[
+            -3000:
+        ]
+        assert end >= replicated
     finally:
         await client.close()
         group.stop_all()

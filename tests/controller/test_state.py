@@ -106,21 +106,23 @@ def test_policy_prefers_epoch_then_offset_then_priority_then_id() -> None:
 @pytest.mark.parametrize(
     ("master", "master_epoch", "new_set", "set_epoch", "alive", "code"),
     [
-        ({1}, 1, {1, 2}, 1, {2}, R.SUCCESS),
+        ({1}, 1, {1, 2}, 1, {1, 2}, R.SUCCESS),
         # a stale master epoch: a master that lost its place cannot change the set (fencing)
-        ({1}, 0, {1, 2}, 1, {2}, R.CONTROLLER_FENCED_MASTER_EPOCH),
+        ({1}, 0, {1, 2}, 1, {1, 2}, R.CONTROLLER_FENCED_MASTER_EPOCH),
         # a stale set epoch
-        ({1}, 1, {1, 2}, 0, {2}, R.CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH),
+        ({1}, 1, {1, 2}, 0, {1, 2}, R.CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH),
         # not the master
-        ({2}, 1, {1, 2}, 1, {2}, R.CONTROLLER_INVALID_MASTER),
+        ({2}, 1, {1, 2}, 1, {1, 2}, R.CONTROLLER_INVALID_MASTER),
         # unchanged
-        ({1}, 1, {1}, 1, {2}, R.CONTROLLER_ALTER_SYNC_STATE_SET_FAILED),
+        ({1}, 1, {1}, 1, {1, 2}, R.CONTROLLER_ALTER_SYNC_STATE_SET_FAILED),
         # an unregistered replica
-        ({1}, 1, {1, 9}, 1, {9}, R.CONTROLLER_INVALID_REPLICAS),
+        ({1}, 1, {1, 9}, 1, {1, 9}, R.CONTROLLER_INVALID_REPLICAS),
         # a dead replica
-        ({1}, 1, {1, 3}, 1, {2}, R.CONTROLLER_BROKER_NOT_ALIVE),
+        ({1}, 1, {1, 3}, 1, {1, 2}, R.CONTROLLER_BROKER_NOT_ALIVE),
+        # a dead master: a proposal it sent before it died is not applied
+        ({1}, 1, {1, 2}, 1, {2}, R.CONTROLLER_BROKER_NOT_ALIVE),
         # the set must hold the master
-        ({1}, 1, {2, 3}, 1, {2, 3}, R.CONTROLLER_ALTER_SYNC_STATE_SET_FAILED),
+        ({1}, 1, {2, 3}, 1, {1, 2, 3}, R.CONTROLLER_ALTER_SYNC_STATE_SET_FAILED),
     ],
 )
 def test_alter_sync_state_set(
@@ -139,7 +141,7 @@ def test_alter_sync_state_set(
 
 def test_old_master_is_fenced_after_a_new_election() -> None:
     state = _group()
-    assert state.apply_alter_sync_state_set("broker-a", 1, 1, {1, 2, 3}, 1, {2, 3}).ok
+    assert state.apply_alter_sync_state_set("broker-a", 1, 1, {1, 2, 3}, 1, {1, 2, 3}).ok
     # master 1 dies; 2 is elected at epoch 2
     assert state.apply_elect_master("broker-a", -1, False, _alive(2, 3), False).group.master_broker_id in (2, 3)
     # the old master, back, tries to shrink the set to itself: refused
