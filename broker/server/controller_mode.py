@@ -96,6 +96,7 @@ class ControllerMode:
         self._tasks: list[asyncio.Task[None]] = []
         self._check = asyncio.Event()
         self._changing = asyncio.Lock()
+        self._notified: set[asyncio.Task[None]] = set()
 
     # -- registration -------------------------------------------------------------------------------
 
@@ -216,7 +217,13 @@ class ControllerMode:
     async def _poll(self) -> None:
         while True:
             await asyncio.sleep(self.config.sync_broker_metadata_period / 1000)
+            await self._refresh_logged()
+
+    async def _refresh_logged(self) -> None:
+        try:
             await self.refresh()
+        except Exception:
+            log.exception("role refresh from the controller failed")
 
     async def refresh(self) -> None:
         """Ask the controller for the group's replica info and apply a newer role."""
@@ -260,13 +267,11 @@ class ControllerMode:
         self.epochs.replace(entries)
 
     def notified(self, conn: RemotingConnection, cmd: RemotingCommand) -> RemotingCommand | None:
-        """NOTIFY_BROKER_ROLE_CHANGED from a controller (oneway)."""
-        try:
-            role = GroupRole.of(cmd)
-        except (ValueError, orjson.JSONDecodeError) as exc:
-            log.warning("bad role notification: %s", exc)
-            return cmd.response(ResponseCode.SYSTEM_ERROR, "bad role notification")
-        asyncio.get_running_loop().create_task(self.apply(role))
+        """NOTIFY_BROKER_ROLE_CHANGED (oneway). Taken as a hint only: the role is read back from the controller
+        leader at once, so a forged notification cannot make this broker follow another master."""
+        task = asyncio.get_running_loop().create_task(self._refresh_logged())
+        self._notified.add(task)
+        task.add_done_callback(self._notified.discard)
         return cmd.response(ResponseCode.SUCCESS)
 
     async def apply(self, role: GroupRole) -> None:

@@ -8,14 +8,20 @@ import asyncio
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from broker.client import ClientConfig, Message, Producer, SendStatus
 from broker.controller.client import ControllerClient
+from broker.protocol.codes import RequestCode, ResponseCode
+from broker.protocol.command import RemotingCommand
+from broker.transport import connect
 from broker.transport.loop import run
 from tests.controller.controller_procs import Controllers
 from tests.controller.failover_harness import Group, wait_for
@@ -114,6 +120,41 @@ def test_clean_broker_metadata_is_refused_while_in_use(group: Group) -> None:
     assert done.returncode != 0 and "Traceback" not in done.stderr
     done = ours(group, "cleanBrokerMetadata", "-a", "127.0.0.1:1", "-bn", "broker-a", "-c", "DefaultCluster")
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+
+
+def test_forged_notification_and_hostile_ha_peers_change_nothing(group: Group) -> None:
+    """NOTIFY_BROKER_ROLE_CHANGED is only a hint (the broker asks the controller), and the master's HA port
+    takes truncated or lying replica ids without harm: the master still acknowledges sends afterwards."""
+    fields, members = run(wait_for(_full(group), 60, "both brokers in the SyncStateSet", group))
+    master = fields["masterAddress"]
+    other = next(i for i in members if str(i) != fields["masterBrokerId"])
+    forged = {"masterBrokerId": str(other), "masterAddress": "127.0.0.1:1", "masterEpoch": "999999999"}
+
+    async def notify(body: bytes) -> int:
+        conn = await connect(master, timeout=2.0)
+        try:
+            cmd = RemotingCommand(code=RequestCode.NOTIFY_BROKER_ROLE_CHANGED, ext_fields=forged, body=body)
+            return (await conn.invoke(cmd, 5.0)).code
+        finally:
+            conn.close()
+
+    for body in (b'{"syncStateSet":[' + str(other).encode() + b'],"syncStateSetEpoch":999}', b"not json", b"[null]"):
+        assert run(notify(body)) == ResponseCode.SUCCESS
+    host, port = master.split(":")
+    for payload in (b"\x00\x00\x00", (2**62).to_bytes(8, "big") + b"\xff" * 12, b"\x16\x03\x01" + b"x" * 100):
+        with socket.create_connection((host, int(port) + 1), timeout=5) as sock:
+            sock.sendall(payload)
+    time.sleep(2.0)
+    after, after_members = run(wait_for(_full(group), 60, "both brokers still in the SyncStateSet", group))
+    assert (after["masterAddress"], after["masterEpoch"], after_members) == (master, fields["masterEpoch"], members)
+
+    async def send_ok() -> bool:
+        config = ClientConfig(namesrv_addr=group.namesrv_addr, instance_name="forged")
+        async with Producer("PG_FORGED", client_config=config, send_msg_timeout=5.0) as producer:
+            result = await producer.send(Message("ForgedTopic", b"still the master"))
+        return result.status is SendStatus.SEND_OK
+
+    assert run(wait_for(send_ok, 60, "a send acknowledged by the master", group))
 
 
 @pytest.mark.parametrize("tool", ["ours", "java"])
