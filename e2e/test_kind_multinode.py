@@ -5,6 +5,9 @@
 - Drain: `kubectl drain` of the worker that holds the masters, under a steady stream of sends. The
   evictions go through the groups' PodDisruptionBudgets, so every group keeps a Ready pod throughout; once
   the node is uncordoned the cluster is Ready again, and every acknowledged message is consumed.
+- Node loss: the worker container holding a master is killed (`docker kill`) and started again. Meanwhile the
+  test records what reads and writes saw; once the node is back the cluster is Ready and every acknowledged
+  message is consumed.
 - NetworkPolicy: a policy that denies all ingress in a namespace stops a client pod there from reaching a
   server pod it reached a moment before, on kind's network (kindnetd's policy engine).
 
@@ -230,6 +233,58 @@ def test_draining_a_worker_keeps_a_ready_pod_per_group_and_loses_no_acknowledged
         f"\ndrained {victim} in {drained_in:.0f} s; fewest Ready pods per group during the drain: {lowest}; "
         f"{len(traffic.acked)} sends acknowledged, {len(traffic.errors)} failed"
         f" (first: {traffic.errors[0] if traffic.errors else '-'})"
+    )
+    assert not missing, f"{len(missing)} acknowledged messages never consumed, e.g. {sorted(missing)[:5]}"
+
+
+def _node_ready(kube: Kube, node: str) -> bool:
+    conds = kube.get("node", node)["status"]["conditions"]
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conds)
+
+
+def test_a_killed_worker_comes_back_and_no_acknowledged_message_is_lost(
+    k8s_kind: Kube, namespace: str, operator: OperatorProcess
+) -> None:
+    kube, ns = k8s_kind, namespace
+    obj = kube.wait_for("Ready=True", lambda: _ready(kube, ns, "spread"), timeout=420, interval=2)
+    groups = obj["status"]["groupStatus"]
+    pods = {p["metadata"]["name"]: p for p in kube.get("-n", ns, "pods")["items"]}
+    victim = pods[groups[0]["master"]["pod"]]["spec"]["nodeName"]
+    namesrv = ";".join(
+        f"{p['status']['podIP']}:9876" for n, p in pods.items() if "nameserver" in n and p["status"].get("podIP")
+    )
+    traffic = _Traffic(namesrv)
+    traffic.start()
+    try:
+        kube.wait_for("the first acknowledged sends", lambda: len(traffic.acked) > 50, timeout=90)
+        subprocess.run(["/usr/bin/docker", "kill", victim], check=True, capture_output=True)
+        killed_at = time.monotonic()
+        acked_at_kill, consumed_at_kill, failed_at_kill = len(traffic.acked), len(traffic.consumed), len(traffic.errors)
+        kube.wait_for(f"{victim} NotReady", lambda: not _node_ready(kube, victim), timeout=120, interval=2)
+        time.sleep(10)  # a while with the node gone: what do sends and reads see?
+        outage = {
+            "acked": len(traffic.acked) - acked_at_kill,
+            "failed": len(traffic.errors) - failed_at_kill,
+            "consumed": len(traffic.consumed) - consumed_at_kill,
+            "seconds": round(time.monotonic() - killed_at),
+        }
+        subprocess.run(["/usr/bin/docker", "start", victim], check=True, capture_output=True)
+        kube.wait_for(f"{victim} Ready again", lambda: _node_ready(kube, victim), timeout=300, interval=2)
+        kube.wait_for("Ready=True after the node's return", lambda: _ready(kube, ns, "spread"), timeout=420, interval=2)
+        back_in = time.monotonic() - killed_at
+        acked_before = len(traffic.acked)
+        kube.wait_for("sends acknowledged again", lambda: len(traffic.acked) > acked_before + 50, timeout=180)
+    finally:
+        subprocess.run(["/usr/bin/docker", "start", victim], capture_output=True)
+        traffic.close()
+    missing = traffic.acked - traffic.consumed
+    deadline = time.monotonic() + 180
+    while missing and time.monotonic() < deadline:
+        time.sleep(1)
+        missing = traffic.acked - traffic.consumed
+    print(
+        f"\nkilled {victim}; while it was gone: {outage}; cluster Ready again {back_in:.0f} s after the kill; "
+        f"{len(traffic.acked)} acknowledged in all"
     )
     assert not missing, f"{len(missing)} acknowledged messages never consumed, e.g. {sorted(missing)[:5]}"
 
