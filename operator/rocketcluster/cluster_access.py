@@ -27,7 +27,9 @@ from rocketcluster.kube import ApiError, Kube, resource_path
 from rocketcluster.model import RocketClusterSpec
 from rocketcluster.render_security import (
     ACCESS_KEY,
+    AUTH_FILE,
     SECRET_KEY,
+    auth_properties,
     operator_secret_name,
     render_operator_secret,
     secrets_hash,
@@ -113,6 +115,13 @@ def _credentials(data: Mapping[str, str] | None, name: str) -> Credentials:
     access_key, secret_key = (data or {}).get(ACCESS_KEY), (data or {}).get(SECRET_KEY)
     if not access_key or not secret_key:
         raise SecretMissing(f"Secret {name} has no {ACCESS_KEY} or {SECRET_KEY}")
+    # The brokers keep the user they made at their first start: pods given other credentials would lock the
+    # operator and the slaves out, so an edited Secret stops the pass before anything rolls.
+    if (data or {}).get(AUTH_FILE) != auth_properties(access_key, secret_key):
+        raise SecretMissing(
+            f"Secret {name} was edited: its {AUTH_FILE} no longer matches {ACCESS_KEY}/{SECRET_KEY}. Restore it; "
+            "the operator's own credentials cannot be rotated yet"
+        )
     return Credentials(access_key, secret_key)
 
 

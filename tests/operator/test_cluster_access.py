@@ -18,6 +18,7 @@ from rocketcluster import cluster_access, gather
 from rocketcluster.kube import ApiError
 from rocketcluster.model import parse_spec
 from rocketcluster.names import ClusterRef
+from rocketcluster.render_security import auth_properties
 
 CLUSTER = ClusterRef("demo", "ns", "uid-1")
 AUTH = {"security": {"authentication": {"enabled": True}}}
@@ -65,7 +66,9 @@ def test_the_operator_secret_is_made_once_and_kept() -> None:
         assert again.secrets_hash == ref.secrets_hash
         # another replica made it between our get and our create: theirs is used
         other = FakeKube()
-        other.put("Secret", "demo-operator-credentials", {"accessKey": "rocketcluster-operator", "secretKey": "x" * 43})
+        made = {"accessKey": "rocketcluster-operator", "secretKey": "x" * 43}
+        made["auth.properties"] = auth_properties(made["accessKey"], made["secretKey"])
+        other.put("Secret", "demo-operator-credentials", made)
         original_get = other.get
         calls = 0
 
@@ -114,11 +117,17 @@ def test_a_renewed_certificate_changes_the_hash_and_its_ca_is_used(tmp_path: Any
     asyncio.run(main())
 
 
+_OK = {"accessKey": "rocketcluster-operator", "secretKey": "s" * 43}
+
+
 @pytest.mark.parametrize(
     ("data", "why"),
     [
         ({"accessKey": "rocketcluster-operator"}, "no accessKey or secretKey"),
         ({"accessKey": "", "secretKey": "s"}, "no accessKey or secretKey"),
+        # a hand-edited secretKey (or auth.properties) would roll pods the brokers then refuse
+        ({**_OK, "auth.properties": auth_properties("rocketcluster-operator", "old")}, "was edited"),
+        ({**_OK}, "was edited"),
     ],
 )
 def test_a_damaged_operator_secret_is_reported_not_replaced(data: dict[str, str], why: str) -> None:

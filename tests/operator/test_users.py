@@ -24,7 +24,7 @@ from rocketcluster import handlers, names
 from rocketcluster.handlers_users import reconcile_user, remove_user
 from rocketcluster.model import SpecError
 from rocketcluster.model_users import parse_user_spec
-from rocketcluster.render_security import operator_secret_name
+from rocketcluster.render_security import auth_properties, operator_secret_name
 from rocketcluster.render_users import UserSteps, acl_body, plan_user, render_user_secret
 from tests.local_cluster import local_cluster
 
@@ -299,7 +299,11 @@ def test_a_user_is_created_signs_where_allowed_rotates_and_is_removed(
             kube.put_secret(
                 {
                     "metadata": {"name": operator_secret_name("u")},
-                    "stringData": {"accessKey": OPERATOR.access_key, "secretKey": OPERATOR.secret_key},
+                    "stringData": {
+                        "accessKey": OPERATOR.access_key,
+                        "secretKey": OPERATOR.secret_key,
+                        "auth.properties": auth_properties(OPERATOR.access_key, OPERATOR.secret_key),
+                    },
                 }
             )
             async with Admin(client_config=ClientConfig(namesrv_addr=namesrv, credentials=OPERATOR)) as admin:
