@@ -198,7 +198,22 @@ def test_helm_lint_passes_in_both_modes(helm: Helm) -> None:
 def test_template_for_all_namespaces_uses_one_cluster_role(helm: Helm) -> None:
     docs = helm.template()
     kinds = sorted(d["kind"] for d in docs)
-    assert kinds == ["ClusterKopfPeering", "ClusterRole", "ClusterRoleBinding", "Deployment", "ServiceAccount"]
+    # the Pod is `helm test`'s (templates/tests), the Service the operator's /healthz for it
+    assert kinds == [
+        "ClusterKopfPeering",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Deployment",
+        "Pod",
+        "Service",
+        "ServiceAccount",
+    ]
+    [test_pod] = by_kind(docs, "Pod")
+    assert test_pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
+    assert test_pod["spec"]["automountServiceAccountToken"] is False
+    assert test_pod["spec"]["containers"][0]["securityContext"] == RESTRICTED_CONTAINER
+    [health] = by_kind(docs, "Service")
+    assert {p["name"] for p in health["spec"]["ports"]} == {"healthz", "metrics"}
     [role] = by_kind(docs, "ClusterRole")
     rights = granted(role["rules"])
     assert rights >= NAMESPACED_NEEDS

@@ -3,7 +3,8 @@ uninstall` (issue 23, steps 1, 9 and 10).
 
 `helm install` with a namespace list: the operator pod (non-root, read-only root filesystem) becomes Ready
 through kopf's liveness endpoint and reconciles a cluster in the watched namespace to Ready=True through
-the API server's ClusterIP. `helm upgrade` of the operator restarts no broker. `helm uninstall` keeps the CRD,
+the API server's ClusterIP. Its two replicas each keep a keep-alive in the KopfPeering at two priorities, and
+`helm test` passes. `helm upgrade` of the operator restarts no broker. `helm uninstall` keeps the CRD,
 the cluster's resource and its volumes.
 """
 
@@ -107,6 +108,16 @@ def test_install_run_upgrade_uninstall(
     }
     kube.apply(json.dumps(cluster), namespace=workload)
     kube.wait_for("Ready=True from the in-cluster operator", lambda: _ready(kube, workload), timeout=300, interval=1)
+
+    # two replicas (the chart's default), each with its keep-alive in the namespace's KopfPeering, at two
+    # different priorities: one works, the other stands by
+    peering = f"{RELEASE}-rocketcluster-operator"
+    peers = kube.get("-n", workload, "kopfpeering", peering).get("status") or {}
+    assert len(peers) == 2 and len({p["priority"] for p in peers.values()}) == 2, peers
+    assert set(peers) == {p["metadata"]["name"] for p in kube.get("-n", system, "pods")["items"]}, peers
+    # `helm test`: the test pod reaches /healthz and /metrics through the health Service
+    tested = helm(kube, "test", RELEASE, "-n", system, "--timeout", "180s")
+    assert "Succeeded" in tested, tested
     selector = "rocketcluster.io/cluster=demo"
     brokers = _pod_uids(kube, workload, selector)
 

@@ -101,6 +101,8 @@ async def _pass(key: Key) -> None:
     while True:
         _changed_again.discard(key)
         try:
+            if not await handlers.active():
+                return  # a standby (rocketcluster.peering): the active replica serves this user
             raw = await handlers.kube_client().get(names.API_VERSION, names.USER_KIND, namespace, name)
             if raw is not None and not raw["metadata"].get("deletionTimestamp"):
                 await reconcile_user(raw)
