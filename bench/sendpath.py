@@ -1,5 +1,9 @@
 """Broker CPU per send without sockets: `python -m bench.sendpath [--num N] [--rounds R] [--flush F] [--set K=V]`.
 
+`--batch 32 --per-read 8` sends SEND_BATCH_MESSAGE frames of 32 messages instead (each 1 KiB with its own
+UNIQ_KEY, KEYS/TAGS/WAIT, and WAIT=true in the batch header, as the Java client's batch send), 8 a read: the
+batch path of bench.vs_rocketmq's W3 without the client or the kernel.
+
 `--auth` measures what ACL 2.0 costs the send path (broker/auth): in the same run, a broker with authentication
 and authorization off, then one with both on (a NORMAL user whose ACL allows the topic; every frame signed by
 broker.protocol.signature, as a Java client's AclClientRPCHook signs it), and prints both and the difference.
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import shutil
 import statistics
 import tempfile
@@ -27,6 +32,7 @@ from typing import Any
 
 from bench.broker import _PROPS, _UNIQ_PLACEHOLDER, QUEUES, TOPIC, _send_template, _uniq_slots
 from broker.auth.model import Acl, Action, Policy, PolicyEntry, PolicyType, Resource, User
+from broker.protocol.batch import BatchMessage, encode_batch
 from broker.protocol.command import RemotingCommand, encode_binary
 from broker.protocol.properties import encode_properties
 from broker.protocol.signature import Credentials, sign_command
@@ -89,6 +95,23 @@ def _frames(count: int, start: int) -> bytes:
     return bytes(out)
 
 
+def _batch_frames(count: int, start: int, size: int) -> bytes:
+    """`count` SEND_BATCH_MESSAGE frames of `size` messages each, opaques start.., every UNIQ_KEY distinct."""
+    body = bytes(1024)
+    prefix = _UNIQ_PLACEHOLDER.decode()[:-12]
+    header_props = encode_properties({"WAIT": "true"})
+    out = bytearray()
+    for i in range(start, start + count):
+        inner = [
+            BatchMessage(body, encode_properties({**_PROPS, "UNIQ_KEY": f"{prefix}{i * size + j:012X}"}))
+            for j in range(size)
+        ]
+        t = _send_template(i % QUEUES, encode_batch(inner), code=320, props=header_props)
+        t[_OPAQUE_AT : _OPAQUE_AT + 4] = i.to_bytes(4, "big")
+        out += t
+    return bytes(out)
+
+
 BENCH_USER = Credentials("bench-user", "bench-secret")
 _AUTH_KEYS = {
     "authenticationEnabled": "true",
@@ -146,7 +169,9 @@ async def _rounds(args: argparse.Namespace, auth: bool = False) -> list[float]:
         conn.connection_made(transport)
         per_read = args.per_read
         make = (lambda n, s: _signed_frames(n, s, BENCH_USER)) if auth else _frames
-        reads = [make(per_read, 1 + r * per_read) for r in range(args.num // per_read)]
+        if args.batch > 1:
+            make = functools.partial(_batch_frames, size=args.batch)
+        reads = [make(per_read, 1 + r * per_read) for r in range(args.num // (per_read * args.batch))]
         conn.data_received(reads[0])  # creates the topic (auto-creation from TBW102)
         await asyncio.sleep(0.5)
         results: list[float] = []
@@ -158,7 +183,7 @@ async def _rounds(args: argparse.Namespace, auth: bool = False) -> list[float]:
                 await asyncio.sleep(0)  # one loop iteration: the reput pass, group commit callbacks
             while transport.written - before < len(reads) * per_read * 150:  # every reply (~200 B each)
                 await asyncio.sleep(0.001)
-            results.append((time.process_time() - cpu) / (len(reads) * per_read) * 1e6)
+            results.append((time.process_time() - cpu) / (len(reads) * per_read * args.batch) * 1e6)
         return results
     finally:
         await broker.shutdown()
@@ -179,6 +204,7 @@ def main(argv: list[str] | None = None) -> None:
         help="a broker.conf key for the broker under test (repeatable), e.g. messageIndexEnable=false",
     )
     parser.add_argument("--auth", action="store_true", help="auth off, then ACL 2.0 on, in this run; prints both")
+    parser.add_argument("--batch", type=int, default=1, help="messages a frame (>1: SEND_BATCH_MESSAGE)")
     args = parser.parse_args(argv)
     if args.auth:
         off = run(_rounds(args))
@@ -192,7 +218,8 @@ def main(argv: list[str] | None = None) -> None:
         return
     results = run(_rounds(args))
     print(
-        f"{args.flush} send path, {args.num} msgs x {args.rounds} rounds, {args.per_read} a read: "
+        f"{args.flush} send path, {args.num} msgs x {args.rounds} rounds, "
+        f"{args.per_read} frames of {args.batch} a read: "
         f"best {min(results):.1f} us/msg, median {statistics.median(results):.1f} "
         "(CPU of the broker process, all threads)"
     )

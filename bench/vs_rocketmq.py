@@ -2,6 +2,7 @@
 
     .venv/bin/python -m bench.vs_rocketmq [--rounds 3] [--seconds 10] [--workloads W1,W2,...]
         [--backlog 1000000] [--recovery-mib 1024] [--client java|python|both] [--version 5.3.3] [--json FILE]
+        [--brokers both|ours|reference]
 
 scripts/reference-rocketmq.sh fetches the reference (jars from Maven Central) and compiles the load generator,
 bench/java/LoadGen.java (rocketmq-client's DefaultMQProducer and DefaultMQPushConsumer). Each round runs every
@@ -17,7 +18,9 @@ a fresh store in a temp dir, never both brokers at once. Workloads (1 KiB bodies
 
 `--client python` drives W1/W2 with our Python SDK instead (`both`: the Java client and ours). The table gives
 per broker the median over the rounds and the range, and the ratio ours / reference (of the medians, and the
-range of the per-round ratios). This is a benchmark to run on a quiet machine: never run by `make test`.
+range of the per-round ratios). `--brokers ours` runs only our broker (the reference column stays empty): to
+compare two source trees of ours in alternating runs, each started with PYTHONPATH=<tree>. This is a benchmark
+to run on a quiet machine: never run by `make test`.
 """
 
 from __future__ import annotations
@@ -206,7 +209,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--dir", type=Path, default=None, help="where the stores go (default: a temp dir)")
     parser.add_argument("--keep", action="store_true", help="keep the stores and logs (in --dir or /tmp)")
     parser.add_argument("--json", type=Path, default=None, help="write samples, table and notes here")
+    parser.add_argument("--brokers", choices=["both", "ours", "reference"], default="both", help="which to run")
     args = parser.parse_args(argv)
+    args.kinds = KINDS if args.brokers == "both" else (args.brokers,)
     args.workloads = [w.strip() for w in args.workloads.split(",") if w.strip()]
     unknown = set(args.workloads) - set(WORKLOADS)
     if unknown:
@@ -221,7 +226,7 @@ def _java_version() -> str:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    reference = ensure_reference(args.version)
+    reference = ensure_reference(args.version)  # the Java load generator drives both brokers
     load_before = os.getloadavg()
     started = datetime.datetime.now(datetime.UTC)
     tmp = Path(tempfile.mkdtemp(prefix="vs-rocketmq-", dir=args.dir))
@@ -230,11 +235,11 @@ def main(argv: list[str] | None = None) -> None:
         sessions = runner.sessions()
         err = Console(stderr=True)
         with Progress(console=err, disable=not sys.stderr.isatty(), transient=True) as progress:
-            task = progress.add_task("vs Apache RocketMQ", total=args.rounds * len(KINDS) * len(sessions))
+            task = progress.add_task("vs Apache RocketMQ", total=args.rounds * len(args.kinds) * len(sessions))
             for rnd in range(args.rounds):
                 for name, session in sessions:
                     # Alternate which broker goes first, so a slow minute of the host falls on both alike.
-                    for kind in KINDS if rnd % 2 == 0 else reversed(KINDS):
+                    for kind in args.kinds if rnd % 2 == 0 else reversed(args.kinds):
                         runner.round, runner.kind = rnd, kind
                         progress.update(task, description=f"round {rnd + 1}/{args.rounds} {kind}: {name}")
                         try:

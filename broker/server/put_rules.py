@@ -19,6 +19,7 @@ from broker.store.results import MessageToStore, PutStatus
 
 __all__ = [
     "PUT_STATUS_CODES",
+    "batch_dispatch_keys",
     "batch_message_problem",
     "check_properties",
     "checked_properties",
@@ -83,6 +84,20 @@ def stored_properties(sent: dict[str, str], cluster: str, generated_uniq: str | 
     return full
 
 
+def batch_dispatch_keys(
+    inner: dict[str, str], uniq: str, batch_level: dict[str, str]
+) -> tuple[str | None, str | None, str]:
+    """(TAGS, KEYS, UNIQ_KEY) of a batch's inner message as stored: its own properties (`inner`, whose
+    UNIQ_KEY is `uniq`, the sender's or the one the broker generated) followed by the batch-level ones,
+    of which the last non-empty value wins (what the CommitLog's dispatch would read from the text)."""
+    get = batch_level.get
+    return (
+        get(Prop.TAGS) or inner.get(Prop.TAGS),
+        get(Prop.KEYS) or inner.get(Prop.KEYS),
+        get(Prop.UNIQ_KEY) or uniq,
+    )
+
+
 def check_properties(text: str) -> str | None:
     """Why a properties string is malformed, or None (see `checked_properties`)."""
     try:
@@ -92,9 +107,16 @@ def check_properties(text: str) -> str | None:
     return None
 
 
+# Every property `batch_message_problem` looks at: a message with none of them (nearly all) is checked
+# with one set operation
+_BATCH_CHECKED = frozenset({Prop.DELAY, Prop.TRAN_MSG, *TIMER_PROPERTIES})
+
+
 def batch_message_problem(props: dict[str, str]) -> str | None:
     """Why a message cannot be part of a batch (the seed's limits: no delay, no transaction; and no
     delivery time), or None."""
+    if props.keys().isdisjoint(_BATCH_CHECKED):
+        return None
     if props.get(Prop.DELAY, "0") not in ("", "0"):
         return "delayed messages cannot be sent in a batch"
     if props.get(Prop.TRAN_MSG) == "true":

@@ -283,6 +283,10 @@ class CommitLog:
             return PutResult(PutStatus.MESSAGE_ILLEGAL)
         encoded: list[tuple[MessageToStore, bytes, int, bytes]] = []
         needed = 0
+        fixed_size = _SIZE_BESIDES + len(topic_field)
+        max_size = self.max_message_size
+        born_host = first.born_host
+        born_field = self._born_field(born_host)  # a batch comes from one producer: looked up once
         for msg in msgs:
             if msg.topic != first.topic or msg.queue_id != first.queue_id:
                 return PutResult(PutStatus.MESSAGE_ILLEGAL)
@@ -291,12 +295,14 @@ class CommitLog:
                 props = encode_properties(msg.properties).encode() if msg.properties else b""
             if len(props) > MAX_PROPERTIES_LENGTH:
                 return PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED)
-            if len(msg.body) > self.max_message_size:
+            if len(msg.body) > max_size:
                 return PutResult(PutStatus.MESSAGE_ILLEGAL)
-            born_field = self._born_field(msg.born_host)
+            if msg.born_host != born_host:
+                born_host = msg.born_host
+                born_field = self._born_field(born_host)
             if len(born_field) != 8:
                 return PutResult(PutStatus.MESSAGE_ILLEGAL)  # batches from IPv6 producers: not supported
-            total = _SIZE_BESIDES + len(msg.body) + len(topic_field) + len(props)
+            total = fixed_size + len(msg.body) + len(props)
             encoded.append((msg, props, total, born_field))
             needed += total
         if needed + END_FILE_MIN_BLANK_LENGTH > mf.file_size:
@@ -331,9 +337,18 @@ class CommitLog:
         self.topic_queue_table[key] = queue_offset + len(encoded)
         appended = self._appended
         for i, (msg, props, total, _) in enumerate(encoded):
-            found = dispatch_fields(first.topic, props.decode(), store_ts, self._delay_levels)
+            known = msg.dispatch_keys  # (TAGS, KEYS, UNIQ_KEY) when the send path looked them up
+            found: tuple[object, str | None, str | None]
+            if known is not None:
+                tags = known[0]
+                code = java_string_hash(tags) if tags else 0
+                found = known
+            else:
+                fields = dispatch_fields(first.topic, props.decode(), store_ts, self._delay_levels)
+                code = fields[0]
+                found = fields
             appended(
-                key, offsets[i], total, found[0], store_ts, queue_offset + i, msg.sys_flag & _NO_LAYOUT_BITS, found,
+                key, offsets[i], total, code, store_ts, queue_offset + i, msg.sys_flag & _NO_LAYOUT_BITS, found,
                 msg.prepared_transaction_offset,
             )  # fmt: skip
         return PutResult(

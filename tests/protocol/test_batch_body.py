@@ -12,6 +12,7 @@ from broker.protocol.batch import (
     BatchFormatError,
     BatchMessage,
     decode_batch,
+    decode_batch_reference,
     encode_batch,
     iter_batch,
     merge_batch_properties,
@@ -85,3 +86,34 @@ def test_merge_batch_properties_adds_separator_when_needed() -> None:
     assert merge_batch_properties("A\x01b", "CLUSTER\x01c\x02") == "A\x01b\x02CLUSTER\x01c\x02"
     assert merge_batch_properties("", "W\x01x\x02") == "W\x01x\x02"
     assert merge_batch_properties("A\x01b\x02", "") == "A\x01b\x02"
+
+
+def _outcome(decode: object, data: bytes | bytearray | memoryview) -> object:
+    try:
+        return decode(data)  # type: ignore[operator]
+    except BatchFormatError as exc:
+        return ("error", str(exc))
+
+
+_VALID = st.lists(
+    st.builds(BatchMessage, st.binary(max_size=40), st.text(max_size=12), st.integers(-(2**31), 2**31 - 1)),
+    min_size=1,
+    max_size=4,
+).map(encode_batch)
+
+
+@given(
+    st.one_of(
+        _VALID,
+        st.binary(max_size=120),
+        st.tuples(_VALID, st.integers(0, 200), st.binary(min_size=1, max_size=4)).map(
+            lambda v: v[0][: v[1] % (len(v[0]) + 1)] + v[2] + v[0][v[1] % (len(v[0]) + 1) + len(v[2]) :]
+        ),  # a few bytes overwritten somewhere: lengths, flags, bodies, properties
+        st.tuples(_VALID, st.integers(0, 200)).map(lambda v: v[0][: v[1] % (len(v[0]) + 1)]),  # truncated
+    ),
+    st.sampled_from([bytes, bytearray, memoryview]),
+)
+def test_the_fast_decode_equals_the_reference(data: bytes, kind: type) -> None:
+    """decode_batch (the broker's loop) gives what decode_batch_reference gives: the same messages, or
+    the same error for a malformed body, whatever buffer type the body arrives in."""
+    assert _outcome(decode_batch, kind(data)) == _outcome(decode_batch_reference, kind(data))

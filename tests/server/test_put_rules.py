@@ -9,15 +9,20 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
+from broker.protocol.batch import merge_batch_properties
+from broker.protocol.javahash import tags_code
 from broker.protocol.message import MessageExt, SysFlag
 from broker.protocol.properties import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, Prop, decode_properties
 from broker.server.errors import RequestError
 from broker.server.put_rules import (
+    batch_dispatch_keys,
+    batch_message_problem,
     checked_properties,
     rewrite_for_delay,
     stored_properties,
 )
 from broker.server.topics import SCHEDULE_TOPIC
+from broker.store.dispatch_request import dispatch_fields
 from broker.store.results import MessageToStore
 
 _text = st.lists(
@@ -45,6 +50,35 @@ def test_stored_properties_equal_parsing_the_stored_text(text: str, cluster: str
     full = stored_properties(sent, cluster, generated)
     assert list(full.items()) == list(decode_properties(stored_text).items())
     assert sent == checked_properties(text)  # the parsed dict is not changed
+
+
+@given(_text, _text, st.sampled_from([None, "7F0000010000ABCD"]))
+def test_batch_dispatch_keys_equal_what_dispatch_reads_from_the_stored_text(
+    inner_text: str, level_text: str, generated: str | None
+) -> None:
+    try:
+        inner, level = checked_properties(inner_text), checked_properties(level_text)
+    except RequestError:
+        return  # the batch is refused
+    text, uniq = inner_text, inner.get(Prop.UNIQ_KEY)
+    if not uniq:  # as the send processor does: a generated UNIQ_KEY appended to the inner text
+        uniq = generated or "GENERATED"
+        text += ("" if not text or text.endswith(PROPERTY_SEPARATOR) else PROPERTY_SEPARATOR) + f"UNIQ_KEY\x01{uniq}"
+    if level_text and not level_text.endswith(PROPERTY_SEPARATOR):  # as the send processor ends it
+        level_text += PROPERTY_SEPARATOR
+    stored = merge_batch_properties(text, level_text + "CLUSTER\x01c\x02")
+    tags, keys, found_uniq = batch_dispatch_keys(inner, uniq, level)
+    assert (tags_code(tags) if tags else 0, keys, found_uniq) == dispatch_fields("T", stored, 0, None)
+
+
+@given(st.dictionaries(st.sampled_from(["DELAY", "TRAN_MSG", "TIMER_DELAY_SEC", "TAGS", "x"]), st.text(max_size=3)))
+def test_batch_message_problem_passes_only_what_the_full_checks_pass(props: dict[str, str]) -> None:
+    full = (
+        props.get(Prop.DELAY, "0") not in ("", "0")
+        or props.get(Prop.TRAN_MSG) == "true"
+        or bool(props.get("TIMER_DELAY_SEC"))
+    )
+    assert (batch_message_problem(props) is not None) is full
 
 
 def test_rewrite_for_delay_declining_leaves_the_properties_alone() -> None:

@@ -1,7 +1,8 @@
 """The send path looks TAGS, KEYS and UNIQ_KEY up once (checked_properties) and hands them to the store's
-dispatch hint. Over real TCP, sends with many property shapes (repeated names, empty values, no
-UNIQ_KEY, delay and retry rewrites, odd segments) give hints equal to the records parsed back from the
-CommitLog, and the one-pass parser agrees with check_properties + decode_properties on any text."""
+dispatch hint. Over real TCP, sends and batches with many property shapes (repeated names, empty values, no
+UNIQ_KEY, delay and retry rewrites, odd segments, batch-level properties that override the inner ones) give
+hints equal to the records parsed back from the CommitLog, and the one-pass parser agrees with
+check_properties + decode_properties on any text."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
+from broker.protocol.batch import BatchMessage, encode_batch
 from broker.protocol.properties import decode_properties
 from broker.server.errors import RequestError
 from broker.server.put_rules import check_properties, checked_properties
@@ -77,3 +79,32 @@ def test_one_pass_properties_agree_with_check_and_decode(text: str) -> None:
         return
     assert problem is None
     assert props == decode_properties(text)
+
+
+# Batch-level properties (the request header's): appended to every inner message, so theirs win.
+BATCH_LEVEL = ["", "WAIT\x01true\x02", "TAGS\x01bt\x02KEYS\x01bk\x02", "UNIQ_KEY\x01BATCHU\x02KEYS\x01\x02", "TAGS\x01"]
+BATCH_INNER = [s for s in SHAPES if "DELAY\x01" not in s or "DELAY\x010" in s]  # a batch holds no delay
+
+
+async def test_dispatch_hints_of_batches_equal_the_parsed_records(tmp_path: Path) -> None:
+    async with cluster(tmp_path) as c:
+        store = c.running_broker.store
+        seen: list[DispatchRequest] = []
+
+        class Recorder:
+            def dispatch(self, request: DispatchRequest) -> None:
+                seen.append(request)
+
+        store.reput.add_dispatcher(Recorder())
+        client = await c.client()
+        for level in BATCH_LEVEL:
+            body = encode_batch(BatchMessage(b"b-%d" % i, text) for i, text in enumerate(BATCH_INNER))
+            resp = await client.send("KeysBatch", body, code=320, properties_text=level)
+            assert resp.code == 0, resp.remark
+        expected = len(BATCH_LEVEL) * len(BATCH_INNER)
+        for _ in range(100):
+            if store.dispatch_behind_bytes == 0 and len(seen) >= expected:
+                break
+            await asyncio.sleep(0.02)
+        assert len(seen) == expected
+        assert_requests_match_records(store, seen)
