@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Final
 
-__all__ = ["BROKER_KEYS", "OWNED_KEYS", "ValueKind", "check_value"]
+__all__ = ["BROKER_KEYS", "LIVE_DEFAULTS", "LIVE_KEYS", "OWNED_KEYS", "ValueKind", "check_value", "same_value"]
 
 # "bool", "int", "float", "str", or the tuple of accepted words of an enum.
 ValueKind = str | tuple[str, ...]
@@ -226,3 +226,53 @@ def check_value(kind: ValueKind, value: str) -> str | None:
             return "must be a number"
         return None if math.isfinite(number) else "must be a finite number"
     return None
+
+
+# The keys the broker applies at run time (UPDATE_BROKER_CONFIG sets them in place: broker.server.config_update's
+# LIVE_KEYS), each with the broker's default as GET_BROKER_CONFIG prints it: a live key removed from
+# spec.broker.config goes back to its default without a restart. tests/operator/test_broker_config_live.py
+# proves both equal the broker's. Every other key is read at start only: changing it rolls the pods.
+LIVE_DEFAULTS: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        "autoCreateSubscriptionGroup": "true",
+        "autoCreateTopicEnable": "true",
+        "brokerPermission": "6",
+        "channelExpiredTimeout": "120000",
+        "defaultTopicQueueNums": "8",
+        "deleteWhen": "04",
+        "diskMaxUsedSpaceRatio": "75",
+        "diskSpaceCleanForciblyRatio": "0.85",
+        "enablePropertyFilter": "false",
+        "fileReservedTime": "72",
+        "longPollingEnable": "true",
+        "maxMessageSize": "4194304",
+        "maxTransferBytesOnMessageInMemory": "262144",
+        "notifyConsumerIdsChangedEnable": "true",
+        "rejectTransactionMessage": "false",
+        "shortPollingTimeMills": "1000",
+        "storeReplyMessageEnable": "true",
+        "timerMaxDelaySec": "259200",
+        "timerWheelEnable": "true",
+        "transactionCheckMax": "15",
+        "transactionTimeOut": "6000",
+    }
+)
+LIVE_KEYS: Final = frozenset(LIVE_DEFAULTS)
+
+
+def same_value(kind: ValueKind, a: str, b: str) -> bool:
+    """Whether two broker.conf values of this kind mean the same (the broker prints `true`, a spec may say
+    `True`; `0.85` and `.85` are one ratio)."""
+    a, b = a.strip(), b.strip()
+    if a == b:
+        return True
+    try:
+        if kind == _BOOL:
+            return a.lower() == b.lower()
+        if kind == _INT:
+            return int(a) == int(b)
+        if kind == _FLOAT:
+            return float(a) == float(b)
+    except ValueError:
+        pass
+    return a == b

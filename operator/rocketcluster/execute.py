@@ -1,5 +1,5 @@
 """Carrying out the plan's actions: applying children, deleting pods and groups, growing claims, and the admin
-calls (metadata copy, write permission) that a scale-out or a drain needs.
+calls (metadata copy, write permission) that a scale-out or a drain needs, and the broker keys set at run time.
 
 Each action is done once per pass and is safe to repeat: the next pass plans again from what it observes, so
 an action cut short by a crash or a refusal is simply planned again.
@@ -15,8 +15,10 @@ from typing import Any
 
 import kopf
 
+from broker.client.errors import RocketError
+from broker.transport.errors import RemotingError
 from rocketcluster import metrics, names
-from rocketcluster.gather import AdminSession
+from rocketcluster.gather import ADMIN_TIMEOUT, AdminSession
 from rocketcluster.kube import ApiError, Kube
 from rocketcluster.model import RocketClusterSpec
 from rocketcluster.observe import BrokerFacts, GroupFacts
@@ -31,6 +33,7 @@ from rocketcluster.plan import (
     DeletePod,
     RecreateStatefulSet,
     ResizeClaims,
+    UpdateBrokerConfig,
     Wait,
     WipeWritePerm,
 )
@@ -100,6 +103,8 @@ async def execute(ctx: PassContext, action: Action) -> list[str]:
         await _resize_claims(kube, cluster, action)
     elif isinstance(action, RecreateStatefulSet):
         return await _recreate_statefulset(kube, body, cluster, spec, action.group)
+    elif isinstance(action, UpdateBrokerConfig):
+        await _update_broker_config(ctx, action)
     elif isinstance(action, ClearManualRollRequest):
         patch = {"metadata": {"annotations": {names.ANNOTATION_MANUAL_ROLLING_UPDATE: None}}}
         path = f"/apis/{names.API_VERSION}/namespaces/{ns}/{names.PLURAL}/{c}"
@@ -153,6 +158,18 @@ async def _recreate_statefulset(
             raise kopf.TemporaryError(f"StatefulSet {name} is still being deleted", delay=10)
         await asyncio.sleep(0.5)
     return await _apply_all(kube, body, render_broker_group(cluster, spec, group))
+
+
+async def _update_broker_config(ctx: PassContext, action: UpdateBrokerConfig) -> None:
+    """UPDATE_BROKER_CONFIG to one broker. A refusal (a value out of the broker's range) or no answer is a
+    Warning Event, not a failed pass: the next pass reads the broker's values and plans it again, and the
+    other steps of this one go on."""
+    try:
+        await asyncio.wait_for(ctx.admin.require().update_broker_config(action.addr, dict(action.keys)), ADMIN_TIMEOUT)
+    except (RocketError, RemotingError, OSError, TimeoutError) as exc:
+        what = f"broker {action.pod} did not take {', '.join(k for k, _ in action.keys)}: {exc}"
+        log.warning("%s/%s: %s", ctx.cluster.namespace, ctx.cluster.name, what)
+        await ctx.kube.post_event(ctx.body, "Warning", "ConfigNotApplied", what[:1000])
 
 
 def _master_addr(facts: BrokerFacts, group: int) -> str:

@@ -18,6 +18,7 @@ import kopf
 
 from broker.client.admin import Admin
 from rocketcluster import names
+from rocketcluster.broker_keys import LIVE_KEYS
 from rocketcluster.cluster_access import CERT_MANAGER_CRD, AdminAccess, cert_manager_installed
 from rocketcluster.kube import Kube
 from rocketcluster.model import RocketClusterSpec
@@ -101,8 +102,10 @@ class AdminSession:
                     found = await self._ask(f"{broker_name} consumer lag", self.admin.consumer_lag(broker_name))
                     if found is not None:
                         consumer_lag, unread = found.total, found.unread_per_topic
+            live_config = await self._live_config(broker_name, registered) if g < spec.broker.groups else {}
             groups[g] = GroupFacts(
                 registered=registered,
+                live_config=live_config,
                 lag_bytes=lag,
                 diverged=diverged,
                 detached=frozenset(detached),
@@ -111,6 +114,17 @@ class AdminSession:
                 unread=unread,
             )
         return BrokerFacts(groups)
+
+    async def _live_config_of(self, what: str, addr: str) -> dict[str, str] | None:
+        found = await self._ask(what, self.require().broker_config(addr))
+        return None if found is None else {k: v for k, v in found.items() if k in LIVE_KEYS}
+
+    async def _live_config(self, broker_name: str, registered: Mapping[int, str]) -> dict[int, dict[str, str]]:
+        """brokerId -> the values of the keys the broker applies at run time, as it holds them now (each
+        broker of the group: a slave is updated like its master); a broker that did not answer is left out."""
+        ids = sorted(registered)
+        found = await asyncio.gather(*(self._live_config_of(f"{broker_name}/{i} config", registered[i]) for i in ids))
+        return {i: values for i, values in zip(ids, found, strict=True) if values is not None}
 
 
 async def volume_expansion(

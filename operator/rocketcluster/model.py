@@ -649,6 +649,15 @@ class ExternalAccessStatus(_Status):
     """Every broker pod's external address; none until it is known (a load balancer being provisioned)."""
 
 
+class BrokerConfigStatus(_Status):
+    """How spec.broker.config reaches the brokers."""
+
+    live: list[str] = Field(default_factory=list)
+    """Keys set on the running brokers without a restart (UPDATE_BROKER_CONFIG)."""
+    restart_only: list[str] = Field(default_factory=list)
+    """Keys the brokers read at start only: a change rolls the pods."""
+
+
 class NameServerStatus(_Status):
     replicas: int = 0
     ready_replicas: int = 0
@@ -708,6 +717,8 @@ class RocketClusterStatus(_Status):
     """True once the cluster was first Ready (after that, Progressing never says Creating again)."""
     external_access: ExternalAccessStatus | None = None
     """The external addresses (spec.externalAccess)."""
+    broker_config: BrokerConfigStatus | None = None
+    """Which keys of spec.broker.config apply live and which roll the pods."""
 
 
 # -- parsing -----------------------------------------------------------------------------------------------------

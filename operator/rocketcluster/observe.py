@@ -12,10 +12,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rocketcluster import names
+from rocketcluster.live_config import live_split, live_wanted
 from rocketcluster.model import RocketClusterSpec
 from rocketcluster.plan import (
     Condition,
     GroupObservation,
+    LiveConfigObservation,
     NameServerObservation,
     Observed,
     Plan,
@@ -23,12 +25,14 @@ from rocketcluster.plan import (
     Progress,
     RolloutSettings,
     ScaleDownSettings,
+    UpdateBrokerConfig,
 )
 from rocketcluster.render_external import advertised_address, external_status
 
 __all__ = [
     "BrokerFacts",
     "GroupFacts",
+    "broker_config_status",
     "build_observed",
     "build_status",
     "claim_size",
@@ -55,6 +59,8 @@ class GroupFacts:
     consumer_lag: int | None = None
     unread: Mapping[str, int] | None = None  # topic -> messages no consumer group reads
     metadata_copied: bool | None = None
+    # brokerId -> the values of the keys it applies at run time (broker_keys.LIVE_KEYS), for those that answered
+    live_config: Mapping[int, Mapping[str, str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,6 +227,11 @@ def build_observed(
                 consumer_lag=f.consumer_lag,
                 unread=None if f.unread is None else tuple(sorted(f.unread.items())),
                 claim_size=claim_size(group_set),
+                live_config=tuple(
+                    LiveConfigObservation(i, addr, tuple(sorted((f.live_config.get(i) or {}).items())))
+                    for i, addr in sorted(f.registered.items())
+                    if i in f.live_config
+                ),
             )
         )
     return Observed(
@@ -252,6 +263,7 @@ def build_observed(
         ),
         broker_groups=tuple(groups),
         progress=Progress.from_dict(status),  # the planner's record: status.rollout, .scaling and .created
+        live_wanted=tuple(live_wanted(spec, (status.get("brokerConfig") or {}).get("live") or ()).items()),
     )
 
 
@@ -365,7 +377,16 @@ def build_status(
         "groupStatus": group_status,
         "connectionConfigMap": names.connection_config_map(name),
         "externalAccess": external_status(name, spec, pods, external_hosts or {}),
+        "brokerConfig": broker_config_status(spec, plan),
     }
+
+
+def broker_config_status(spec: RocketClusterSpec, plan: Plan) -> dict[str, list[str]]:
+    """status.brokerConfig: the keys set on the running brokers (spec.broker.config's run-time keys, and any
+    this pass set back to its default after it left the spec), and the keys whose change rolls the pods."""
+    live, restart = live_split(spec)
+    reverting = {k for a in plan.actions if isinstance(a, UpdateBrokerConfig) for k, _ in a.keys}
+    return {"live": sorted(set(live) | reverting), "restartOnly": restart}
 
 
 def with_rejections(plan: Plan, rejected: Sequence[str]) -> Plan:

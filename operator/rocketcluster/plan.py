@@ -11,7 +11,8 @@ every action succeeded (a failed action leaves the old progress, so the same ste
 The steps come from the planners of rolls (plan_roll), scaling (plan_scale) and volume growth (plan_storage),
 which share one view of the cluster (plan_view).
 This module decides how they interleave, on one rule: never two disruptive steps at once.
-- Creating groups and copying metadata are not disruptive: they go on beside anything else.
+- Creating groups, copying metadata and setting broker keys the brokers apply at run time (plan_config) are
+  not disruptive: they go on beside anything else.
 - A roll and a scale-in are. Whichever is under way finishes first; when neither is, the scale-in goes first
   (it removes pods the roll would otherwise restart). While groups are removed, the roll restarts only pods
   that are already down (a failing pod with an older template can still be fixed).
@@ -24,6 +25,7 @@ import re
 from typing import Final
 
 from rocketcluster import names
+from rocketcluster.plan_config import plan_live_config
 from rocketcluster.plan_progress import DrainProgress, Progress, RollProgress
 from rocketcluster.plan_roll import MANUAL_ROLLING_UPDATE, POD_HAS_OLD_REVISION, POD_STUCK, RollStep, plan_roll
 from rocketcluster.plan_scale import ScaleInStep, ScaleOutStep, plan_scale_in, plan_scale_out
@@ -40,6 +42,7 @@ from rocketcluster.plan_types import (
     DeleteGroup,
     DeletePod,
     GroupObservation,
+    LiveConfigObservation,
     NameServerObservation,
     Observed,
     Plan,
@@ -48,6 +51,7 @@ from rocketcluster.plan_types import (
     ResizeClaims,
     RolloutSettings,
     ScaleDownSettings,
+    UpdateBrokerConfig,
     Wait,
     WipeWritePerm,
 )
@@ -69,6 +73,7 @@ __all__ = [
     "DeletePod",
     "DrainProgress",
     "GroupObservation",
+    "LiveConfigObservation",
     "NameServerObservation",
     "Observed",
     "Plan",
@@ -79,6 +84,7 @@ __all__ = [
     "RollProgress",
     "RolloutSettings",
     "ScaleDownSettings",
+    "UpdateBrokerConfig",
     "Wait",
     "WipeWritePerm",
     "plan",
@@ -129,6 +135,8 @@ def plan(observed: Observed) -> Plan:
         and view.replicating()
         and not degraded
     )
+    # Run-time broker keys restart nothing: they neither wait for nor hold up the steps above.
+    actions += plan_live_config(observed)
     creating = not (progress.created or settled)
     progressing = _progressing(view, roll, scale_out, scale_in, creating, roll_first=not scale_in_first)
     if storage.status is not None:

@@ -25,6 +25,7 @@ __all__ = [
     "DeleteGroup",
     "DeletePod",
     "GroupObservation",
+    "LiveConfigObservation",
     "NameServerObservation",
     "Observed",
     "Plan",
@@ -35,6 +36,7 @@ __all__ = [
     "Retention",
     "RolloutSettings",
     "ScaleDownSettings",
+    "UpdateBrokerConfig",
     "Wait",
     "WipeWritePerm",
 ]
@@ -104,6 +106,16 @@ class NameServerObservation:
 
 
 @dataclass(frozen=True, slots=True)
+class LiveConfigObservation:
+    """What one registered broker holds now for the keys it applies at run time (GET_BROKER_CONFIG): its
+    brokerId (the pod's ordinal), the address it registered, and (key, value) pairs."""
+
+    broker_id: int
+    addr: str
+    values: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class GroupObservation:
     """One broker group that exists in the cluster (a StatefulSet, or pods left of one).
 
@@ -125,6 +137,7 @@ class GroupObservation:
     consumer_lag: int | None = None
     unread: tuple[tuple[str, int], ...] | None = None
     claim_size: str | None = None  # the data volumes' size in the StatefulSet's volumeClaimTemplates
+    live_config: tuple[LiveConfigObservation, ...] = ()  # the brokers that answered GET_BROKER_CONFIG
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,6 +180,8 @@ class Observed:
     nameserver: NameServerObservation = NameServerObservation()
     broker_groups: tuple[GroupObservation, ...] = ()
     progress: Progress = field(default_factory=Progress)
+    # the run-time broker keys the brokers should hold and their values (live_config.live_wanted)
+    live_wanted: tuple[tuple[str, str], ...] = ()
 
 
 # -- what the planner decided: actions, in the order the handler executes them --------------------------------------
@@ -297,6 +312,21 @@ class ClearManualRollRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class UpdateBrokerConfig:
+    """Set `keys` ((key, value) pairs) on the running broker `pod` at `addr` (UPDATE_BROKER_CONFIG): keys the
+    broker applies at run time, so no restart."""
+
+    pod: str
+    addr: str
+    keys: tuple[tuple[str, str], ...]
+    reason: str = "CONFIG_APPLIED_LIVE"
+
+    def describe(self) -> str:
+        changed = ", ".join(f"{k}={v}" for k, v in self.keys)
+        return f"set {changed} on broker {self.pod} at run time (no restart)"
+
+
+@dataclass(frozen=True, slots=True)
 class Wait:
     """Nothing more to do now: reconcile again in `retry_after_seconds` (kopf.TemporaryError(delay=...))."""
 
@@ -319,6 +349,7 @@ Action: TypeAlias = (
     | ResizeClaims
     | RecreateStatefulSet
     | ClearManualRollRequest
+    | UpdateBrokerConfig
     | Wait
 )
 

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from rocketcluster import names
+from rocketcluster.live_config import restart_only
 from rocketcluster.model import PodTemplate, RocketClusterSpec
 from rocketcluster.names import ClusterRef
 from rocketcluster.pod_extras import extra_containers
@@ -415,9 +416,12 @@ def _escape(value: str) -> str:
 
 def render_broker_conf(cluster: ClusterRef, spec: RocketClusterSpec, g: int, ordinal: int) -> str:
     """The broker.conf text of pod `ordinal` of group g (keys sorted, one `key=value` a line)."""
+    return _conf_text(cluster, g, ordinal, broker_conf_properties(cluster, spec, g, ordinal))
+
+
+def _conf_text(cluster: ClusterRef, g: int, ordinal: int, properties: Mapping[str, str]) -> str:
     pod = names.broker_pod(cluster.name, g, ordinal)
     lines = [f"# {pod}: rendered by the rocketcluster operator from the RocketCluster; edits are overwritten."]
-    properties = broker_conf_properties(cluster, spec, g, ordinal)
     lines += [f"{key}={_escape(properties[key])}" for key in sorted(properties)]
     return "\n".join(lines) + "\n"
 
@@ -437,13 +441,21 @@ def data_hash(data: Mapping[str, str]) -> str:
 
 
 def config_hash(cluster: ClusterRef, spec: RocketClusterSpec, g: int) -> str:
-    """The group's `rocketcluster.io/config-hash` pod annotation: the hash of its broker.conf files.
+    """The group's `rocketcluster.io/config-hash` pod annotation: the hash of its broker.conf files, less the
+    keys the broker applies live (live_config: those are set on the running brokers, and rolling for them would
+    restart pods for nothing).
 
     It covers the master's file and one slave's file, rendered whether or not the group has slaves: every
-    slave's file equals that one but for brokerId, so any change a pod would see changes the hash, while adding
-    or removing a slave (one more or one fewer file in the ConfigMap) does not, and so restarts no running pod.
+    slave's file equals that one but for brokerId, so any change a restart must follow changes the hash, while
+    adding or removing a slave (one more or one fewer file in the ConfigMap) does not, and so restarts no
+    running pod. Without live keys in the spec the hash is that of the ConfigMap's files as they are.
     """
-    files = {names.broker_conf_file(ordinal): render_broker_conf(cluster, spec, g, ordinal) for ordinal in (0, 1)}
+    files = {
+        names.broker_conf_file(ordinal): _conf_text(
+            cluster, g, ordinal, restart_only(broker_conf_properties(cluster, spec, g, ordinal))
+        )
+        for ordinal in (0, 1)
+    }
     return data_hash(files)
 
 

@@ -20,6 +20,7 @@ from rocketcluster.render import (
     ClusterRef,
     broker_config_data,
     config_hash,
+    data_hash,
     namesrv_addr,
     render_broker_conf,
     render_broker_group,
@@ -498,7 +499,12 @@ def _hash(raw: dict[str, Any], g: int = 0) -> str:
 @pytest.mark.parametrize(
     ("change", "rolls"),
     [
-        ({"broker": {"config": {"deleteWhen": "03"}}}, True),
+        # keys the broker reads at start only roll; keys it applies at run time do not (they are set live)
+        ({"broker": {"config": {"waitTimeMillsInSendQueue": "300"}}}, True),
+        ({"broker": {"config": {"transactionCheckInterval": "10000"}}}, True),
+        ({"broker": {"config": {"authenticationWhitelist": "10"}}}, True),
+        ({"broker": {"config": {"deleteWhen": "03"}}}, False),
+        ({"broker": {"config": {"maxMessageSize": "1048576", "autoCreateTopicEnable": "false"}}}, False),
         ({"broker": {"replication": "SYNC"}}, True),
         ({"broker": {"flushDiskType": "SYNC_FLUSH"}}, True),
         ({"nameServer": {"replicas": 3}}, True),
@@ -511,6 +517,17 @@ def _hash(raw: dict[str, Any], g: int = 0) -> str:
 )
 def test_the_config_hash_changes_only_with_what_a_pod_reads(change: dict[str, Any], rolls: bool) -> None:
     assert (_hash(change) != _hash({})) is rolls
+
+
+def test_the_config_map_carries_the_live_keys_the_hash_leaves_out() -> None:
+    spec = parse_spec({"broker": {"config": {"deleteWhen": "03", "waitTimeMillsInSendQueue": "300"}}})
+    for ordinal in (0, 1):
+        properties = parse_properties(render_broker_conf(CLUSTER, spec, 0, ordinal))
+        assert (properties["deleteWhen"], properties["waitTimeMillsInSendQueue"]) == ("03", "300")
+    # with no live key in the spec, the hash is the ConfigMap's files' own (an upgrade rolls nothing)
+    plain = parse_spec({"broker": {"config": {"waitTimeMillsInSendQueue": "300"}}})
+    files = {f"broker-{o}.conf": render_broker_conf(CLUSTER, plain, 0, o) for o in (0, 1)}
+    assert config_hash(CLUSTER, plain, 0) == data_hash(files)
 
 
 def test_groups_have_different_files_and_hashes() -> None:

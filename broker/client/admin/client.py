@@ -17,10 +17,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
-from broker.client.admin import requests
+from broker.client.admin import changes, requests
 from broker.client.admin.broker_runtime_info import BrokerRuntimeInfo
 from broker.client.admin.lag import SCHEDULE_TOPIC, ConsumerLag, ReplicationLag, SlaveLag, consumer_lag, unread_queues
 from broker.client.admin.metadata_copy import CopyResult, broker_made_topics, plan_copy
@@ -283,6 +283,14 @@ class Admin:
     async def runtime_info(self, addr: str) -> BrokerRuntimeInfo:
         """GET_BROKER_RUNTIME_INFO of the broker at `addr`."""
         return BrokerRuntimeInfo(addr, await self.instance.api.get_broker_runtime_info(addr))
+
+    async def broker_config(self, addr: str) -> dict[str, str]:
+        """GET_BROKER_CONFIG of the broker at `addr`: every effective key=value, as the broker holds it now."""
+        return await requests.get_broker_config(self.instance.api, addr)
+
+    async def update_broker_config(self, addr: str, props: Mapping[str, str]) -> None:
+        """UPDATE_BROKER_CONFIG to the broker at `addr`; ClientError naming the key it refuses."""
+        await changes.update_broker_config(self.instance.api, addr, props)
 
     async def master_addr(self, broker_name: str) -> str:
         """The master address the NameServer holds for `broker_name`; ClientError when it has none."""
