@@ -123,10 +123,10 @@ def test_docstrings_name_only_functions_that_exist() -> None:
 
 def test_the_check_catches_a_stale_name() -> None:
     pkg = load_packages()
-    stale = "Recovery uses `dispatch_range()` and `broker.store.dispatch.dispatch_range`; `ReputService.gone()`."
+    stale = "Recovery uses `dispatch_range()` and `broker.store.dispatch.dispatch_range`; `ReputService.no_such_method_anywhere()`."
     assert unknown_names(stale, pkg) == [
         "`dispatch_range()`",
-        "`ReputService.gone()`",
+        "`ReputService.no_such_method_anywhere()`",
         "`broker.store.dispatch.dispatch_range`",
     ]
     fine = "`parse_record()`, `loop.call_soon()`, Java's `checkFields()`, `broker.store.dispatch_request.parse_record`"
