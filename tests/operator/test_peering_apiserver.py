@@ -47,16 +47,18 @@ def _kube(kubectl: Kubectl) -> Kube:
     ("others", "active"),
     [
         ({}, True),
-        ({"other": _keepalive(3)}, True),
-        ({"other": _keepalive(9)}, False),
-        ({"other": _keepalive(5)}, False),  # a tie: kopf pauses both
-        ({"other": _keepalive(9, seconds_ago=60)}, True),  # its keep-alive expired
+        ({"other": (3, 1)}, True),
+        ({"other": (9, 1)}, False),
+        ({"other": (5, 1)}, False),  # a tie: kopf pauses both
+        ({"other": (9, 60)}, True),  # its keep-alive expired
     ],
 )
 async def test_active_reads_the_peering_object(
     kubectl: Kubectl, kind: str, others: dict[str, Any], active: bool
 ) -> None:
-    name = _peering(kubectl, kind, {"me": _keepalive(5), **others})
+    # (priority, seconds since its keep-alive): the times are taken now, not when the tests were collected
+    status = {"me": _keepalive(5)} | {peer: _keepalive(*entry) for peer, entry in others.items()}
+    name = _peering(kubectl, kind, status)
     namespaces = [NAMESPACE] if kind == "KopfPeering" else None
     kube = _kube(kubectl)
     try:
