@@ -6,7 +6,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -91,12 +90,3 @@ class Controllers:
 
     def logs(self) -> str:
         return "\n".join(p.read_text(errors="replace")[-3000:] for p in sorted(self.root.glob("controller-n*.log")))
-
-
-def wait_until(predicate, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
