@@ -263,7 +263,7 @@ def build_observed(
         ),
         broker_groups=tuple(groups),
         progress=Progress.from_dict(status),  # the planner's record: status.rollout, .scaling and .created
-        live_wanted=tuple(live_wanted(spec, (status.get("brokerConfig") or {}).get("live") or ()).items()),
+        live_wanted=tuple(live_wanted(spec, _managed_live_keys(status)).items()),
     )
 
 
@@ -379,6 +379,13 @@ def build_status(
         "externalAccess": external_status(name, spec, pods, external_hosts or {}),
         "brokerConfig": broker_config_status(spec, plan),
     }
+
+
+def _managed_live_keys(status: Mapping[str, Any]) -> list[str]:
+    """status.brokerConfig.live as written by an earlier pass; anything else found there counts as none."""
+    record = status.get("brokerConfig")
+    live = record.get("live") if isinstance(record, Mapping) else None
+    return [k for k in live if isinstance(k, str)] if isinstance(live, list) else []
 
 
 def broker_config_status(spec: RocketClusterSpec, plan: Plan) -> dict[str, list[str]]:

@@ -157,6 +157,26 @@ def test_status_says_which_keys_apply_live_and_which_roll() -> None:
     }
 
 
+@pytest.mark.parametrize(
+    "record",
+    [None, "deleteWhen", 7, {"live": "fileReservedTime"}, {"live": [1, None, {"a": 1}]}, {"live": None}, []],
+)
+def test_a_damaged_status_record_manages_no_extra_key(record: Any) -> None:
+    spec = parse_spec({"broker": {"groups": 1, "slavesPerGroup": 0}})
+    observed = build_observed(
+        name=C,
+        generation=1,
+        now=0.0,
+        spec=spec,
+        annotations={},
+        statefulsets=[],
+        pods=[],
+        facts=BrokerFacts(),
+        status={"brokerConfig": record},
+    )
+    assert observed.live_wanted == ()
+
+
 def _pod(g: int, ordinal: int) -> dict[str, Any]:
     return {
         "metadata": {
