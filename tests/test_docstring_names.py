@@ -123,7 +123,8 @@ def test_docstrings_name_only_functions_that_exist() -> None:
 
 def test_the_check_catches_a_stale_name() -> None:
     pkg = load_packages()
-    stale = "Recovery uses `dispatch_range()` and `broker.store.dispatch.dispatch_range`; `ReputService.no_such_method_anywhere()`."
+    stale = "Recovery uses `dispatch_range()` and `broker.store.dispatch.dispatch_range`; "
+    stale += "`ReputService.no_such_method_anywhere()`."
     assert unknown_names(stale, pkg) == [
         "`dispatch_range()`",
         "`ReputService.no_such_method_anywhere()`",
