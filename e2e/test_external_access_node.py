@@ -179,3 +179,66 @@ def test_sdk_and_java_outside_and_a_pod_inside_send_and_consume_at_the_same_time
         f"\noutside: sdk + java {2 * COUNT} sent, each consumer got all; inside: {INSIDE_COUNT} sent and consumed "
         f"in {result['seconds']} s; {time.monotonic() - started:.0f} s in all"
     )
+
+
+# -- LoadBalancer -----------------------------------------------------------------------------------------------------
+
+LB_CLUSTER = "extlb"
+# This harness has no cloud, so nothing provisions load balancers: the test writes each Service's
+# status.loadBalancer.ingress itself, as a cloud's controller would. kube-proxy then programs the ingress IP as it
+# does a real load balancer's, so connections to it reach the pod (these addresses are on no interface).
+LB_NAMESRV_IP, LB_BROKER_IP = "10.250.0.201", "10.250.0.202"
+
+
+def _lb_ready(kube: Kube, ns: str) -> dict[str, Any] | None:
+    obj = kube.get("-n", ns, "rmq", LB_CLUSTER)
+    status = obj.get("status") or {}
+    ready = next((c["status"] for c in status.get("conditions", []) if c["type"] == "Ready"), None)
+    return status if status.get("observedGeneration") == obj["metadata"]["generation"] and ready == "True" else None
+
+
+def test_load_balancer_brokers_wait_for_their_address_then_advertise_it(
+    k8s_node: Kube, ns: str, broker_image: str, operator: OperatorProcess
+) -> None:
+    kube = k8s_node
+    spec = {
+        "image": broker_image,
+        "imagePullPolicy": "Never",
+        "nameServer": {"replicas": 1},
+        "broker": {"groups": 1, "slavesPerGroup": 0},
+        "storage": {"type": "ephemeral", "size": "1Gi"},
+        "externalAccess": {"type": "LoadBalancer", "annotations": {"example.com/lb-scheme": "internal"}},
+    }
+    body = {"apiVersion": "rocketcluster.io/v1alpha1", "kind": "RocketCluster", "metadata": {"name": LB_CLUSTER}}
+    kube.apply(json.dumps(body | {"spec": spec}), namespace=ns)
+    pod, service = f"{LB_CLUSTER}-broker-0-0", f"{LB_CLUSTER}-broker-0-0-external"
+
+    def waiting() -> bool:
+        logs = kube.run("logs", "-n", ns, pod, check=False)
+        return "waiting for the load balancer address" in logs
+
+    kube.wait_for("the broker waiting for its address", waiting, timeout=240, interval=2)
+    lb = kube.get("-n", ns, "svc", service)
+    assert lb["spec"]["type"] == "LoadBalancer" and lb["spec"]["ports"][0]["port"] == 10911
+    assert lb["metadata"]["annotations"]["example.com/lb-scheme"] == "internal"
+    status = kube.get("-n", ns, "rmq", LB_CLUSTER)["status"]["externalAccess"]
+    assert "nameServer" not in status and status["brokers"] == [{"pod": pod}]  # unknown yet (a null is dropped)
+
+    for name, ip in ((f"{LB_CLUSTER}-nameserver-external", LB_NAMESRV_IP), (service, LB_BROKER_IP)):
+        patch = {"status": {"loadBalancer": {"ingress": [{"ip": ip}]}}}
+        kube.run("patch", "-n", ns, "svc", name, "--subresource=status", "--type=merge", "-p", json.dumps(patch))
+    ready = kube.wait_for("the LoadBalancer cluster Ready", lambda: _lb_ready(kube, ns), timeout=300, interval=2)
+    assert ready["externalAccess"] == {
+        "type": "LoadBalancer",
+        "nameServer": f"{LB_NAMESRV_IP}:9876",
+        "brokers": [{"pod": pod, "address": f"{LB_BROKER_IP}:10911"}],
+    }
+    addresses = kube.get("-n", ns, "configmap", f"{LB_CLUSTER}-external-addresses")["data"]
+    assert addresses == {pod: LB_BROKER_IP}
+    namesrv = f"{LB_NAMESRV_IP}:9876"
+    with BlockingAdmin(namesrv) as admin:
+        assert admin.cluster_info().brokers[f"{LB_CLUSTER}-0"].broker_addrs == {0: f"{LB_BROKER_IP}:10911"}
+        admin.create_topic("ExtLb", cluster=LB_CLUSTER, read_queue_nums=4, write_queue_nums=4)
+    sdk_produce(namesrv, [("sync", "ExtLb")], COUNT, origin="sdk")
+    got = SdkConsumer(namesrv, "CID-ext-lb", ["ExtLb"], COUNT).start().wait(timeout=90).records
+    assert sorted({r.seq for r in got}) == list(range(COUNT))
