@@ -8,7 +8,9 @@ network); it reaches the NameServers and the brokers only at the node's IP and t
   messages through the NodePort addresses, and each consumes all 40;
 - meanwhile a Job inside the cluster (e2e/pod_roundtrip.py, NAMESRV_ADDR from the connection ConfigMap) sends
   and consumes 2000 messages of its own topic;
-- the slave replicates from its master (Ready needs its lag measured) over the pod IPs.
+- the slave replicates from its master (Ready needs its lag measured) over the pod IPs;
+- LoadBalancer: the broker waits for its address, then advertises it (the test plays the cloud's controller);
+- turned off, the external Services and the addresses ConfigMap go and the brokers advertise their pod IPs again.
 The operator's log must hold no traceback.
 """
 
@@ -242,3 +244,31 @@ def test_load_balancer_brokers_wait_for_their_address_then_advertise_it(
     sdk_produce(namesrv, [("sync", "ExtLb")], COUNT, origin="sdk")
     got = SdkConsumer(namesrv, "CID-ext-lb", ["ExtLb"], COUNT).start().wait(timeout=90).records
     assert sorted({r.seq for r in got}) == list(range(COUNT))
+
+
+def test_turning_it_off_removes_the_external_services_and_brokers_advertise_pod_ips(
+    k8s_node: Kube, ns: str, operator: OperatorProcess
+) -> None:
+    kube = k8s_node
+    kube.run("patch", "-n", ns, "rmq", LB_CLUSTER, "--type=merge", "-p", json.dumps({"spec": {"externalAccess": None}}))
+
+    def gone() -> bool:
+        selector = f"rocketcluster.io/cluster={LB_CLUSTER},rocketcluster.io/external=true"
+        left = kube.run("get", "-n", ns, "svc,configmap", "-l", selector, "-o", "name").split()
+        return not left
+
+    kube.wait_for("the external Services and the addresses ConfigMap deleted", gone, timeout=120, interval=2)
+    pod_ip = kube.run("get", "-n", ns, "pod", f"{LB_CLUSTER}-broker-0-0", "-o", "jsonpath={.status.podIP}")
+
+    def back() -> dict[str, Any] | None:
+        status = _lb_ready(kube, ns)
+        if status is None or "externalAccess" in status:
+            return None
+        master = status["groupStatus"][0]["master"]
+        return status if master["address"].endswith(":10911") and not master["address"].startswith("10.250.") else None
+
+    status = kube.wait_for("Ready again at the pod IP", back, timeout=300, interval=2)
+    namesrv_ip = kube.run("get", "-n", ns, "svc", f"{LB_CLUSTER}-nameserver", "-o", "jsonpath={.spec.clusterIP}")
+    with BlockingAdmin(f"{namesrv_ip}:9876") as admin:
+        addrs = admin.cluster_info().brokers[f"{LB_CLUSTER}-0"].broker_addrs
+    assert addrs == {0: status["groupStatus"][0]["master"]["address"]}, (addrs, pod_ip)
