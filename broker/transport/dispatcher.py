@@ -11,6 +11,10 @@ run as one task per request. Registration decides once which kind a handler is.
 A guard (`set_guard`: the ACL check of broker/auth) runs before every registered handler: each route is
 wrapped once, so a dispatcher without a guard costs nothing per request, and a refusal the guard returns is
 the response (the handler does not run). The default route (codes nobody registered) is not guarded.
+
+The dispatcher sees the connection a request came on only as `Peer`, what the guard reads of it: it hands
+the connection to the handler untouched, so it names no connection class (the connection module imports
+this one).
 """
 
 from __future__ import annotations
@@ -18,22 +22,40 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeAlias
+from typing import Any, NamedTuple, Protocol, TypeAlias
 
 from broker.protocol.command import RemotingCommand
 
-if TYPE_CHECKING:
-    from broker.transport.connection import RemotingConnection
-
-__all__ = ["AnswerMeter", "AsyncHandler", "Dispatcher", "Guard", "Handler", "Response", "Route", "SyncHandler"]
+__all__ = [
+    "AnswerMeter",
+    "AsyncHandler",
+    "Dispatcher",
+    "Guard",
+    "Handler",
+    "Peer",
+    "Response",
+    "Route",
+    "SyncHandler",
+]
 
 log = logging.getLogger(__name__)
 
+
+class Peer(Protocol):
+    """The connection a request came on, as the dispatcher and its guard see it (`RemotingConnection`
+    satisfies it): the guard reads the remote address; handlers get the whole connection."""
+
+    @property
+    def peer(self) -> str:
+        """The remote address, "host:port"."""
+        ...
+
+
 Response: TypeAlias = RemotingCommand | bytes | None  # bytes: an encoded response frame
-SyncHandler: TypeAlias = Callable[["RemotingConnection", RemotingCommand], Response]
-AsyncHandler: TypeAlias = Callable[["RemotingConnection", RemotingCommand], Awaitable[Response]]
+SyncHandler: TypeAlias = Callable[[Peer, RemotingCommand], Response]
+AsyncHandler: TypeAlias = Callable[[Peer, RemotingCommand], Awaitable[Response]]
 Handler: TypeAlias = SyncHandler | AsyncHandler | Any  # Any: an object with a `handle` method
-Guard: TypeAlias = Callable[["RemotingConnection", RemotingCommand], RemotingCommand | None]
+Guard: TypeAlias = Callable[[Peer, RemotingCommand], RemotingCommand | None]
 
 
 class AnswerMeter(Protocol):
@@ -70,7 +92,7 @@ def _guarded(route: Route, guard: Guard | None) -> Route:
     call = route.call
     if route.is_async:
 
-        async def guarded_async(conn: RemotingConnection, cmd: RemotingCommand) -> Any:
+        async def guarded_async(conn: Peer, cmd: RemotingCommand) -> Any:
             refusal = guard(conn, cmd)
             if refusal is not None:
                 return refusal
@@ -78,7 +100,7 @@ def _guarded(route: Route, guard: Guard | None) -> Route:
 
         return Route(guarded_async, True)
 
-    def guarded(conn: RemotingConnection, cmd: RemotingCommand) -> Any:
+    def guarded(conn: Peer, cmd: RemotingCommand) -> Any:
         refusal = guard(conn, cmd)
         if refusal is not None:
             return refusal
