@@ -555,6 +555,8 @@ class RocketClusterSpec(_Wire):
     """NetworkPolicies admitting only the clients, the cluster's own pods and the operator."""
     external_access: ExternalAccess | None = None
     """Clients outside the Kubernetes cluster (off when absent). Clients inside it keep working."""
+    security: SecuritySpec = Field(default_factory=SecuritySpec)
+    """Authentication, authorization and TLS."""
 
     @field_validator("external_access")
     @classmethod
@@ -576,22 +578,6 @@ class RocketClusterSpec(_Wire):
                 f"nodePorts {base}-{last} include spec.metrics.port {metrics.port} (a broker listens on both)"
             )
         return value
-        broker, metrics = info.data.get("broker"), info.data.get("metrics")
-        groups = broker.groups if isinstance(broker, BrokerSpec) else 1
-        base, last = value.node_port_base, last_node_port(value.node_port_base, groups)
-        if last > NODE_PORT_MAX:
-            raise ValueError(
-                f"nodePortBase {base} with {groups} broker groups needs nodePorts up to {last}, past {NODE_PORT_MAX} "
-                f"(at most {NODE_PORT_MAX - groups * NODE_PORTS_PER_GROUP})"
-            )
-        if isinstance(metrics, Metrics) and metrics.enabled and base <= metrics.port <= last:
-            raise ValueError(
-                f"nodePorts {base}-{last} include spec.metrics.port {metrics.port} (a broker listens on both)"
-            )
-        return value
-
-    security: SecuritySpec = Field(default_factory=SecuritySpec)
-    """Authentication, authorization and TLS."""
 
     @model_validator(mode="after")
     def _no_container_name_twice(self) -> RocketClusterSpec:
