@@ -36,6 +36,7 @@ from rocketcluster.kube import ApiError, Kube
 from rocketcluster.main import watched_namespaces
 from rocketcluster.model import SpecError, parse_spec
 from rocketcluster.observe import build_observed, build_status, pod_ready, ready_nameserver_addrs, with_rejections
+from rocketcluster.pass_scheduler import PassScheduler
 from rocketcluster.peering import LIFETIME_SECONDS, Leadership, choose_priority, own_identity, peering_arguments
 from rocketcluster.plan import Wait, plan
 from rocketcluster.pod_watch import watch_paths, watch_pods
@@ -53,8 +54,6 @@ OPERATOR_NAMESPACE = os.environ.get("POD_NAMESPACE") or None
 _kube: Kube | None = None
 locks: dict[str, asyncio.Lock] = {}  # one pass at a time per cluster (uid): change handler, resync, pod events
 _clusters: dict[tuple[str, str], str] = {}  # (namespace, name) -> uid of every RocketCluster kopf has shown us
-_passes: dict[tuple[str, str], asyncio.Task[None]] = {}  # a pass started by a pod event or the resync loop
-_changed_again: set[tuple[str, str]] = set()
 _resync_task: asyncio.Task[None] | None = None
 _watch_tasks: list[asyncio.Task[None]] = []  # the pod watches (rocketcluster.pod_watch)
 # Whether this replica is the one at work (rocketcluster.peering); standalone until `configure` says otherwise.
@@ -126,9 +125,10 @@ async def active() -> bool:
 
 @kopf.on.cleanup()
 async def close(**_: Any) -> None:
-    for task in [_resync_task, *_watch_tasks, *_passes.values()]:
+    for task in [_resync_task, *_watch_tasks]:
         if task is not None:
             task.cancel()
+    passes.cancel_all()
     # let passes under way finish their API calls before the session goes (kopf stops handlers first)
     for lock in list(locks.values()):
         with contextlib.suppress(TimeoutError):
@@ -162,7 +162,7 @@ async def track(type: str | None, body: kopf.Body, **_: Any) -> None:
         uid = _clusters.pop(key, None)
         if uid is not None:
             locks.pop(uid, None)
-        _passes.pop(key, None)
+        passes.forget(key)
     else:
         _clusters[key] = str(meta["uid"])
 
@@ -172,7 +172,7 @@ async def _resync_forever() -> None:
     while True:
         await asyncio.sleep(RESYNC_SECONDS)
         for key in list(_clusters):
-            _schedule_pass(key)
+            passes.schedule(key)
         for hook in RESYNC_HOOKS:
             hook()
 
@@ -182,35 +182,18 @@ def on_pod(namespace: str, labels: Mapping[str, str]) -> None:
     by the pod watch (rocketcluster.pod_watch), which asks the API server for the clusters' pods only."""
     cluster = labels.get(names.LABEL_CLUSTER)
     if cluster:
-        _schedule_pass((namespace, cluster))
-
-
-def _schedule_pass(key: tuple[str, str]) -> None:
-    """Bursts of triggers for one cluster make one pass plus at most one more, never a pass per trigger."""
-    running = _passes.get(key)
-    if running is not None and not running.done():
-        _changed_again.add(key)
-        return
-    _passes[key] = asyncio.create_task(_pass(key))
+        passes.schedule((namespace, cluster))
 
 
 async def _pass(key: tuple[str, str]) -> None:
     namespace, name = key
-    while True:
-        _changed_again.discard(key)
-        try:
-            if not await active():
-                return  # a standby: the active replica's own loops and handlers serve this cluster
-            raw = await kube_client().get(names.API_VERSION, names.KIND, namespace, name)
-            if raw is None or raw["metadata"].get("deletionTimestamp"):
-                return
-            await reconcile(kopf.Body(cast(kopf.RawBody, raw)))
-        except (kopf.TemporaryError, ApiError, OSError) as exc:  # the next trigger or resync tries again
-            log.info("%s/%s: pass: %s", namespace, name, exc)
-        except Exception:  # a bug in one cluster's pass must not end the loop that serves them all
-            log.exception("%s/%s: pass failed", namespace, name)
-        if key not in _changed_again:
-            return
+    raw = await kube_client().get(names.API_VERSION, names.KIND, namespace, name)
+    if raw is not None and not raw["metadata"].get("deletionTimestamp"):
+        await reconcile(kopf.Body(cast(kopf.RawBody, raw)))
+
+
+# Passes started by pod events and the resync loop; an API server that is away is retried by the next trigger.
+passes = PassScheduler(_pass, describe="/".join, expected=(kopf.TemporaryError, ApiError, OSError), active=active)
 
 
 def kube_client() -> Kube:

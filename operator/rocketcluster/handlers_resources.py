@@ -37,6 +37,7 @@ from rocketcluster.kube import ApiError
 from rocketcluster.model import SpecError, parse_spec
 from rocketcluster.model_resources import name_problem, parse_group_spec, parse_topic_spec
 from rocketcluster.observe import ready_nameserver_addrs
+from rocketcluster.pass_scheduler import PassScheduler
 from rocketcluster.plan_resources import (
     Master,
     ResourceObservation,
@@ -150,8 +151,6 @@ _known: dict[Key, str] = {}  # every topic and group kopf has shown us -> uid
 # The last body the watch showed of each: who else names a topic is looked up here, not by a list per pass
 # (which would cost the API server a list of every topic for every topic on every resync).
 _bodies: dict[Key, Mapping[str, Any]] = {}
-_passes: dict[Key, asyncio.Task[None]] = {}
-_changed_again: set[Key] = set()
 
 
 # -- watching and scheduling ---------------------------------------------------------------------------------
@@ -175,14 +174,14 @@ def _track(kind: Kind, type_: str | None, body: Mapping[str, Any]) -> None:
         _bodies.pop(key, None)
         if uid is not None:
             handlers.locks.pop(uid, None)
-        _passes.pop(key, None)
+        _passes.forget(key)
         return
     new = key not in _known
     _known[key] = str(meta["uid"])
     _bodies[key] = _owner_facts(body)
     seen = (body.get("status") or {}).get("observedGeneration")
     if new or seen != meta.get("generation"):
-        _schedule(key)
+        _passes.schedule(key)
 
 
 def _owner_facts(body: Mapping[str, Any]) -> dict[str, Any]:
@@ -199,43 +198,31 @@ def _owner_facts(body: Mapping[str, Any]) -> dict[str, Any]:
 def schedule_all() -> None:
     """A pass over every topic and group (the resync tick of `handlers` calls this)."""
     for key in list(_known):
-        _schedule(key)
+        _passes.schedule(key)
 
 
 handlers.RESYNC_HOOKS.append(schedule_all)
 
 
-def _schedule(key: Key) -> None:
-    running = _passes.get(key)
-    if running is not None and not running.done():
-        _changed_again.add(key)
-        return
-    _passes[key] = asyncio.create_task(_pass(key))
-
-
 @kopf.on.cleanup()
 async def close(**_: Any) -> None:
-    for task in list(_passes.values()):
-        task.cancel()
+    _passes.cancel_all()
 
 
 async def _pass(key: Key) -> None:
     kind_name, namespace, name = key
     kind = _KINDS[kind_name]
-    while True:
-        _changed_again.discard(key)
-        try:
-            if not await handlers.active():
-                return  # a standby (rocketcluster.peering): the active replica serves this object
-            raw = await handlers.kube_client().get(names.API_VERSION, kind.kind, namespace, name)
-            if raw is not None and not raw["metadata"].get("deletionTimestamp"):
-                await reconcile_resource(kind, raw)
-        except (kopf.TemporaryError, ApiError, *_ADMIN_FAILURES) as exc:  # the next resync tries again
-            log.info("%s %s/%s: pass: %s", kind.kind, namespace, name, exc)
-        except Exception:  # a bug in one object's pass must not end the loop that serves them all
-            log.exception("%s %s/%s: pass failed", kind.kind, namespace, name)
-        if key not in _changed_again:
-            return
+    raw = await handlers.kube_client().get(names.API_VERSION, kind.kind, namespace, name)
+    if raw is not None and not raw["metadata"].get("deletionTimestamp"):
+        await reconcile_resource(kind, raw)
+
+
+_passes = PassScheduler(
+    _pass,
+    describe=lambda key: f"{key[0]} {key[1]}/{key[2]}",
+    expected=(kopf.TemporaryError, ApiError, *_ADMIN_FAILURES),
+    active=handlers.active,
+)
 
 
 # -- one pass --------------------------------------------------------------------------------------------------

@@ -32,6 +32,7 @@ from rocketcluster.model import SpecError, parse_spec
 from rocketcluster.model_users import USERNAME_PATTERN as _USERNAME_PATTERN
 from rocketcluster.model_users import RocketUserSpec, parse_user_spec
 from rocketcluster.observe import merge_conditions, ready_nameserver_addrs
+from rocketcluster.pass_scheduler import PassScheduler
 from rocketcluster.render_users import (
     SECRET_KEY,
     acl_body,
@@ -53,8 +54,6 @@ _ADMIN_FAILURES = (RocketError, *_UNREACHABLE)
 
 Key = tuple[str, str]  # (namespace, name)
 _known: dict[Key, str] = {}
-_passes: dict[Key, asyncio.Task[None]] = {}
-_changed_again: set[Key] = set()
 
 
 @kopf.on.event(names.GROUP, names.VERSION, names.USER_PLURAL)
@@ -65,53 +64,41 @@ async def track_user(type: str | None, body: kopf.Body, **_: Any) -> None:
         uid = _known.pop(key, None)
         if uid is not None:
             handlers.locks.pop(uid, None)
-        _passes.pop(key, None)
+        _passes.forget(key)
         return
     new = key not in _known
     _known[key] = str(meta["uid"])
     if new or (body.get("status") or {}).get("observedGeneration") != meta.get("generation"):
-        _schedule(key)
+        _passes.schedule(key)
 
 
 def schedule_all() -> None:
     """A pass over every user (the resync tick of `handlers` calls this)."""
     for key in list(_known):
-        _schedule(key)
+        _passes.schedule(key)
 
 
 handlers.RESYNC_HOOKS.append(schedule_all)
 
 
-def _schedule(key: Key) -> None:
-    running = _passes.get(key)
-    if running is not None and not running.done():
-        _changed_again.add(key)
-        return
-    _passes[key] = asyncio.create_task(_pass(key))
-
-
 @kopf.on.cleanup()
 async def close(**_: Any) -> None:
-    for task in list(_passes.values()):
-        task.cancel()
+    _passes.cancel_all()
 
 
 async def _pass(key: Key) -> None:
     namespace, name = key
-    while True:
-        _changed_again.discard(key)
-        try:
-            if not await handlers.active():
-                return  # a standby (rocketcluster.peering): the active replica serves this user
-            raw = await handlers.kube_client().get(names.API_VERSION, names.USER_KIND, namespace, name)
-            if raw is not None and not raw["metadata"].get("deletionTimestamp"):
-                await reconcile_user(raw)
-        except (kopf.TemporaryError, ApiError, *_ADMIN_FAILURES) as exc:  # the next resync tries again
-            log.info("RocketUser %s/%s: pass: %s", namespace, name, exc)
-        except Exception:  # a bug in one object's pass must not end the loop that serves them all
-            log.exception("RocketUser %s/%s: pass failed", namespace, name)
-        if key not in _changed_again:
-            return
+    raw = await handlers.kube_client().get(names.API_VERSION, names.USER_KIND, namespace, name)
+    if raw is not None and not raw["metadata"].get("deletionTimestamp"):
+        await reconcile_user(raw)
+
+
+_passes = PassScheduler(
+    _pass,
+    describe=lambda key: f"RocketUser {key[0]}/{key[1]}",
+    expected=(kopf.TemporaryError, ApiError, *_ADMIN_FAILURES),
+    active=handlers.active,
+)
 
 
 def username_of(body: Mapping[str, Any]) -> str:

@@ -90,13 +90,13 @@ async def test_a_standby_pass_does_nothing_and_the_active_one_reconciles(
 
     # the pass a resync tick or a pod event starts, on the standby: no read of the cluster, no child
     monkeypatch.setattr(handlers, "leadership", Leadership(peering, "me", [NAMESPACE], priority=5))
-    await handlers._pass((NAMESPACE, name))
+    await handlers.passes.run_once((NAMESPACE, name))
     assert statefulsets() == []
     assert "status" not in json.loads(kubectl.ok("get", "rmq", name, "-n", NAMESPACE, "-o", "json"))
 
     # the same pass once this replica outranks the other: the cluster's children are applied, the status written
     monkeypatch.setattr(handlers, "leadership", Leadership(peering, "me", [NAMESPACE], priority=10))
-    await handlers._pass((NAMESPACE, name))
+    await handlers.passes.run_once((NAMESPACE, name))
     assert statefulsets(), "the active replica's pass built nothing"
     assert json.loads(kubectl.ok("get", "rmq", name, "-n", NAMESPACE, "-o", "json"))["status"]["conditions"]
     await kube.close()
