@@ -25,7 +25,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from broker.auth.model import Action, AuthError, Decision, Resource
+from broker.auth.model import Action, AuthError, Decision, Resource, User
 from broker.auth.requests import Need, derive
 from broker.auth.store import AuthStore
 from broker.protocol.codes import ResponseCode
@@ -86,6 +86,23 @@ class AuthChecker:
         self._decisions: dict[tuple[str, Resource, tuple[Action, ...], str], bool] = {}
         self._sends: dict[tuple[str, str, str], bool] = {}
         self._decisions_of = -1
+        # the send fast path: (user, topic, ip) -> the User the plain check accepted a send of, valid while the
+        # tables are the ones of `_sends_of` (any user or ACL change drops it); only the signature (or the
+        # stateful trust) is checked again per request
+        self._send_users: dict[tuple[str, str, str], User] = {}
+        self._sends_of: tuple[Any, ...] = ()
+        # send codes that both halves check (neither whitelisted) -> the extField naming the topic
+        self._fast_sends = (
+            {
+                code: key
+                for code, key in _SEND_TOPIC.items()
+                if code not in settings.authentication_whitelist
+                and code not in settings.authorization_whitelist
+                and (settings.authenticated_codes is None or code in settings.authenticated_codes)
+            }
+            if settings.authentication and settings.authorization
+            else {}
+        )
         # the stateful strategy: connection -> {user: (trusted until, users' data version)}; a closed
         # connection's entry goes with it
         self._verified: weakref.WeakKeyDictionary[Any, dict[str, tuple[float, int]]] = weakref.WeakKeyDictionary()
@@ -110,7 +127,46 @@ class AuthChecker:
         return None
 
     def check(self, cmd: RemotingCommand, ip: str, conn: Any = None) -> None:
-        """Raise AuthError when ACL 2.0 refuses `cmd` from `ip` (on `conn`, for the stateful strategy)."""
+        """Raise AuthError when ACL 2.0 refuses `cmd` from `ip` (on `conn`, for the stateful strategy).
+
+        A send of a user whose sends of that topic from that address the plain check (`check_plain`) accepted
+        since the last change of the users or ACLs needs only its signature checked: the user's existence,
+        status and ACL decision are what they were. Everything else goes through `check_plain`."""
+        topic_key = self._fast_sends.get(cmd.code)
+        if topic_key is None:
+            self.check_plain(cmd, ip, conn)
+            return
+        fields = cmd.ext_fields
+        username = fields.get(ACCESS_KEY)
+        topic = fields.get(topic_key)
+        if not username or not topic or topic.startswith("%RETRY%"):
+            self.check_plain(cmd, ip, conn)
+            return
+        store = self.store
+        version = store.data_version
+        sends = self._send_users
+        held = self._sends_of
+        if (
+            not held
+            or held[0] is not store.users
+            or held[1] is not store.acls
+            or held[2] is not version
+            or held[3] != version.counter
+            or len(sends) > _DECISIONS_CACHED
+        ):
+            sends.clear()
+            self._sends_of = (store.users, store.acls, version, version.counter)
+        key = (username, topic, ip)
+        user = sends.get(key)
+        if user is None:
+            self.check_plain(cmd, ip, conn)
+            sends[key] = store.users[username]
+            return
+        if not self._signed(user, cmd, conn):
+            raise AuthError(f"check signature failed. (User:{username}, request code {cmd.code})")
+
+    def check_plain(self, cmd: RemotingCommand, ip: str, conn: Any = None) -> None:
+        """`check` without its send fast path: authentication, then authorization, each from the tables."""
         settings = self.settings
         code = cmd.code
         if (
@@ -132,6 +188,12 @@ class AuthChecker:
             raise AuthError(f"User:{_shown(username)} is not found.")
         if not user.enabled:
             raise AuthError(f"User:{username} is disabled.")
+        if not self._signed(user, cmd, conn):
+            raise AuthError(f"check signature failed. (User:{username}, request code {cmd.code})")
+
+    def _signed(self, user: User, cmd: RemotingCommand, conn: Any) -> bool:
+        """Whether `cmd` carries `user`'s good signature, or (stateful) `conn` carried one recently."""
+        username = user.username
         lifetime = self.settings.stateful_seconds
         if lifetime is not None and conn is not None:
             # the stateful strategy: `conn` carried a good signature of this user within the lifetime, and the
@@ -139,11 +201,12 @@ class AuthChecker:
             seen = self._verified.get(conn)
             entry = None if seen is None else seen.get(username)
             if entry is not None and entry[1] == self.store.data_version.counter and time.monotonic() < entry[0]:
-                return
-        if not verify(user.password, fields, cmd.body, cmd.version):
-            raise AuthError(f"check signature failed. (User:{username}, request code {cmd.code})")
+                return True
+        if not verify(user.password, cmd.ext_fields, cmd.body, cmd.version):
+            return False
         if lifetime is not None and conn is not None:
             self._trust(conn, username, lifetime)
+        return True
 
     def _trust(self, conn: Any, username: str, lifetime: float) -> None:
         users = self._verified.setdefault(conn, {})
