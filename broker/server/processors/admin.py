@@ -31,7 +31,7 @@ from broker.protocol.properties import Prop
 from broker.server.config import effective_properties
 from broker.server.errors import RequestError
 from broker.server.groups import SubscriptionGroupConfig
-from broker.server.runtime_figures import runtime_figures
+from broker.server.store_runtime_figures import runtime_figures
 from broker.server.topics import TopicConfig, validate_topic
 
 if TYPE_CHECKING:
@@ -163,7 +163,7 @@ class AdminProcessor:
             table.update({k: str(v) for k, v in self.store.runtime_info().items() if k not in table})
         except Exception:  # runtime figures from the store are best-effort
             log.debug("store runtime_info failed", exc_info=True)
-        # disk, flush backlog, delay levels (broker/server/runtime_figures.py)
+        # disk, flush backlog, delay levels (broker/server/store_runtime_figures.py)
         for key, value in runtime_figures(self.store, b.schedule).items():
             table.setdefault(key, value)
         table.update(b.registrar.runtime_info())  # NameServer registration: readiness (broker/cli/probe.py)

@@ -1,4 +1,4 @@
-"""GET_BROKER_RUNTIME_INFO's store and schedule figures (broker/server/runtime_figures.py), as brokerStatus
+"""GET_BROKER_RUNTIME_INFO's store and schedule figures (broker/server/store_runtime_figures.py), as brokerStatus
 prints them, from a real broker's real state."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import orjson
 
 from broker.protocol.codes import RequestCode as RC
 from broker.protocol.properties import Prop
-from broker.server.runtime_figures import human_bytes
+from broker.server.store_runtime_figures import human_bytes
 from tests.server.server_harness import cluster
 
 
