@@ -239,7 +239,7 @@ def test_a_master_killed_on_persistent_storage_and_a_refused_volume_growth(
         print(f"\nrefused: {found['message']}")
         uids = _pod_uids(kube, ns, name)
         roll_started = time.monotonic()
-        _patch(kube, ns, name, {"broker": {"config": {"maxMessageSize": "4194305"}}})  # a change that rolls
+        _patch(kube, ns, name, {"broker": {"config": {"waitTimeMillsInSendQueue": "250"}}})  # restart-only: rolls
 
         def rolled() -> bool:
             now = _pod_uids(kube, ns, name)

@@ -302,7 +302,7 @@ def test_a_config_change_rolls_slave_before_master(
     kube = k8s_node
     before = _uids(kube, ns)
     changed_at: dict[str, float] = {}
-    patch = {"spec": {"broker": {"config": {"maxMessageSize": "4000000"}}}}
+    patch = {"spec": {"broker": {"config": {"waitTimeMillsInSendQueue": "300"}}}}  # a restart-only key
     kube.run("patch", "-n", ns, "rmq", NAME, "--type=merge", "-p", json.dumps(patch))
     deadline = time.monotonic() + 600
     brokers = [f"{NAME}-broker-{g}-{i}" for g in range(GROUPS) for i in (1, 0)]

@@ -146,7 +146,7 @@ def test_the_standby_takes_over_mid_roll_and_the_roll_completes_once(
                     seen.append(uid)
             return now
 
-        patch = {"spec": {"broker": {"config": {"autoCreateTopicEnable": "true", "maxMessageSize": "4000000"}}}}
+        patch = {"spec": {"broker": {"config": {"autoCreateTopicEnable": "true", "waitTimeMillsInSendQueue": "300"}}}}
         kube.run("patch", "-n", ns, "rmq", NAME, "--type=merge", "-p", json.dumps(patch))
         slave = f"{NAME}-broker-0-1"
 
