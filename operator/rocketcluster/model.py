@@ -33,7 +33,7 @@ from pydantic.alias_generators import to_camel
 
 from rocketcluster.broker_keys import BROKER_KEYS, OWNED_KEYS, check_value
 from rocketcluster.names import BROKER_HA_PORT, BROKER_MAIN_PORT, NAMESERVER_PORT
-from rocketcluster.pod_extras import Containers, EnvVars, VolumeMounts, Volumes
+from rocketcluster.pod_extras import Containers, EnvVars, VolumeMounts, Volumes, bounded_object
 
 __all__ = [
     "DEFAULT_IMAGE",
@@ -71,10 +71,6 @@ MAX_CONFIG_KEYS = 64
 MAX_CONFIG_VALUE = 1024
 MAX_MAP_ENTRIES = 32
 MAX_LIST_ITEMS = 32
-# Pass-through Kubernetes objects (affinity, tolerations, ...): depth and size bounds, far above any real one.
-MAX_OBJECT_DEPTH = 16
-MAX_OBJECT_NODES = 2000
-
 # A Kubernetes quantity ("500m", "10Gi", "1e3"), as the API server parses it.
 QUANTITY_PATTERN = r"^[+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)(([KMGTPE]i)|[numkMGTPE]|([eE][+-]?[0-9]+))?$"
 # Label values: at most 63 characters, alphanumeric at both ends.
@@ -116,30 +112,7 @@ ConfigValue = Annotated[str, StringConstraints(pattern=r"^[^\x00-\x1f\x7f]*$", m
 AnnotationValue = Annotated[str, StringConstraints(max_length=4096)]
 
 
-def _bounded_object(value: Any) -> Any:
-    """Refuse pass-through objects nested or sized beyond any real Kubernetes object (render copies them)."""
-    nodes = 0
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        nodes += 1
-        if depth > MAX_OBJECT_DEPTH:
-            raise ValueError(f"nested deeper than {MAX_OBJECT_DEPTH} levels")
-        if nodes > MAX_OBJECT_NODES:
-            raise ValueError(f"more than {MAX_OBJECT_NODES} values")
-        if isinstance(item, dict):
-            for key, child in item.items():
-                if not isinstance(key, str):
-                    raise ValueError("object keys must be strings")
-                stack.append((child, depth + 1))
-        elif isinstance(item, list):
-            stack.extend((child, depth + 1) for child in item)
-        elif item is not None and not isinstance(item, str | int | float | bool):
-            raise ValueError(f"unexpected value of type {type(item).__name__}")
-    return value
-
-
-KubeObject = Annotated[dict[str, Any], AfterValidator(_bounded_object)]
+KubeObject = Annotated[dict[str, Any], AfterValidator(bounded_object)]
 """A Kubernetes object passed through to the pods as written (the API server validates it on the StatefulSet)."""
 
 

@@ -26,6 +26,8 @@ from rocketcluster import names
 
 __all__ = [
     "MAX_EXTRAS",
+    "MAX_OBJECT_DEPTH",
+    "MAX_OBJECT_NODES",
     "RESERVED_CONTAINERS",
     "RESERVED_ENV",
     "RESERVED_MOUNT_PATHS",
@@ -34,14 +36,15 @@ __all__ = [
     "EnvVars",
     "VolumeMounts",
     "Volumes",
+    "bounded_object",
     "extra_containers",
     "reserved_mount_path",
 ]
 
 MAX_EXTRAS: Final = 32
-# Bounds of one pass-through object (as model.KubeObject's): far above any real container or volume.
-_MAX_DEPTH: Final = 16
-_MAX_NODES: Final = 2000
+# Bounds of a pass-through Kubernetes object (extras, affinity, tolerations): far above any real one.
+MAX_OBJECT_DEPTH: Final = 16
+MAX_OBJECT_NODES: Final = 2000
 
 # What the operator's pods use. tests/operator/test_pod_extras.py renders every pod and checks each of its
 # names is listed here, so a new operator volume or env cannot be missed.
@@ -71,16 +74,17 @@ def _cel_list(words: Sequence[str]) -> str:
     return "[" + ", ".join(f"'{word}'" for word in sorted(words)) + "]"
 
 
-def _check_object(value: Any) -> None:
+def bounded_object(value: Any) -> Any:
+    """Refuse pass-through objects nested or sized beyond any real Kubernetes object (render copies them)."""
     nodes = 0
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         item, depth = stack.pop()
         nodes += 1
-        if depth > _MAX_DEPTH:
-            raise ValueError(f"nested deeper than {_MAX_DEPTH} levels")
-        if nodes > _MAX_NODES:
-            raise ValueError(f"more than {_MAX_NODES} values")
+        if depth > MAX_OBJECT_DEPTH:
+            raise ValueError(f"nested deeper than {MAX_OBJECT_DEPTH} levels")
+        if nodes > MAX_OBJECT_NODES:
+            raise ValueError(f"more than {MAX_OBJECT_NODES} values")
         if isinstance(item, dict):
             for key, child in item.items():
                 if not isinstance(key, str):
@@ -90,6 +94,7 @@ def _check_object(value: Any) -> None:
             stack.extend((child, depth + 1) for child in item)
         elif item is not None and not isinstance(item, str | int | float | bool):
             raise ValueError(f"unexpected value of type {type(item).__name__}")
+    return value
 
 
 def _checker(
@@ -118,7 +123,7 @@ def _checker(
             if value in seen:
                 raise ValueError(f"[{index}]: {key} {value!r} is given twice")
             seen.add(value)
-            _check_object(item)
+            bounded_object(item)
         return items
 
     return check
