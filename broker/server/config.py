@@ -157,6 +157,12 @@ class BrokerConfig(BrokerStoreKeys, TlsKeys):
     metrics_exporter_type: ExporterType = Field("DISABLE", alias="metricsExporterType")
     metrics_prom_exporter_host: PromHost = Field("", alias="metricsPromExporterHost")
     metrics_prom_exporter_port: PromPort = Field(DEFAULT_PROM_PORT, alias="metricsPromExporterPort")
+    # The gRPC endpoint (broker.grpc, apache.rocketmq.v2.MessagingService): RocketMQ 5's proxy in "local" mode,
+    # inside the broker process. `mqbroker --enable-proxy` turns it on too. Keys are the proxy's (rmq-proxy.json).
+    enable_proxy: bool = Field(False, alias="enableProxy")
+    grpc_server_port: int = Field(8081, alias="grpcServerPort", ge=0, le=65535)
+    # grpcio's default (4 MiB) is below a maxMessageSize body plus its envelope; the proxy's default is 130 MiB
+    grpc_max_inbound_message_size: int = Field(130 << 20, alias="grpcMaxInboundMessageSize", gt=0)
     # Logs (broker.logs, docs/operations.md "Logs"): the format, and a size-rotated broker.log under logRoot
     # (empty: the console only, as in a container). RocketMQ's client property names, its broker.log defaults.
     log_format: LogFormatKey = Field("text", alias="logFormat")
