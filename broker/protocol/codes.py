@@ -171,6 +171,14 @@ class RequestCode(IntEnum):
     AUTH_DELETE_ACL = 3008
     AUTH_GET_ACL = 3009
     AUTH_LIST_ACL = 3010
+    # POP consumption (broker.server.pop); past a signed 16-bit value: JSON headers only
+    POP_MESSAGE = 200050
+    ACK_MESSAGE = 200051
+    PEEK_MESSAGE = 200052
+    CHANGE_MESSAGE_INVISIBLETIME = 200053
+    NOTIFICATION = 200054
+    POLLING_INFO = 200055
+    BATCH_ACK_MESSAGE = 200151
 
 
 class ResponseCode(IntEnum):
@@ -208,6 +216,8 @@ class ResponseCode(IntEnum):
     CONSUMER_NOT_ONLINE = 206
     CONSUME_MSG_TIMEOUT = 207
     NO_MESSAGE = 208
+    POLLING_FULL = 209
+    POLLING_TIMEOUT = 210
     BROADCAST_CONSUMPTION = 213
     FLOW_CONTROL = 215
     NOT_LEADER_FOR_QUEUE = 501

@@ -42,6 +42,8 @@ from broker.server.hold import PullHoldService
 from broker.server.locks import RebalanceLockManager
 from broker.server.message_counters import BrokerStats
 from broker.server.offsets import ConsumerOffsetManager
+from broker.server.pop.assembly import PopParts
+from broker.server.pop.service import PopService
 from broker.server.processors.admin import AdminProcessor
 from broker.server.processors.admin_routes import admin_routes
 from broker.server.processors.client_manage import ClientManageProcessor
@@ -142,6 +144,7 @@ class BrokerController:
         self._store: MessageStore | None = None
         self._schedule: ScheduleService | None = None
         self._timer: TimerService | None = None
+        self._pop: PopParts | None = None
         self._hold: PullHoldService | None = None
         self._transactions: TransactionService | None = None
         self.ha: HAController | None = None
@@ -187,6 +190,12 @@ class BrokerController:
     def timer(self) -> TimerService:
         assert self._timer is not None
         return self._timer
+
+    @property
+    def pop(self) -> PopService:
+        """POP operations for in-process callers (the gRPC endpoint); exists once the broker started."""
+        assert self._pop is not None
+        return self._pop.service
 
     @property
     def transactions(self) -> TransactionService:
@@ -264,6 +273,8 @@ class BrokerController:
             self.meters.attach(self._store, master=c.is_master, skip=_BROKER_OWN_TOPICS)
         self._timer = TimerService(self._store, Path(c.store_path_root_dir) / "config")
         self._timer.load()
+        self._pop = PopParts(self, self._timer, Path(c.store_path_root_dir) / "config")
+        self._pop.load()
         self._transactions = TransactionService(self)
         self._transactions.load()
         self._register_processors(server)
@@ -273,6 +284,7 @@ class BrokerController:
         self._hold = PullHoldService(self.pull.rerun, self._store.get_max_offset_in_queue)
         self._hold.start()
         self._store.add_arrival_listener(self._hold.notify)
+        self._store.add_arrival_listener(self._pop.service.waiters.notify)
         server.register_default(None)  # from now on unknown codes get REQUEST_CODE_NOT_SUPPORTED
         self.topics.on_change = self._topic_changed
         # HA before registering: the registration carries haServerAddr (the bound HA port)
@@ -296,6 +308,7 @@ class BrokerController:
             self._schedule.start()
             self._timer.start()
             self._transactions.start()
+            self._pop.start()
         await self.registrar.register_all()
         if self.controller_mode is not None:
             server.register(RequestCode.NOTIFY_BROKER_ROLE_CHANGED, self.controller_mode.notified)
@@ -390,6 +403,7 @@ class BrokerController:
             rc.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: admin.update_subscription_group,
             rc.GET_BROKER_CONFIG: admin.get_broker_config,
             **admin_routes(self),
+            **(self._pop.routes() if self._pop is not None else {}),
             **self.auth.routes(),
         }
         for code, handler in routes.items():
@@ -417,6 +431,8 @@ class BrokerController:
                     log.warning("shutdown: %d sends still running after %.1fs", len(pending), SHUTDOWN_GRACE)
         if self._hold is not None:
             await self._hold.close()
+        if self._pop is not None:
+            await self._pop.close()  # parked pops answer; the revive service stops before the store
         if server is not None:
             await server.shutdown(SHUTDOWN_GRACE)
         await cancel_and_wait(*self._tasks)
@@ -524,6 +540,8 @@ class BrokerController:
             self._schedule.start()
         if self._timer is not None:
             self._timer.start()
+        if self._pop is not None:
+            self._pop.start()
         self.transactions.start()
         self.registrar.trigger()
 

@@ -153,6 +153,18 @@ class BrokerConfig(BrokerStoreKeys, TlsKeys):
     # Timed delivery (broker.server.timer): off refuses timer messages; the furthest delivery time accepted.
     timer_wheel_enable: bool = Field(True, alias="timerWheelEnable")
     timer_max_delay_sec: int = Field(3 * 24 * 3600, alias="timerMaxDelaySec", gt=0)
+    # POP consumption (broker.server.pop, docs/compatibility.md "POP"): RocketMQ's keys and defaults.
+    revive_queue_num: int = Field(8, alias="reviveQueueNum", ge=1, le=512)
+    revive_interval: int = Field(1000, alias="reviveInterval", ge=10)
+    pop_polling_size: int = Field(1024, alias="popPollingSize", ge=0)
+    max_pop_polling_size: int = Field(100_000, alias="maxPopPollingSize", ge=0)
+    pop_from_retry_probability: int = Field(20, alias="popFromRetryProbability", ge=0, le=100)
+    enable_retry_topic_v2: bool = Field(False, alias="enableRetryTopicV2")
+    retrieve_message_from_pop_retry_topic_v1: bool = Field(True, alias="retrieveMessageFromPopRetryTopicV1")
+    init_pop_offset_by_check_msg_in_mem: bool = Field(True, alias="initPopOffsetByCheckMsgInMem")
+    server_load_balancer_enable: bool = Field(True, alias="serverLoadBalancerEnable")
+    default_message_request_mode: str = Field("PULL", alias="defaultMessageRequestMode", pattern="^(PULL|POP)$")
+    default_pop_share_queue_num: int = Field(-1, alias="defaultPopShareQueueNum")
     # Metrics (broker.metrics, docs/metrics.md): PROM serves http://host:port/metrics; host empty = bindAddress.
     metrics_exporter_type: ExporterType = Field("DISABLE", alias="metricsExporterType")
     metrics_prom_exporter_host: PromHost = Field("", alias="metricsPromExporterHost")
