@@ -133,6 +133,18 @@ BROKER_KEYS: Final[Mapping[str, ValueKind]] = MappingProxyType(
         "syncFlushTimeout": _INT,
         "timerMaxDelaySec": _INT,
         "timerWheelEnable": _BOOL,
+        # POP consumption (broker.server.pop, docs/compatibility.md "POP")
+        "defaultMessageRequestMode": _STR,
+        "defaultPopShareQueueNum": _INT,
+        "enableRetryTopicV2": _BOOL,
+        "initPopOffsetByCheckMsgInMem": _BOOL,
+        "maxPopPollingSize": _INT,
+        "popFromRetryProbability": _INT,
+        "popPollingSize": _INT,
+        "retrieveMessageFromPopRetryTopicV1": _BOOL,
+        "reviveInterval": _INT,
+        "reviveQueueNum": _INT,
+        "serverLoadBalancerEnable": _BOOL,
         # Authentication and authorization (broker.auth, docs/security.md): ACL 2.0's keys and 4.x's aclEnable
         "aclEnable": _BOOL,
         "authenticationEnabled": _BOOL,
