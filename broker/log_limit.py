@@ -11,12 +11,13 @@ Keys name the cause (e.g. the exception type), not the peer, so that a thousand 
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
+
+from broker.running_loop import running_loop
 
 __all__ = ["DEFAULT_INTERVAL", "LimitedLog"]
 
@@ -89,9 +90,8 @@ class LimitedLog:
             return window.suppressed if window is not None else 0
 
     def _report_later(self, key: str, window: _Window) -> None:
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
+        loop = running_loop()
+        if loop is None:
             return  # no loop in this thread: the key's next line carries the count
         delay = max(0.0, window.opened + self.interval - self.clock())
         loop.call_later(delay, self._report, key, window)

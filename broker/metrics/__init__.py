@@ -7,11 +7,13 @@ plain lists), `rpc` (per request code latency, wrapped around the dispatcher's h
 
 The hot path only adds to integers in dicts; everything else is read when Prometheus scrapes, on the
 event loop, so a scrape sees one consistent moment of the broker. docs/metrics.md lists every name.
+
+Only `settings` and `message_types` load with the package: the rest (prometheus_client, numpy for the queue
+scan) is imported by the servers when metricsExporterType=PROM, so a server with metrics off never loads them.
 """
 
 from __future__ import annotations
 
-from broker.metrics.exporter import MetricsExporter
 from broker.metrics.settings import DEFAULT_PROM_PORT, ExporterType, MetricsSettings, PromPort
 
-__all__ = ["DEFAULT_PROM_PORT", "ExporterType", "MetricsExporter", "MetricsSettings", "PromPort"]
+__all__ = ["DEFAULT_PROM_PORT", "ExporterType", "MetricsSettings", "PromPort"]

@@ -23,36 +23,15 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from broker.metrics.histogram import Cell
+from broker.metrics.message_types import TYPED_PROPERTIES, message_type
 from broker.metrics.queue_scan import SIZE_BUCKETS, QueueScan
 from broker.metrics.rpc import RpcMeter
-from broker.protocol.properties import Prop
+from broker.metrics.settings import QUEUE_READ_EVERY_S
 
 if TYPE_CHECKING:
     from broker.store import MessageStore
 
 __all__ = ["QUEUE_READ_EVERY_S", "SIZE_BUCKETS", "TYPED_PROPERTIES", "BrokerMeters", "message_type", "plain_sends"]
-
-# The broker reads the ConsumeQueues this often besides each scrape: a scrape then reads a few seconds'
-# sends at most, and a queue's fixed cost a read (bench/metrics_scan.py measures it) is not paid every
-# second on a broker with thousands of queues
-QUEUE_READ_EVERY_S = 5
-
-_DELAY_KEYS = (Prop.DELAY, "__STARTDELIVERTIME", "TIMER_DELIVER_MS", "TIMER_DELAY_SEC", "TIMER_DELAY_MS")
-# A send with none of these properties is "normal"
-TYPED_PROPERTIES = frozenset((Prop.TRAN_MSG, Prop.SHARDING_KEY, *_DELAY_KEYS))
-
-
-def message_type(props: dict[str, str]) -> str:
-    """RocketMQ's message_type label of a send, from its properties (the order BrokerMetricsManager tests
-    them in): a transaction's half message, then a sharding key (FIFO), then any delay or delivery time."""
-    if props.get(Prop.TRAN_MSG) == "true":
-        return "transaction"
-    if Prop.SHARDING_KEY in props:
-        return "fifo"
-    for key in _DELAY_KEYS:
-        if props.get(key):
-            return "delay"
-    return "normal"
 
 
 def plain_sends(stored: Cell, reported: Cell | None, published: Cell | None) -> Cell:

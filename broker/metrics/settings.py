@@ -12,9 +12,13 @@ from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import BeforeValidator, Field
 
-__all__ = ["DEFAULT_PROM_PORT", "ExporterType", "MetricsSettings", "PromHost", "PromPort"]
+__all__ = ["DEFAULT_PROM_PORT", "QUEUE_READ_EVERY_S", "ExporterType", "MetricsSettings", "PromHost", "PromPort"]
 
 DEFAULT_PROM_PORT = 5557  # RocketMQ 5's default for metricsPromExporterPort
+# The broker reads the ConsumeQueues this often besides each scrape (broker_meters.BrokerMeters.read_queues):
+# a scrape then reads a few seconds' sends at most, and a queue's fixed cost a read (bench/metrics_scan.py
+# measures it) is not paid every second on a broker with thousands of queues
+QUEUE_READ_EVERY_S = 5
 _SUPPORTED = ("DISABLE", "PROM")
 # RocketMQ's other MetricsExporterType values: accepted names there, but we have no such exporter.
 _NOT_HERE = ("OTLP_GRPC", "LOG")

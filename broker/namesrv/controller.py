@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import TYPE_CHECKING
 
 from broker.auth.service import ServerAuth
 from broker.controller.config import ControllerConfig
-from broker.controller.manager import ControllerManager
-from broker.metrics import MetricsExporter, MetricsSettings
-from broker.metrics.namesrv_collector import NamesrvCollector
-from broker.metrics.rpc import RpcMeter, instrument
+from broker.metrics.settings import MetricsSettings
 from broker.namesrv.config import NamesrvConfig
 from broker.namesrv.kvconfig import KVConfigManager
 from broker.namesrv.processors import NamesrvProcessors
@@ -24,6 +22,10 @@ from broker.namesrv.route import RouteInfoManager
 from broker.transport.errors import CloseReason
 from broker.transport.server import RemotingServer
 from broker.transport.tls import ServerTls, TlsSettings
+
+if TYPE_CHECKING:
+    from broker.controller.manager import ControllerManager
+    from broker.metrics.exporter import MetricsExporter
 
 __all__ = ["NamesrvController"]
 
@@ -35,7 +37,12 @@ class NamesrvController:
         self.config = config
         if config.enable_controller_in_namesrv and controller is None:
             raise ValueError("enableControllerInNamesrv=true needs the controller keys (controllerDLegerPeers, ...)")
-        self.controller = ControllerManager(controller) if controller is not None else None
+        self.controller: ControllerManager | None = None
+        if controller is not None:
+            # imported here: without controller mode the NameServer never loads pysyncobj (and cryptography)
+            from broker.controller import manager
+
+            self.controller = manager.ControllerManager(controller)
         self.routes = RouteInfoManager(
             default_timeout_ms=config.broker_channel_expired_time,
             delete_topic_with_broker_registration=config.delete_topic_with_broker_registration,
@@ -58,9 +65,12 @@ class NamesrvController:
         settings = MetricsSettings.of(config)
         self.metrics: MetricsExporter | None = None
         if settings.enabled:
-            rpc = RpcMeter()
-            instrument(self.server.dispatcher, rpc)
-            self.metrics = MetricsExporter(settings, NamesrvCollector(self, rpc))
+            # imported here: with metrics off the NameServer never loads prometheus_client
+            from broker.metrics import exporter, namesrv_collector, rpc
+
+            meter = rpc.RpcMeter()
+            rpc.instrument(self.server.dispatcher, meter)
+            self.metrics = exporter.MetricsExporter(settings, namesrv_collector.NamesrvCollector(self, meter))
         self.server.add_close_listener(self._channel_closed)
         self._scanner: asyncio.Task[None] | None = None
 

@@ -21,16 +21,14 @@ import ssl
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from broker.auth.service import ServerAuth
 from broker.ha.controller import HAController
 from broker.ha.master import HAMaster
 from broker.ha.settings import HASettings
 from broker.ha.truncate import cut_commit_log, cut_torn_tail
-from broker.metrics import MetricsExporter, MetricsSettings
-from broker.metrics.broker_collector import BrokerCollector
-from broker.metrics.broker_meters import QUEUE_READ_EVERY_S, BrokerMeters
-from broker.metrics.rpc import instrument
+from broker.metrics.settings import QUEUE_READ_EVERY_S, MetricsSettings
 from broker.protocol.codes import RequestCode, ResponseCode
 from broker.protocol.command import RemotingCommand
 from broker.server.clients import ConsumerManager, ProducerManager
@@ -69,6 +67,10 @@ from broker.transport.errors import CloseReason
 from broker.transport.loop import cancel_and_wait
 from broker.transport.server import RemotingServer
 from broker.transport.tls import ServerTls, TlsSettings, outgoing_context
+
+if TYPE_CHECKING:
+    from broker.metrics.broker_meters import BrokerMeters
+    from broker.metrics.exporter import MetricsExporter
 
 __all__ = ["BrokerController"]
 
@@ -127,10 +129,14 @@ class BrokerController:
         self.get_stats = GroupGetStats()
         # Metrics: the hot path counts into `meters` only when they exist (metricsExporterType=PROM)
         metrics = MetricsSettings.of(self.config)
-        self.meters: BrokerMeters | None = BrokerMeters() if metrics.enabled else None
+        self.meters: BrokerMeters | None = None
         self.metrics: MetricsExporter | None = None
-        if self.meters is not None:
-            self.metrics = MetricsExporter(metrics, BrokerCollector(self, self.meters))
+        if metrics.enabled:
+            # imported here: with metrics off the broker never loads prometheus_client or numpy
+            from broker.metrics import broker_collector, broker_meters, exporter
+
+            self.meters = broker_meters.BrokerMeters()
+            self.metrics = exporter.MetricsExporter(metrics, broker_collector.BrokerCollector(self, self.meters))
         # TLS (broker.transport.tls): the remoting and HA ports' modes and certificate, and this broker's own
         # outgoing connections (NameServers, its master), from the tls.* keys
         tls = TlsSettings.of(self.config)
@@ -280,6 +286,8 @@ class BrokerController:
         self._register_processors(server)
         self.auth.install(server.dispatcher)  # before the metrics wrap the routes: they time refusals too
         if self.meters is not None:
+            from broker.metrics.rpc import instrument
+
             instrument(server.dispatcher, self.meters.rpc)
         self._hold = PullHoldService(self.pull.rerun, self._store.get_max_offset_in_queue)
         self._hold.start()

@@ -10,11 +10,10 @@ no import circle runs through it.
 
 from __future__ import annotations
 
-import asyncio
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from broker.protocol.javahash import tags_code as java_tags_code
 from broker.protocol.message import SysFlag, body_crc
@@ -31,6 +30,10 @@ from broker.protocol.record_layout import (
     body_at,
     store_timestamp_at,
 )
+from broker.running_loop import running_loop
+
+if TYPE_CHECKING:
+    import asyncio
 
 __all__ = [
     "BLANK",
@@ -137,9 +140,8 @@ def call_later_or_now(delay: float, callback: Callable[[], Any]) -> asyncio.Time
     """`callback` in `delay` seconds on the running event loop; off any loop (recovery's thread), now.
 
     For dispatchers that gather reput passes into fewer, larger writes: what is left waits for a timer."""
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:
+    loop = running_loop()
+    if loop is None:
         callback()
         return None
     return loop.call_later(delay, callback)

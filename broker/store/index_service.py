@@ -13,7 +13,6 @@ entries being dropped at query time.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import threading
 import time
@@ -28,6 +27,8 @@ from broker.store.dispatch_request import call_later_or_now
 from broker.store.index_file import IndexFile, index_file_size, key_hash
 
 if TYPE_CHECKING:
+    import asyncio
+
     import numpy as np
 
     from broker.store.dispatch_request import DispatchRequest

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import orjson
 
-from broker.metrics.broker_meters import TYPED_PROPERTIES, message_type
+from broker.metrics.message_types import TYPED_PROPERTIES, message_type
 from broker.protocol.batch import MAX_PROPERTIES_LENGTH, BatchFormatError, decode_batch, merge_batch_properties
 from broker.protocol.codes import CURRENT_VERSION, FLAG_RESPONSE, RequestCode, ResponseCode
 from broker.protocol.command import RemotingCommand, frame
