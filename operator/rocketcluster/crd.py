@@ -209,6 +209,32 @@ def _validations() -> dict[SchemaPath, list[dict[str, str]]]:
                 "reason": "FieldValueInvalid",
             },
         ],
+        ("spec",): [
+            {
+                "rule": "!has(self.failover) || !has(self.failover.enabled) || !self.failover.enabled || "
+                "(has(self.broker) && has(self.broker.replication) && self.broker.replication == 'SYNC')",
+                "message": "failover.enabled needs broker.replication SYNC (a new master must hold every "
+                "acknowledged message)",
+                "fieldPath": ".failover.enabled",
+                "reason": "FieldValueInvalid",
+            },
+        ],
+        ("spec", "failover"): [
+            {
+                "rule": "(has(self.enabled) && self.enabled) == (has(oldSelf.enabled) && oldSelf.enabled)",
+                "message": "cannot change (the NameServers' controller volumes and the brokers' ids are made with "
+                "the cluster)",
+                "fieldPath": ".enabled",
+                "reason": "FieldValueInvalid",
+            },
+            {
+                "rule": "!has(self.enabled) || !self.enabled || !has(oldSelf.controllerStorageSize) || "
+                "(has(self.controllerStorageSize) && self.controllerStorageSize == oldSelf.controllerStorageSize)",
+                "message": "cannot change while failover is on (the NameServers' volumeClaimTemplates are fixed)",
+                "fieldPath": ".controllerStorageSize",
+                "reason": "FieldValueInvalid",
+            },
+        ],
         ("spec", "broker"): [
             {
                 "rule": "!has(self.replication) || self.replication != 'SYNC' || "
@@ -389,6 +415,7 @@ def crd_manifest() -> dict[str, Any]:
                         {"name": "Slaves/Group", "type": "integer", "jsonPath": ".spec.broker.slavesPerGroup"},
                         {"name": "Ready", "type": "string", "jsonPath": ".status.ready"},
                         {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+                        {"name": "Masters", "type": "string", "jsonPath": ".status.masters"},
                         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
                     ],
                     "schema": {"openAPIV3Schema": _root_schema()},

@@ -17,7 +17,7 @@ import kopf
 
 from broker.client.errors import RocketError
 from broker.transport.errors import RemotingError
-from rocketcluster import metrics, names
+from rocketcluster import controller_access, metrics, names
 from rocketcluster.gather import ADMIN_TIMEOUT, AdminSession
 from rocketcluster.kube import ApiError, Kube
 from rocketcluster.model import RocketClusterSpec
@@ -31,6 +31,7 @@ from rocketcluster.plan import (
     CreateGroup,
     DeleteGroup,
     DeletePod,
+    ElectMaster,
     RecreateStatefulSet,
     ResizeClaims,
     UpdateBrokerConfig,
@@ -105,6 +106,8 @@ async def execute(ctx: PassContext, action: Action) -> list[str]:
         return await _recreate_statefulset(kube, body, cluster, spec, action.group)
     elif isinstance(action, UpdateBrokerConfig):
         await _update_broker_config(ctx, action)
+    elif isinstance(action, ElectMaster):
+        await _elect_master(ctx, action)
     elif isinstance(action, ClearManualRollRequest):
         patch = {"metadata": {"annotations": {names.ANNOTATION_MANUAL_ROLLING_UPDATE: None}}}
         path = f"/apis/{names.API_VERSION}/namespaces/{ns}/{names.PLURAL}/{c}"
@@ -170,6 +173,21 @@ async def _update_broker_config(ctx: PassContext, action: UpdateBrokerConfig) ->
         what = f"broker {action.pod} did not take {', '.join(k for k, _ in action.keys)}: {exc}"
         log.warning("%s/%s: %s", ctx.cluster.namespace, ctx.cluster.name, what)
         await ctx.kube.post_event(ctx.body, "Warning", "ConfigNotApplied", what[:1000])
+
+
+async def _elect_master(ctx: PassContext, action: ElectMaster) -> None:
+    """electMaster at the controller leader. A refusal (the slave left the SyncStateSet meanwhile) or no answer
+    is a Warning Event: the next pass plans the handover again from what it then observes."""
+    cluster_name = ctx.spec.effective_cluster_name(ctx.cluster.name)
+    broker_name = names.broker_name(cluster_name, action.group)
+    label = {names.LABEL_CLUSTER: ctx.cluster.name, names.LABEL_COMPONENT: names.COMPONENT_NAMESERVER}
+    pods = await ctx.kube.list("v1", "Pod", ctx.cluster.namespace, label)
+    try:
+        await controller_access.elect_master(pods, cluster_name, broker_name, action.broker_id)
+    except (controller_access.ControllerRefused, RemotingError, OSError, TimeoutError) as exc:
+        what = f"the controller did not elect {action.pod} master of {broker_name}: {exc}"
+        log.warning("%s/%s: %s", ctx.cluster.namespace, ctx.cluster.name, what)
+        await ctx.kube.post_event(ctx.body, "Warning", "MasterHandoverFailed", what[:1000])
 
 
 def _master_addr(facts: BrokerFacts, group: int) -> str:

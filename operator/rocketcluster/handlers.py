@@ -28,7 +28,7 @@ from typing import Any, cast
 
 import kopf
 
-from rocketcluster import cluster_access, metrics, names
+from rocketcluster import cluster_access, controller_access, metrics, names
 from rocketcluster.execute import PassContext, execute
 from rocketcluster.external import sync_external
 from rocketcluster.gather import AdminSession, unbuildable, volume_expansion
@@ -250,6 +250,7 @@ async def _reconcile(body: kopf.Body) -> Outcome:
 
     try:
         cluster, access = await cluster_access.prepare(kube, cluster, spec)
+        await controller_access.ensure_raft_secret(kube, cluster, spec)
     except cluster_access.SecretMissing as exc:
         await report_problem(kube, body, status, "Degraded", "SecretMissing", str(exc))
         return Outcome(Wait("SecretMissing", str(exc), 30))

@@ -39,6 +39,7 @@ __all__ = [
     "DEFAULT_IMAGE",
     "BrokerSpec",
     "Condition",
+    "Failover",
     "GroupMasterStatus",
     "GroupSlaveStatus",
     "GroupStatus",
@@ -444,6 +445,19 @@ class SecuritySpec(_Wire):
         return self
 
 
+class Failover(_Wire):
+    """Automatic failover (RocketMQ 5's controller mode, docs/design/failover.md): the NameServers run the
+    controller, the brokers of a group start in controller mode, and the controller elects an in-sync slave when
+    a master is lost. Set when the cluster is made: it cannot be turned on or off later."""
+
+    enabled: bool = False
+    """Run the controllers in the NameServers and the brokers in controller mode. Needs broker.replication SYNC
+    (allAckInSyncStateSet: an acknowledged message is on every in-sync replica, so a new master holds it)."""
+    controller_storage_size: Quantity = "1Gi"
+    """Size of each NameServer pod's controller volume (the Raft log; a PVC unless storage.type is
+    ephemeral)."""
+
+
 # NodePorts: the API server's default service-node-port-range. Every broker pod of a group gets a nodePort of
 # its own, one block of NODE_PORTS_PER_GROUP per group (room for the most slaves a group may have), so a pod's
 # port never moves when slavesPerGroup changes.
@@ -530,6 +544,8 @@ class RocketClusterSpec(_Wire):
     """Clients outside the Kubernetes cluster (off when absent). Clients inside it keep working."""
     security: SecuritySpec = Field(default_factory=SecuritySpec)
     """Authentication, authorization and TLS."""
+    failover: Failover = Field(default_factory=Failover)
+    """Automatic failover of a group's master to an in-sync slave (off by default; immutable)."""
 
     @field_validator("external_access")
     @classmethod
@@ -551,6 +567,14 @@ class RocketClusterSpec(_Wire):
                 f"nodePorts {base}-{last} include spec.metrics.port {metrics.port} (a broker listens on both)"
             )
         return value
+
+    @model_validator(mode="after")
+    def _failover_needs_sync(self) -> RocketClusterSpec:
+        if self.failover.enabled and self.broker.replication != "SYNC":
+            raise ValueError(
+                "failover.enabled needs broker.replication SYNC (a new master must hold every acknowledged message)"
+            )
+        return self
 
     @model_validator(mode="after")
     def _no_container_name_twice(self) -> RocketClusterSpec:
@@ -670,6 +694,9 @@ class RocketClusterStatus(_Status):
     """Progress of a rolling restart (kept here so a restarted operator resumes it)."""
     scaling: dict[str, Any] | None = None
     """Progress of a scale-down drain."""
+    masters: str | None = None
+    """Each group's current master pod, comma-separated, for the printer column (with spec.failover the
+    controller, not the ordinal, decides it)."""
     connection_config_map: str | None = None
     """The ConfigMap with NAMESRV_ADDR for clients (envFrom it)."""
     created: bool | None = None

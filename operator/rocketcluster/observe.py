@@ -114,11 +114,12 @@ def _waiting_reason(pod: Mapping[str, Any]) -> str | None:
 
 
 def pod_observation(
-    pod: Mapping[str, Any], facts: GroupFacts | None = None, advertised: str | None = None
+    pod: Mapping[str, Any], facts: GroupFacts | None = None, advertised: str | None = None, failover: bool = False
 ) -> PodObservation | None:
     """One pod as the planner sees it; None for a pod without an ordinal (not one of ours) or being deleted.
     `advertised`: the address the broker should register (render_external.advertised_address); by default its pod
-    IP and port 10911."""
+    IP and port 10911. `failover`: the controller hands out the broker ids, so the pod's id is the one its address
+    is registered under (0: the master), not its ordinal."""
     meta = pod.get("metadata") or {}
     ordinal = _ordinal(pod)
     if ordinal is None or meta.get("deletionTimestamp"):
@@ -130,11 +131,18 @@ def pod_observation(
     lag: int | None = None
     diverged: str | None = None
     attached = True
+    broker_id: int | None = None
     if facts is not None:
-        registered = advertised is not None and facts.registered.get(ordinal) == advertised
-        lag = facts.lag_bytes.get(ordinal)
-        diverged = facts.diverged.get(ordinal)
-        attached = ordinal not in facts.detached
+        if failover:
+            broker_id = next((i for i, addr in facts.registered.items() if addr == advertised), None)
+        elif advertised is not None and facts.registered.get(ordinal) == advertised:
+            broker_id = ordinal
+        registered = broker_id is not None
+        if broker_id is not None or not failover:
+            key = ordinal if broker_id is None else broker_id
+            lag = facts.lag_bytes.get(key)
+            diverged = facts.diverged.get(key)
+            attached = key not in facts.detached
     return PodObservation(
         name=str(meta.get("name")),
         ordinal=ordinal,
@@ -147,6 +155,8 @@ def pod_observation(
         lag_bytes=lag,
         diverged=diverged,
         attached=attached,
+        broker_id=broker_id,
+        master=(broker_id == 0) if failover else None,
     )
 
 
@@ -207,7 +217,7 @@ def build_observed(
             advertised = None
             if ordinal is not None and spec.external_access is not None:
                 advertised = advertised_address(spec, name, g, ordinal, pod, external_hosts or {}) or ""
-            obs = pod_observation(pod, facts.groups.get(g, GroupFacts()), advertised)
+            obs = pod_observation(pod, facts.groups.get(g, GroupFacts()), advertised, spec.failover.enabled)
             if obs is not None:
                 group_pods.setdefault(g, []).append(obs)
 
@@ -264,6 +274,7 @@ def build_observed(
         broker_groups=tuple(groups),
         progress=Progress.from_dict(status),  # the planner's record: status.rollout, .scaling and .created
         live_wanted=tuple(live_wanted(spec, _managed_live_keys(status)).items()),
+        failover=spec.failover.enabled,
     )
 
 
@@ -319,19 +330,24 @@ def build_status(
     cluster_name = spec.effective_cluster_name(name)
     pods_by_name = {str((p.get("metadata") or {}).get("name")): p for p in pods}
     group_status = []
+    masters: list[PodObservation] = []
     ready_groups = 0
     for group in observed.broker_groups:
-        master = next((p for p in group.pods if p.ordinal == 0), None)
-        slaves = [p for p in group.pods if p.ordinal > 0]
+        master = next((p for p in group.pods if p.is_master), None)
+        slaves = [p for p in group.pods if not p.is_master]
         state = "Active" if group.index < spec.broker.groups else "Draining"
         if group.index >= spec.broker.groups and not group.statefulset_exists:
             state = "Removing"
+        if master is not None and group.index < spec.broker.groups:
+            masters.append(master)
         master_up = master is not None and master.ready and master.registered
         slaves_up = len(slaves) >= spec.broker.slaves_per_group and all(s.ready for s in slaves)
         if group.index < spec.broker.groups and master_up and slaves_up:
             ready_groups += 1
         master_address = (
-            advertised_address(spec, name, group.index, 0, pods_by_name.get(master.name, {}), external_hosts or {})
+            advertised_address(
+                spec, name, group.index, master.ordinal, pods_by_name.get(master.name, {}), external_hosts or {}
+            )
             if master
             else None
         )
@@ -373,6 +389,7 @@ def build_status(
         "groups": spec.broker.groups,
         "readyGroups": ready_groups,
         "ready": f"{ready_groups}/{spec.broker.groups}",
+        "masters": ",".join(master.name for master in masters) or None,
         "labelSelector": names.broker_label_selector(name),
         "groupStatus": group_status,
         "connectionConfigMap": names.connection_config_map(name),

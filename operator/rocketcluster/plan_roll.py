@@ -10,6 +10,11 @@ A pod needs a restart when its revision differs from its StatefulSet's update re
 2. then the NameServer pods, then broker group 0, 1, ... one group at a time;
 3. within a component, slaves from the highest ordinal down, the master (ordinal 0) last.
 
+With spec.failover the master is the pod the controller made master (registered as id 0), whatever its
+ordinal, and it is not restarted as master: the roll first asks the controller to elect an in-sync slave
+(ElectMaster), and restarts the old master once it is a slave. A planned roll so costs one election. A group
+whose master is not known (an election under way) restarts none of its ready pods until it is.
+
 One pod at a time: after a restart the next waits until the new pod is Ready, registered with the NameServer
 and, for a slave, caught up. With SYNC replication (and rollout.requireInSyncSlave) a master is restarted
 only while one of its slaves is in sync. A pod that does not come back within podReadyTimeoutSeconds stops
@@ -25,7 +30,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from rocketcluster.plan_progress import RollProgress
-from rocketcluster.plan_types import Action, ClearManualRollRequest, DeletePod, Wait
+from rocketcluster.plan_types import Action, ClearManualRollRequest, DeletePod, ElectMaster, Wait
 from rocketcluster.plan_view import ClusterView, Member
 
 __all__ = [
@@ -45,6 +50,7 @@ POD_STUCK: Final = "POD_STUCK"
 _RESTART_POLL_SECONDS: Final = 10.0
 _BLOCKED_POLL_SECONDS: Final = 15.0
 _TIMED_OUT_POLL_SECONDS: Final = 30.0
+_HANDOVER_POLL_SECONDS: Final = 3.0  # an election takes well under a second; the routes follow within seconds
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +108,10 @@ def plan_roll(view: ClusterView, only_down: bool = False) -> RollStep:
     blocked = _blocker(view, chosen)
     if blocked is not None:
         return RollStep(tuple(actions), blocked, waiting, status)
+    handover = _handover(view, chosen)
+    if handover is not None:
+        elect, wait = handover
+        return RollStep((*actions, *elect), wait, waiting, status)
 
     reason = _reason(chosen)
     actions.append(DeletePod(chosen.name, reason))
@@ -184,6 +194,22 @@ def _awaited(view: ClusterView, member: Member | None, replaced: bool) -> str:
     return f"to catch up with its master (lag {lag}, at most {view.observed.rollout.max_slave_lag_bytes})"
 
 
+def _handover(view: ClusterView, chosen: Member) -> tuple[tuple[Action, ...], Wait] | None:
+    """spec.failover: the election that moves the mastership away from the chosen master before its restart,
+    to the in-sync slave furthest ahead (a slave already on the new template first); None when the chosen pod
+    is no ready master or has no in-sync slave to hand over to (then it restarts, and the controller elects
+    on its loss)."""
+    if not (view.observed.failover and chosen.is_master and chosen.pod.ready and chosen.group is not None):
+        return None
+    candidates = [(m, i) for m in view.in_sync_slaves(chosen.group) if (i := m.pod.broker_id) is not None]
+    if not candidates:
+        return None
+    target, broker_id = min(candidates, key=lambda c: (c[0].old_revision, c[0].pod.lag_bytes or 0, c[0].pod.ordinal))
+    elect = ElectMaster(chosen.group, target.name, broker_id, chosen.name)
+    message = f"master {chosen.name} is next to restart; handing its mastership over to {target.name} first"
+    return (elect,), Wait("MASTER_HANDOVER", message, _HANDOVER_POLL_SECONDS)
+
+
 def _blocker(view: ClusterView, chosen: Member) -> Wait | None:
     """Why the chosen pod may not be taken down now, as a Wait; None when it may."""
     if not chosen.pod.ready:
@@ -193,6 +219,12 @@ def _blocker(view: ClusterView, chosen: Member) -> Wait | None:
         message = f"pod {chosen.name} is next to restart; waiting for {', '.join(down)} to be ready first"
         return Wait("WAITING_FOR_PODS", message, _BLOCKED_POLL_SECONDS)
     observed = view.observed
+    if observed.failover and chosen.group is not None and view.master(chosen.group) is None:
+        message = (
+            f"pod {chosen.name} is next to restart; waiting until the controller's master of group "
+            f"{chosen.group} is registered"
+        )
+        return Wait("WAITING_FOR_MASTER", message, _BLOCKED_POLL_SECONDS)
     needs_in_sync_slave = observed.replication == "SYNC" and observed.rollout.require_in_sync_slave
     if not (chosen.is_master and chosen.group is not None and needs_in_sync_slave and observed.slaves_per_group > 0):
         return None

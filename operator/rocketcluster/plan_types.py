@@ -24,6 +24,7 @@ __all__ = [
     "CreateGroup",
     "DeleteGroup",
     "DeletePod",
+    "ElectMaster",
     "GroupObservation",
     "LiveConfigObservation",
     "NameServerObservation",
@@ -73,6 +74,9 @@ class PodObservation:
     (None when unknown, which counts as not caught up); `diverged` says why a slave stopped replicating because
     its CommitLog and its master's diverged; `attached` is false for a slave the current master serves no
     replication connection (still attached to a master that is gone, its session not timed out yet).
+    `broker_id` is the id it registered with (with spec.failover the controller's, else the ordinal); `master`
+    says, with spec.failover, whether it is registered as its group's master (id 0), and is None without it,
+    where ordinal 0 is the master.
     """
 
     name: str
@@ -86,6 +90,13 @@ class PodObservation:
     lag_bytes: int | None = None
     diverged: str | None = None
     attached: bool = True
+    broker_id: int | None = None
+    master: bool | None = None
+
+    @property
+    def is_master(self) -> bool:
+        """The group's master: registered as id 0 with spec.failover, else ordinal 0."""
+        return self.ordinal == 0 if self.master is None else self.master
 
     @property
     def stuck(self) -> bool:
@@ -182,6 +193,8 @@ class Observed:
     progress: Progress = field(default_factory=Progress)
     # the run-time broker keys the brokers should hold and their values (live_config.live_wanted)
     live_wanted: tuple[tuple[str, str], ...] = ()
+    # spec.failover: the controller decides each group's master; a master is handed over before it restarts
+    failover: bool = False
 
 
 # -- what the planner decided: actions, in the order the handler executes them --------------------------------------
@@ -327,6 +340,21 @@ class UpdateBrokerConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class ElectMaster:
+    """spec.failover: ask the controller to make `pod` (controller id `broker_id`, an in-sync slave) the master
+    of group `group` in place of `master`, so that `master` can be restarted as a slave (one election)."""
+
+    group: int
+    pod: str
+    broker_id: int
+    master: str
+    reason: str = "MASTER_HANDOVER"
+
+    def describe(self) -> str:
+        return f"hand the mastership of broker group {self.group} from {self.master} over to {self.pod}"
+
+
+@dataclass(frozen=True, slots=True)
 class Wait:
     """Nothing more to do now: reconcile again in `retry_after_seconds` (kopf.TemporaryError(delay=...))."""
 
@@ -350,6 +378,7 @@ Action: TypeAlias = (
     | RecreateStatefulSet
     | ClearManualRollRequest
     | UpdateBrokerConfig
+    | ElectMaster
     | Wait
 )
 

@@ -29,11 +29,11 @@ class Member:
 
     @property
     def is_master(self) -> bool:
-        return self.group is not None and self.pod.ordinal == 0
+        return self.group is not None and self.pod.is_master
 
     @property
     def is_slave(self) -> bool:
-        return self.group is not None and self.pod.ordinal > 0
+        return self.group is not None and not self.pod.is_master
 
     @property
     def old_revision(self) -> bool:
@@ -127,7 +127,7 @@ class ClusterView:
 
     def master(self, group: int) -> PodObservation | None:
         found = self.groups.get(group)
-        return None if found is None else next((p for p in found.pods if p.ordinal == 0), None)
+        return None if found is None else next((p for p in found.pods if p.is_master), None)
 
     def in_sync_slaves(self, group: int) -> list[Member]:
         return [

@@ -24,6 +24,12 @@ from rocketcluster.names import ClusterRef
 from rocketcluster.pod_extras import extra_containers
 from rocketcluster.render_external import adapt_broker_pod, broker_services, external_conf_properties
 from rocketcluster.render_external import nameserver_service as external_nameserver_service
+from rocketcluster.render_failover import (
+    broker_failover_properties,
+    failover_nameserver_pod,
+    nameserver_failover_properties,
+    nameserver_volume_claim,
+)
 from rocketcluster.render_network import network_policies
 from rocketcluster.render_security import (
     broker_security_properties,
@@ -307,12 +313,14 @@ def render_broker_headless_service(cluster: ClusterRef) -> Obj:
 # -- NameServer -----------------------------------------------------------------------------------------------------
 
 
-def render_nameserver_conf(spec: RocketClusterSpec) -> str:
-    """namesrv.conf of every NameServer pod (keys sorted, one `key=value` a line)."""
+def render_nameserver_conf(spec: RocketClusterSpec, cluster: ClusterRef | None = None) -> str:
+    """namesrv.conf of every NameServer pod (keys sorted, one `key=value` a line); `cluster` is needed with
+    spec.failover (the controllers' addresses)."""
     properties = {
         "listenPort": str(names.NAMESERVER_PORT),
         **_metrics_properties(spec),
         **nameserver_security_properties(spec),
+        **(nameserver_failover_properties(cluster, spec) if cluster is not None else {}),
     }
     lines = ["# rendered by the rocketcluster operator from the RocketCluster; edits are overwritten."]
     lines += [f"{key}={properties[key]}" for key in sorted(properties)]
@@ -326,7 +334,7 @@ def render_nameserver(cluster: ClusterRef, spec: RocketClusterSpec) -> list[Obj]
     selector = names.nameserver_selector(c)
     template = spec.template.merged_under(spec.name_server.template)
     ports = [_port("namesrv", names.NAMESERVER_PORT)]
-    config_data = {names.NAMESERVER_CONF_FILE: render_nameserver_conf(spec)}
+    config_data = {names.NAMESERVER_CONF_FILE: render_nameserver_conf(spec, cluster)}
     config_map = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -354,21 +362,26 @@ def render_nameserver(cluster: ClusterRef, spec: RocketClusterSpec) -> list[Obj]
     pod = _pod_template(
         cluster, spec, template, labels, annotations, selector, NAMESERVER_GRACE_SECONDS, container, volumes
     )
+    pod = failover_nameserver_pod(pod, cluster, spec)
     pod = secure_pod_template(pod, cluster, spec)
-    statefulset = _statefulset(
-        cluster,
-        names.nameserver_statefulset(c),
-        labels,
-        {
-            "replicas": spec.name_server.replicas,
-            "serviceName": names.nameserver_headless_service(c),
-            "selector": {"matchLabels": dict(selector)},
-            "podManagementPolicy": "Parallel",
-            # The operator restarts NameServers itself, one at a time and before any broker (rocketcluster.plan).
-            "updateStrategy": {"type": "OnDelete"},
-            "template": pod,
-        },
-    )
+    body: Obj = {
+        "replicas": spec.name_server.replicas,
+        "serviceName": names.nameserver_headless_service(c),
+        "selector": {"matchLabels": dict(selector)},
+        # Parallel: with spec.failover the controllers need a quorum, so pod 0 must not wait for the others
+        "podManagementPolicy": "Parallel",
+        # The operator restarts NameServers itself, one at a time and before any broker (rocketcluster.plan).
+        "updateStrategy": {"type": "OnDelete"},
+        "template": pod,
+    }
+    if spec.failover.enabled and spec.storage.type == "persistentClaim":
+        # the controllers' Raft log: a restarted controller keeps the ids, epochs and SyncStateSets it agreed on
+        body["persistentVolumeClaimRetentionPolicy"] = {
+            "whenDeleted": spec.retention.when_deleted,
+            "whenScaled": spec.retention.when_scaled,
+        }
+        body["volumeClaimTemplates"] = [nameserver_volume_claim(spec, labels)]
+    statefulset = _statefulset(cluster, names.nameserver_statefulset(c), labels, body)
     return [
         config_map,
         _service(cluster, names.nameserver_headless_service(c), labels, selector, ports, headless=True),
@@ -405,6 +418,7 @@ def broker_conf_properties(cluster: ClusterRef, spec: RocketClusterSpec, g: int,
     owned |= _metrics_properties(spec)
     owned |= external_conf_properties(spec, g, ordinal)
     owned |= broker_security_properties(spec)
+    owned |= broker_failover_properties(cluster, spec)
     # parse_spec refuses owned keys in spec.broker.config; the operator's value wins even if one got through.
     return {**{k: v.strip() for k, v in spec.broker.config.items()}, **owned}
 

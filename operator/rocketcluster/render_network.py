@@ -20,6 +20,7 @@ from typing import Any, Final
 from rocketcluster import names
 from rocketcluster.model import RocketClusterSpec
 from rocketcluster.render_external import external_policy_rules
+from rocketcluster.render_failover import CONTROLLER_PORT, RAFT_PORT
 
 __all__ = ["OPERATOR_POD_LABEL", "network_policies", "network_policy_names"]
 
@@ -75,6 +76,7 @@ def network_policies(c: str, spec: RocketClusterSpec, operator_namespace: str | 
         {"from": peers, "ports": _ports(names.NAMESERVER_PORT)},
         *external_nameserver,
         *_metrics_rule(spec),
+        *_controller_rules(spec, c, peers),
     ]
     broker_rules = [
         {"from": peers, "ports": _ports(names.BROKER_MAIN_PORT)},
@@ -85,6 +87,19 @@ def network_policies(c: str, spec: RocketClusterSpec, operator_namespace: str | 
     return [
         (nameserver_name, names.nameserver_labels(c), _spec(names.nameserver_selector(c), nameserver_rules)),
         (broker_name, names.cluster_labels(c, names.COMPONENT_BROKER), _spec(names.broker_selector(c), broker_rules)),
+    ]
+
+
+def _controller_rules(spec: RocketClusterSpec, c: str, peers: list[Obj]) -> list[Obj]:
+    """spec.failover: the controller port for the cluster's own pods and the operator (the peers but the
+    clients), the Raft port for the NameServers only."""
+    if not spec.failover.enabled:
+        return []
+    clients = len(spec.network_policy.allow_from) if spec.network_policy.allow_from is not None else 1
+    own = [{"podSelector": {"matchLabels": names.nameserver_selector(c)}}]
+    return [
+        {"from": copy.deepcopy(peers[clients:]), "ports": _ports(CONTROLLER_PORT)},
+        {"from": own, "ports": _ports(RAFT_PORT)},
     ]
 
 

@@ -208,10 +208,11 @@ def test_names_subresources_and_columns() -> None:
         "Slaves/Group": ".spec.broker.slavesPerGroup",
         "Ready": ".status.ready",
         "Phase": ".status.phase",
+        "Masters": ".status.masters",
         "Age": ".metadata.creationTimestamp",
     }
     status = _schema()["properties"]["status"]["properties"]
-    for path in (".status.readyGroups", ".status.labelSelector", ".status.ready", ".status.phase"):
+    for path in (".status.readyGroups", ".status.labelSelector", ".status.ready", ".status.phase", ".status.masters"):
         assert path.removeprefix(".status.") in status
 
 

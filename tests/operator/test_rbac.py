@@ -55,6 +55,7 @@ RAW_CALLS: dict[tuple[str, str], dict[Use, str]] = {
         ("kopf.dev", "kopfpeerings", "get"): "reads the replicas' keep-alives (each listed namespace)",
     },
     ("cluster_access.py", "request"): {("", "secrets", "create"): "creates the operator's own credentials Secret"},
+    ("controller_access.py", "request"): {("", "secrets", "create"): "creates the controllers' Raft password Secret"},
     ("handlers_users.py", "request"): {("", "secrets", "create"): "creates a RocketUser's credentials Secret"},
     ("handlers_users.py", "apply"): {("", "secrets", "patch"): "writes a new password into an emptied user Secret"},
     ("handlers_users.py", "patch_status"): {
