@@ -74,7 +74,7 @@ def handle(m: MessageExt, resp: RemotingCommand | None = None, broker_name: str 
 
 
 async def ack(cli: TestClient, extra_info: str, group: str = "PG1", **override: Any) -> RemotingCommand:
-    f = extra_info.split(" ")
+    f = extra_info.split(" ") + ["0"] * 8  # a malformed handle still makes a request (the broker refuses it)
     topic = override.pop("topic")
     ext = {"consumerGroup": group, "topic": topic, "queueId": f[6], "offset": f[7], "extraInfo": extra_info}
     ext.update(override)
