@@ -12,6 +12,7 @@ import argparse
 import logging
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from broker.cli._common import configure_logging, console_logging, serve_until_signalled, start_logging
 from broker.config.errors import ConfigError
@@ -22,6 +23,9 @@ from broker.server.broker import BrokerController
 from broker.server.config import LoadedConfig, effective_properties, env_overrides, load_broker_config
 from broker.store.results import StoreError
 from broker.transport.loop import run
+
+if TYPE_CHECKING:
+    from broker.grpc.endpoint import GrpcEndpoint
 
 __all__ = ["build_config", "main"]
 
@@ -40,16 +44,24 @@ def _parser() -> argparse.ArgumentParser:
         help="print the effective configuration as key=value and exit",
     )
     parser.add_argument("-m", "--printImportantConfig", dest="print_config", action="store_true", help="same as -p")
+    parser.add_argument(
+        "--enable-proxy",
+        dest="enable_proxy",
+        action="store_true",
+        help="also serve the gRPC API (apache.rocketmq.v2) on grpcServerPort, as enableProxy=true does",
+    )
     parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
     return parser
 
 
-def build_config(config_file: str | None, namesrv_addr: str | None) -> LoadedConfig:
+def build_config(config_file: str | None, namesrv_addr: str | None, enable_proxy: bool = False) -> LoadedConfig:
     """Defaults <- NAMESRV_ADDR / BROKER_IP1 env <- broker.conf <- -n (the command line wins, as in BrokerStartup)."""
     props = load_properties(config_file) if config_file else {}
     overrides = env_overrides(properties=props)
     if namesrv_addr:
         overrides["namesrvAddr"] = namesrv_addr
+    if enable_proxy:
+        overrides["enableProxy"] = "true"
     loaded = load_broker_config(props, overrides, origin=config_file or "command line")
     loaded.source = Path(config_file) if config_file else None
     return loaded
@@ -59,7 +71,7 @@ def main(argv: list[str] | None = None) -> None:
     args = _parser().parse_args(argv)
     start_logging(args.log_level)
     try:
-        loaded = build_config(args.config_file, args.namesrv_addr)
+        loaded = build_config(args.config_file, args.namesrv_addr, args.enable_proxy)
     except ConfigError as exc:
         console_logging(args.log_level)
         print(f"mqbroker: {exc}", file=sys.stderr)
@@ -103,7 +115,29 @@ async def _serve(loaded: LoadedConfig) -> None:
             failures = "; ".join(f"{addr}: {why}" for addr, why in sorted(registrar.last_results.items()))
             announce(f"not registered with any name server yet ({failures}); retrying periodically", log.name)
 
-    await serve_until_signalled(controller.start, controller.shutdown, started)
+    # The gRPC endpoint (broker.grpc) serves over the broker's own processors, so it starts after them and stops
+    # first; imported only when on (its stubs are the optional `grpc` extra).
+    endpoint: GrpcEndpoint | None = None
+
+    async def start() -> None:
+        nonlocal endpoint
+        await controller.start()
+        if loaded.broker.enable_proxy:
+            from broker.grpc.endpoint import GrpcEndpoint
+
+            endpoint = GrpcEndpoint(controller)
+            try:
+                await endpoint.start()
+            except BaseException:
+                await controller.shutdown()
+                raise
+
+    async def stop() -> None:
+        if endpoint is not None:
+            await endpoint.stop()
+        await controller.shutdown()
+
+    await serve_until_signalled(start, stop, started)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,102 @@
+"""GrpcEndpoint: the grpcio asyncio server of `MessagingService`, on the broker's own event loop.
+
+Started by mqbroker after the broker (its processors answer every RPC) and stopped before it. Plaintext only:
+grpcio cannot serve TLS and plaintext on one port as RocketMQ's proxy does (clients use `enableSsl(false)` /
+the Python SDK's default). With authentication or ACL on, the endpoint does not start: the gRPC metadata
+signature is not checked yet, and serving without it would bypass the broker's access control.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+import grpc
+
+from broker.grpc.context import BrokerView
+from broker.grpc.conversions import SendLimits
+from broker.grpc.local import LocalBroker
+from broker.grpc.pb import service_grpc
+from broker.grpc.send import Sender
+from broker.grpc.service import MessagingService
+
+__all__ = ["GrpcEndpoint", "GrpcEndpointError"]
+
+log = logging.getLogger(__name__)
+
+#: Seconds in-flight RPCs get to finish at shutdown.
+STOP_GRACE_S = 3.0
+EXPIRE_EVERY_S = 30.0
+
+
+class GrpcEndpointError(OSError):
+    """The endpoint cannot start with this configuration or port (an OSError: mqbroker reports a failed start)."""
+
+
+class GrpcEndpoint:
+    def __init__(self, broker: BrokerView) -> None:
+        self.broker = broker
+        self.server: grpc.aio.Server | None = None
+        self.service: MessagingService | None = None
+        self.port = 0
+        self._expiry: asyncio.Task[None] | None = None
+
+    def _dispatcher(self) -> object:
+        server = self.broker.server
+        if server is None:
+            raise RuntimeError("the broker's remoting server is not started")
+        return server.dispatcher
+
+    async def start(self) -> None:
+        c = self.broker.config
+        if c.authentication_enabled or c.acl_enable:
+            raise GrpcEndpointError(
+                "enableProxy: the gRPC endpoint does not check request signatures yet, so it cannot run with "
+                "authenticationEnabled or aclEnable on"
+            )
+        local = LocalBroker(self._dispatcher)
+        sender = Sender(local, self.broker.topics.get, SendLimits(max_body_size=c.max_message_size))
+        self.service = MessagingService(self.broker, local, sender)
+        server = grpc.aio.server(
+            options=[
+                ("grpc.max_receive_message_length", c.grpc_max_inbound_message_size),
+                ("grpc.max_send_message_length", c.grpc_max_inbound_message_size),
+                # clients ping rarely (Java every 300 s); accept their pings without a call in flight
+                ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
+                ("grpc.keepalive_permit_without_calls", 1),
+            ]
+        )
+        service_grpc.add_MessagingServiceServicer_to_server(self.service, server)
+        address = f"{c.bind_address}:{c.grpc_server_port}"
+        try:
+            port = server.add_insecure_port(address)
+        except RuntimeError as exc:
+            raise GrpcEndpointError(f"cannot listen on {address}: {exc}") from None
+        if not port:
+            raise GrpcEndpointError(f"cannot listen on {address}")
+        await server.start()
+        self.server, self.port = server, port
+        self.service.port = port
+        self._expiry = asyncio.get_running_loop().create_task(self._expire_clients())
+        log.info("gRPC endpoint (apache.rocketmq.v2.MessagingService) listening on %s:%d", c.bind_address, port)
+
+    async def _expire_clients(self) -> None:
+        assert self.service is not None
+        while True:
+            await asyncio.sleep(EXPIRE_EVERY_S)
+            try:
+                await self.service.clients.expire()
+            except Exception:
+                log.exception("expiring gRPC clients failed")
+
+    async def stop(self) -> None:
+        if self._expiry is not None:
+            self._expiry.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._expiry
+        if self.service is not None:
+            await self.service.clients.close()
+        if self.server is not None:
+            await self.server.stop(STOP_GRACE_S)
+            log.info("gRPC endpoint stopped")
