@@ -15,7 +15,19 @@ import sys
 import time
 from collections.abc import Sequence
 
-from broker.cli.mqadmin import auth, brokers, connections, controller, groups, messages, namesrv, reading, stats, topics
+from broker.cli.mqadmin import (
+    auth,
+    brokers,
+    connections,
+    controller,
+    groups,
+    messages,
+    namesrv,
+    pop,
+    reading,
+    stats,
+    topics,
+)
 from broker.cli.mqadmin.credentials import CredentialsError, tools_credentials
 from broker.cli.mqadmin.registry import COMMANDS, UnknownName, UsageError
 from broker.client.admin import Admin
@@ -28,7 +40,7 @@ from broker.transport.loop import run
 __all__ = ["build_parser", "main"]
 
 # imported for their @command registrations
-_MODULES = (auth, brokers, connections, controller, groups, messages, namesrv, reading, stats, topics)
+_MODULES = (auth, brokers, connections, controller, groups, messages, namesrv, pop, reading, stats, topics)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -60,6 +60,8 @@ MAX_POP_NUMS = 32
 #: How late a pop may arrive after its born time plus poll time before it is refused (RocketMQ's 500 ms).
 POLL_LATE_MS = 500
 POP_CK = "POP_CK"
+#: Most (group, topic) pairs remembered for the first-pop log line.
+SEEN_LIMIT = 10_000
 FIRST_POP_TIME = "1ST_POP_TIME"
 
 
@@ -155,6 +157,8 @@ class PopService:
         self.revive_topic = revive_topic(self.config.broker_cluster_name)
         self._revive_counter = itertools.count()
         self._locked: set[str] = set()
+        # (group, topic) pairs that popped: the first pop of each is logged
+        self._seen: set[tuple[str, str]] = set()
         # set by PopParts: (topic, group, clientId, strategy, messageModel) -> assignments
         self.assigner: Callable[[str, str, str, str, str], list[tuple[int, str]] | None] | None = None
 
@@ -245,6 +249,9 @@ class PopService:
             )
         self._check_topic_group(group, topic, queue_id, what="pop")
         filt = self._filter(exp_type, exp)
+        if (group, topic) not in self._seen and len(self._seen) < SEEN_LIMIT:
+            self._seen.add((group, topic))
+            log.info("group %s pops topic %s (order=%s)", group, topic, order)
         deadline = born + poll_ms
         watch = [topic] + [t for t, _f in self._retry_topics(group, topic)]
         while True:

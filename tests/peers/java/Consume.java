@@ -23,7 +23,8 @@ import org.apache.rocketmq.remoting.protocol.heartbeat.MessageModel;
  * in all (and --expect-each per instance) arrived and --linger more seconds passed (rc 0), or at
  * --timeout (rc 3). With --send-count N it first waits until the instances own the topic's queues
  * between them (printing {"event": "balanced"}), then sends N canonical messages itself
- * (--send-mode sync or delay), so no rebalance happens while they are consumed.
+ * (--send-mode sync or delay), so no rebalance happens while they are consumed. --server-rebalance
+ * leaves the assignment to the broker (setClientRebalance(false): POP when the broker says so).
  */
 final class Consume {
     private Consume() {}
@@ -65,6 +66,10 @@ final class Consume {
         // Instances in one JVM need their own client instance, or they would be one group member.
         consumer.setInstanceName("consumer-" + k);
         consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+        if (args.flag("server-rebalance")) {
+            // the broker assigns the queues and says PULL or POP for each (QUERY_ASSIGNMENT)
+            consumer.setClientRebalance(false);
+        }
         if (args.flag("broadcast")) {
             consumer.setMessageModel(MessageModel.BROADCASTING);
         }
