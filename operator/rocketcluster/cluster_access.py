@@ -1,5 +1,6 @@
 """How the operator reaches a secured cluster, and the Secrets that security needs: the operator's own
-credentials (made once, random), the certificate Secret, and the hash of both that rolls the pods.
+credentials (made random; rotated by rocketcluster.credentials_rotation), the certificate Secret, and the hash
+of both that rolls the pods.
 
 The operator's secret key is made here with `secrets.token_urlsafe` and written only to the Secret; it is never
 logged, never in a ConfigMap, a status or an Event. Every admin call of the operator (the cluster's pass, the
@@ -25,11 +26,8 @@ from broker.protocol.signature import Credentials
 from rocketcluster import names
 from rocketcluster.kube import ApiError, Kube, resource_path
 from rocketcluster.model import RocketClusterSpec
+from rocketcluster.plan_credentials import CredentialsError, hashed_view, parse_auth_file
 from rocketcluster.render_security import (
-    ACCESS_KEY,
-    AUTH_FILE,
-    SECRET_KEY,
-    auth_properties,
     operator_secret_name,
     render_operator_secret,
     secrets_hash,
@@ -112,17 +110,12 @@ async def _ensure_operator_secret(kube: Kube, cluster: names.ClusterRef) -> dict
 
 
 def _credentials(data: Mapping[str, str] | None, name: str) -> Credentials:
-    access_key, secret_key = (data or {}).get(ACCESS_KEY), (data or {}).get(SECRET_KEY)
-    if not access_key or not secret_key:
-        raise SecretMissing(f"Secret {name} has no {ACCESS_KEY} or {SECRET_KEY}")
-    # The brokers keep the user they made at their first start: pods given other credentials would lock the
-    # operator and the slaves out, so an edited Secret stops the pass before anything rolls.
-    if (data or {}).get(AUTH_FILE) != auth_properties(access_key, secret_key):
-        raise SecretMissing(
-            f"Secret {name} was edited: its {AUTH_FILE} no longer matches {ACCESS_KEY}/{SECRET_KEY}. Restore it; "
-            "the operator's own credentials cannot be rotated yet"
-        )
-    return Credentials(access_key, secret_key)
+    """What the operator signs with: the inner user of the Secret's auth.properties, which every NameServer and
+    broker accepts at every step of a rotation (rocketcluster.plan_credentials)."""
+    try:
+        return parse_auth_file(data, name).inner
+    except CredentialsError as exc:
+        raise SecretMissing(str(exc)) from None
 
 
 def _ca_file(pem: str | None) -> str | None:
@@ -163,7 +156,7 @@ async def prepare(
     credentials = None
     if spec.security.authentication.enabled:
         data = await _ensure_operator_secret(kube, cluster)
-        material[operator_secret_name(cluster.name)] = data
+        material[operator_secret_name(cluster.name)] = hashed_view(data)
         credentials = _credentials(data, operator_secret_name(cluster.name))
     ca = None
     tls_name = tls_secret_name(cluster.name, spec)

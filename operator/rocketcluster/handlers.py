@@ -28,7 +28,7 @@ from typing import Any, cast
 
 import kopf
 
-from rocketcluster import cluster_access, controller_access, metrics, names
+from rocketcluster import cluster_access, controller_access, credentials_rotation, metrics, names
 from rocketcluster.execute import PassContext, execute
 from rocketcluster.external import sync_external
 from rocketcluster.gather import AdminSession, unbuildable, volume_expansion
@@ -258,6 +258,11 @@ async def _reconcile(body: kopf.Body) -> Outcome:
     label = {names.LABEL_CLUSTER: name}
     statefulsets = await kube.list("apps/v1", "StatefulSet", namespace, label)
     pods = await kube.list("v1", "Pod", namespace, label)
+    try:  # a rotation of the operator's credentials: a user change on the masters, a Secret write (a roll follows)
+        rotation = await credentials_rotation.rotate(kube, cluster, spec, pods, access)
+    except cluster_access.SecretMissing as exc:
+        await report_problem(kube, body, status, "Degraded", "SecretMissing", str(exc))
+        return Outcome(Wait("SecretMissing", str(exc), 30))
     external_hosts = await sync_external(kube, cluster, spec, pods)
     expansion = await volume_expansion(kube, namespace, label, spec, statefulsets)
     rejected: list[str] = []
@@ -304,4 +309,4 @@ async def _reconcile(body: kopf.Body) -> Outcome:
     metrics.status_written(namespace, name, new_status)
     expected = spec.name_server.replicas + spec.broker.groups * (1 + spec.broker.slaves_per_group)
     settling = len(pods) < expected or not all(pod_ready(p) for p in pods)
-    return Outcome(decided.wait, settling)
+    return Outcome(decided.wait or rotation, settling)

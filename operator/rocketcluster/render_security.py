@@ -113,14 +113,16 @@ def nameserver_security_properties(spec: RocketClusterSpec) -> dict[str, str]:
     return out | tls
 
 
-def auth_properties(access_key: str, secret_key: str) -> str:
+def auth_properties(access_key: str, secret_key: str, inner: tuple[str, str] | None = None) -> str:
     """The secret keys, as properties text: the operator's user is both the initial SUPER user and the inner
-    client the brokers sign their own requests with (slave sync, registration, restore)."""
+    client the brokers sign their own requests with (slave sync, registration, restore). `inner` (access key,
+    secret key) names another inner user: a rotation's intermediate files (rocketcluster.plan_credentials)."""
+    inner_key, inner_secret = inner or (access_key, secret_key)
     user = json.dumps({"username": access_key, "password": secret_key}, separators=(",", ":"))
-    inner = json.dumps({"accessKey": access_key, "secretKey": secret_key}, separators=(",", ":"))
+    client = json.dumps({"accessKey": inner_key, "secretKey": inner_secret}, separators=(",", ":"))
     # java.util.Properties reads a backslash as an escape; JSON of these names holds none unless a value does.
     lines = [f"initAuthenticationUser={user.replace(chr(92), chr(92) * 2)}"]
-    lines.append(f"innerClientAuthenticationCredentials={inner.replace(chr(92), chr(92) * 2)}")
+    lines.append(f"innerClientAuthenticationCredentials={client.replace(chr(92), chr(92) * 2)}")
     return "\n".join(lines) + "\n"
 
 

@@ -123,11 +123,11 @@ _OK = {"accessKey": "rocketcluster-operator", "secretKey": "s" * 43}
 @pytest.mark.parametrize(
     ("data", "why"),
     [
-        ({"accessKey": "rocketcluster-operator"}, "no accessKey or secretKey"),
-        ({"accessKey": "", "secretKey": "s"}, "no accessKey or secretKey"),
-        # a hand-edited secretKey (or auth.properties) would roll pods the brokers then refuse
-        ({**_OK, "auth.properties": auth_properties("rocketcluster-operator", "old")}, "was edited"),
-        ({**_OK}, "was edited"),
+        # auth.properties names the users the brokers know: without it nothing can sign, nothing is replaced
+        ({"accessKey": "rocketcluster-operator"}, "has no auth.properties"),
+        ({"accessKey": "", "secretKey": "s"}, "has no auth.properties"),
+        ({**_OK}, "has no auth.properties"),
+        ({**_OK, "auth.properties": "initAuthenticationUser=oops\n"}, "initAuthenticationUser is missing"),
     ],
 )
 def test_a_damaged_operator_secret_is_reported_not_replaced(data: dict[str, str], why: str) -> None:
@@ -160,3 +160,16 @@ def test_an_issuer_without_cert_manager_is_unbuildable() -> None:
     forbidden = FakeKube()
     forbidden.forbidden.add("CustomResourceDefinition")  # not allowed to look: the Certificate's apply will tell
     assert asyncio.run(gather.unbuildable(forbidden, spec)) is None  # type: ignore[arg-type]
+
+
+def test_an_edited_secret_key_asks_for_a_rotation_and_rolls_nothing_by_itself() -> None:
+    """A new secretKey (tests/operator/test_credentials_rotation.py has the rotation's steps): the operator keeps
+    signing with auth.properties' inner user, and the pods' hash does not move until the operator writes the file."""
+    kube = FakeKube()
+    steady = {**_OK, "auth.properties": auth_properties("rocketcluster-operator", "s" * 43)}
+    kube.put("Secret", "demo-operator-credentials", steady)
+    before, _ = asyncio.run(cluster_access.prepare(kube, CLUSTER, parse_spec(AUTH)))  # type: ignore[arg-type]
+    kube.put("Secret", "demo-operator-credentials", {**steady, "secretKey": "a-new-one"})
+    after, access = asyncio.run(cluster_access.prepare(kube, CLUSTER, parse_spec(AUTH)))  # type: ignore[arg-type]
+    assert before.secrets_hash == after.secrets_hash
+    assert access.credentials is not None and access.credentials.secret_key == "s" * 43
