@@ -211,6 +211,15 @@ def _validations() -> dict[SchemaPath, list[dict[str, str]]]:
         ],
         ("spec",): [
             {
+                # the controllers' Raft membership is the NameServer list, fixed when the controllers first met
+                "rule": "!has(oldSelf.failover) || !has(oldSelf.failover.enabled) || !oldSelf.failover.enabled || "
+                "(has(self.nameServer) && has(self.nameServer.replicas) ? self.nameServer.replicas : 2) == "
+                "(has(oldSelf.nameServer) && has(oldSelf.nameServer.replicas) ? oldSelf.nameServer.replicas : 2)",
+                "message": "cannot change while failover is on (the controllers' Raft group is the NameServers)",
+                "fieldPath": ".nameServer.replicas",
+                "reason": "FieldValueInvalid",
+            },
+            {
                 "rule": "!has(self.failover) || !has(self.failover.enabled) || !self.failover.enabled || "
                 "(has(self.broker) && has(self.broker.replication) && self.broker.replication == 'SYNC')",
                 "message": "failover.enabled needs broker.replication SYNC (a new master must hold every "

@@ -256,6 +256,7 @@ _REFUSED: list[tuple[str, Any, str]] = [
     ("env name with '='", {"template": {"env": [{"name": "A=B"}]}}, "spec.template.env[0].name"),
     ("too many volumes", {"template": {"volumes": [{"name": f"v{i}"} for i in range(33)]}}, "spec.template.volumes"),
     ("fixedUserIds a string", {"template": {"fixedUserIds": "no"}}, "spec.template.fixedUserIds"),
+    ("failover without SYNC", {"failover": {"enabled": True}}, "spec.failover.enabled"),
 ]
 
 
@@ -287,6 +288,7 @@ _UPDATES: list[tuple[str, dict[str, Any], str | None]] = [
     ("shrink the volumes", {"storage": {"size": "5Gi"}}, None),
     ("grow the volumes", {"storage": {"size": "20Gi"}}, None),
     ("scale the groups", {"broker": {"groups": 3}}, None),
+    ("turn failover on", {"broker": {"replication": "SYNC"}, "failover": {"enabled": True}}, "spec.failover.enabled"),
 ]
 
 
@@ -305,6 +307,23 @@ def test_transition_rules(kubectl: Kubectl, existing: str, spec: dict[str, Any],
     else:
         assert done.returncode != 0, f"accepted: {spec}"
         assert refusal in done.stderr, done.stderr
+
+
+def test_with_failover_the_nameservers_and_failover_cannot_change(kubectl: Kubectl) -> None:
+    spec = {"broker": {"replication": "SYNC"}, "failover": {"enabled": True}, "nameServer": {"replicas": 3}}
+    done = kubectl.apply(_cluster("fo", spec))
+    assert done.returncode == 0, done.stderr
+    for changed, refusal in (
+        ({"nameServer": {"replicas": 5}}, "spec.nameServer.replicas"),
+        ({"failover": {"enabled": False}}, "spec.failover.enabled"),
+        ({"failover": {"enabled": True, "controllerStorageSize": "2Gi"}}, "spec.failover.controllerStorageSize"),
+    ):
+        done = kubectl.apply(_cluster("fo", {**spec, **changed}), dry_run=True)
+        assert done.returncode != 0 and refusal in done.stderr, (changed, done.stderr)
+    assert (
+        kubectl.apply(_cluster("fo", {**spec, "broker": {"replication": "SYNC", "groups": 2}}), dry_run=True).returncode
+        == 0
+    )
 
 
 def test_a_fixed_cluster_name_cannot_change(kubectl: Kubectl) -> None:
@@ -405,8 +424,13 @@ def test_status_and_scale_subresources_and_printer_columns(kubectl: Kubectl) -> 
                 }
             },
         },
+        {
+            "broker": {"replication": "SYNC", "slavesPerGroup": 2},
+            "nameServer": {"replicas": 3},
+            "failover": {"enabled": True},
+        },
     ],
-    ids=["persistent", "ephemeral-with-templates", "extras"],
+    ids=["persistent", "ephemeral-with-templates", "extras", "failover"],
 )
 def test_every_rendered_child_passes_the_api_servers_validation(kubectl: Kubectl, spec: dict[str, Any]) -> None:
     created = json.loads(
