@@ -12,7 +12,7 @@ from typing import Any
 
 from broker.server.persist import JsonFile
 
-__all__ = ["MessageRequestModeManager", "assign_queues"]
+__all__ = ["MessageRequestModeManager", "assign_queues", "average_share"]
 
 
 class MessageRequestModeManager:
@@ -42,18 +42,31 @@ class MessageRequestModeManager:
         return self.table.get(topic, {}).get(group)
 
 
+def average_share(queue_ids: list[int], clients: list[str], client_id: str) -> list[int]:
+    """RocketMQ's AllocateMessageQueueAveragely: contiguous blocks, the first `len % n` clients one queue more."""
+    ordered, queues = sorted(clients), sorted(queue_ids)
+    if client_id not in ordered or not queues:
+        return []
+    index, n, total = ordered.index(client_id), len(ordered), len(queues)
+    mod = total % n
+    size = 1 if total <= n else total // n + (1 if mod > 0 and index < mod else 0)
+    start = index * size if mod > 0 and index < mod else index * size + mod
+    return [queues[(start + i) % total] for i in range(max(0, min(size, total - start)))]
+
+
 def assign_queues(queue_ids: list[int], clients: list[str], client_id: str, mode: str, pop_share: int) -> list[int]:
-    """The queues a client gets: every queue as -1 for POP shared by all, else an averaged share (plus the next
+    """The queues a client gets: every queue as -1 for POP shared by all, else its average share (plus the next
     `pop_share` clients' shares for POP)."""
     if mode == "POP" and (pop_share <= 0 or pop_share >= len(clients) - 1):
         return [-1]
     ordered = sorted(clients)
     if client_id not in ordered:
         return []
-    me = ordered.index(client_id)
-    n = len(ordered)
-    owners = [me] + ([(me + i) % n for i in range(1, pop_share + 1)] if mode == "POP" else [])
-    picked: list[int] = []
+    owners = [client_id]
+    if mode == "POP":
+        me = ordered.index(client_id)
+        owners += [ordered[(me + i) % len(ordered)] for i in range(1, pop_share + 1)]
+    picked: set[int] = set()
     for owner in owners:
-        picked += [q for i, q in enumerate(sorted(queue_ids)) if i % n == owner]
-    return sorted(set(picked))
+        picked.update(average_share(queue_ids, ordered, owner))
+    return sorted(picked)

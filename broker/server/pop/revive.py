@@ -86,6 +86,11 @@ class ReviveService:
         pending: dict[str, _Pending] = {}
         read_at = max(b.offsets.query(REVIVE_GROUP, self.topic, qid), 0)
         while True:
+            if not b.config.is_master:  # controller mode made this broker a slave: the new master revives
+                pending.clear()
+                read_at = max(b.offsets.query(REVIVE_GROUP, self.topic, qid), 0)
+                await asyncio.sleep(interval)
+                continue
             try:
                 read_at = self._read(qid, read_at, pending)
                 await self._revive_due(pending)
