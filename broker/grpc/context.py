@@ -8,6 +8,7 @@ if TYPE_CHECKING:
     from broker.server.clients import ConsumerManager, ProducerManager
     from broker.server.config import BrokerConfig
     from broker.server.groups import SubscriptionGroupManager
+    from broker.server.pop.service import PopService
     from broker.server.topics import TopicConfigManager
     from broker.transport.client import RemotingClient
     from broker.transport.server import RemotingServer
@@ -17,7 +18,7 @@ __all__ = ["BrokerView"]
 
 class BrokerView(Protocol):
     """The running broker: its configuration, tables, remoting server (whose processors answer every RPC), and
-    its own client (NameServer route lookups)."""
+    its own client (NameServer route lookups) and its POP service."""
 
     @property
     def config(self) -> BrokerConfig: ...
@@ -33,3 +34,7 @@ class BrokerView(Protocol):
     def consumers(self) -> ConsumerManager: ...
     @property
     def client(self) -> RemotingClient: ...
+    @property
+    def pop(self) -> PopService:
+        """The POP service (exists once the broker started)."""
+        ...

@@ -17,9 +17,12 @@ import grpc
 from broker.grpc.context import BrokerView
 from broker.grpc.conversions import SendLimits
 from broker.grpc.local import LocalBroker
+from broker.grpc.malformed import GRPC_LOGGER, MalformedRequestFilter
 from broker.grpc.pb import service_grpc
+from broker.grpc.receive import Receiver
 from broker.grpc.send import Sender
 from broker.grpc.service import MessagingService
+from broker.log_limit import LimitedLog
 
 __all__ = ["GrpcEndpoint", "GrpcEndpointError"]
 
@@ -41,6 +44,7 @@ class GrpcEndpoint:
         self.service: MessagingService | None = None
         self.port = 0
         self._expiry: asyncio.Task[None] | None = None
+        self._malformed = MalformedRequestFilter(LimitedLog(log))
 
     def _dispatcher(self) -> object:
         server = self.broker.server
@@ -57,7 +61,8 @@ class GrpcEndpoint:
             )
         local = LocalBroker(self._dispatcher)
         sender = Sender(local, self.broker.topics.get, SendLimits(max_body_size=c.max_message_size))
-        self.service = MessagingService(self.broker, local, sender)
+        receiver = Receiver(self.broker.pop, local, self.broker.groups)
+        self.service = MessagingService(self.broker, local, sender, receiver)
         server = grpc.aio.server(
             options=[
                 ("grpc.max_receive_message_length", c.grpc_max_inbound_message_size),
@@ -76,6 +81,7 @@ class GrpcEndpoint:
         if not port:
             raise GrpcEndpointError(f"cannot listen on {address}")
         await server.start()
+        logging.getLogger(GRPC_LOGGER).addFilter(self._malformed)
         self.server, self.port = server, port
         self.service.port = port
         self._expiry = asyncio.get_running_loop().create_task(self._expire_clients())
@@ -99,4 +105,5 @@ class GrpcEndpoint:
             await self.service.clients.close()
         if self.server is not None:
             await self.server.stop(STOP_GRACE_S)
+            logging.getLogger(GRPC_LOGGER).removeFilter(self._malformed)
             log.info("gRPC endpoint stopped")

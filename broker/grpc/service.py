@@ -21,6 +21,7 @@ from broker.grpc.context import BrokerView
 from broker.grpc.conversions import grpc_code, to_grpc_message
 from broker.grpc.local import LocalBroker
 from broker.grpc.pb import definition, service, service_grpc
+from broker.grpc.receive import Receiver
 from broker.grpc.route import accept_types, message_queues
 from broker.grpc.send import Sender
 from broker.grpc.settings import settings_reply
@@ -36,6 +37,7 @@ log = logging.getLogger(__name__)
 Code = definition.Code
 
 ROUTE_TIMEOUT_S = 3.0
+_READABLE = (definition.Permission.READ, definition.Permission.READ_WRITE)
 
 
 def _status(code: int, message: str) -> Any:
@@ -51,10 +53,11 @@ def _metadata(context: Any) -> dict[str, str]:
 class MessagingService(service_grpc.MessagingServiceServicer):  # type: ignore[misc]
     """The servicer; `port` is the bound gRPC port (route entries of this broker name it)."""
 
-    def __init__(self, broker: BrokerView, local: LocalBroker, sender: Sender) -> None:
+    def __init__(self, broker: BrokerView, local: LocalBroker, sender: Sender, receiver: Receiver) -> None:
         self.broker = broker
         self.local = local
         self.sender = sender
+        self.receiver = receiver
         self.clients = ClientRegistry(local, self._broker_request)
         self.port = broker.config.grpc_server_port
 
@@ -235,3 +238,59 @@ class MessagingService(service_grpc.MessagingServiceServicer):  # type: ignore[m
         if self._client(context) is None:
             return self._no_client(service.EndTransactionResponse())
         return await self.sender.end_transaction(request, context.peer() or "grpc")
+
+    # ------------------------------------------------------------------ consuming
+
+    async def QueryAssignment(self, request: Any, context: Any) -> Any:
+        """Per readable broker one queue with id -1 (receive pops every queue), or one per read queue for a FIFO
+        group, as RocketMQ's proxy assigns."""
+        reply = service.QueryAssignmentResponse()
+        if self._client(context) is None:
+            return self._no_client(reply)
+        topic, group = request.topic.name, request.group.name
+        try:
+            route = await self._route(topic)
+        except ConnectionError as exc:
+            reply.status.CopyFrom(_status(Code.INTERNAL_SERVER_ERROR, str(exc)))
+            return reply
+        if route is None:
+            reply.status.CopyFrom(_status(Code.TOPIC_NOT_FOUND, f"topic {topic} does not exist"))
+            return reply
+        fifo = self.receiver.fifo(group)
+        readable = [q for q in message_queues(topic, route, self._grpc_port_of, ()) if q.permission in _READABLE]
+        seen: set[str] = set()
+        for mq in readable:
+            if not fifo:
+                if mq.broker.name in seen:
+                    continue
+                seen.add(mq.broker.name)
+                mq.id = -1
+            reply.assignments.add().message_queue.CopyFrom(mq)
+        if not reply.assignments:
+            reply.status.CopyFrom(_status(Code.FORBIDDEN, f"topic {topic} has no readable queue"))
+            return reply
+        reply.status.CopyFrom(_status(Code.OK, "OK"))
+        return reply
+
+    async def ReceiveMessage(self, request: Any, context: Any) -> AsyncIterator[Any]:
+        if self._client(context) is None:
+            reply = service.ReceiveMessageResponse()
+            yield self._no_client(reply)
+            return
+        for reply in await self.receiver.receive(request, context.time_remaining()):
+            yield reply
+
+    async def AckMessage(self, request: Any, context: Any) -> Any:
+        if self._client(context) is None:
+            return self._no_client(service.AckMessageResponse())
+        return await self.receiver.ack(request)
+
+    async def ChangeInvisibleDuration(self, request: Any, context: Any) -> Any:
+        if self._client(context) is None:
+            return self._no_client(service.ChangeInvisibleDurationResponse())
+        return await self.receiver.change_invisible(request)
+
+    async def ForwardMessageToDeadLetterQueue(self, request: Any, context: Any) -> Any:
+        if self._client(context) is None:
+            return self._no_client(service.ForwardMessageToDeadLetterQueueResponse())
+        return await self.receiver.forward_to_dlq(request)

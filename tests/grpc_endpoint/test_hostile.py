@@ -67,6 +67,10 @@ def test_junk_bytes_get_an_error_and_the_port_keeps_serving(grpc_servers: GrpcSe
             unknown(b"", timeout=10)
         assert info.value.code() == grpc.StatusCode.UNIMPLEMENTED
     _still_serves(grpc_servers, topic)
+    # one rate-limited line per method in the broker's log, not grpcio's traceback per request
+    log = (grpc_servers.root / "mqbroker.log").read_text(errors="replace")
+    assert "malformed gRPC request on /apache.rocketmq.v2.MessagingService/SendMessage" in log
+    assert "Traceback" not in log
 
 
 def test_request_above_the_inbound_bound_is_refused(grpc_servers: GrpcServers) -> None:
