@@ -69,6 +69,8 @@ async def test_orderly_pop_blocks_the_queue_until_the_batch_is_acked(tmp_path: P
         assert (await pop(cli, "OT", "OG", nums=2, order=True, attempt_id="A2")).code == 210
         again = await pop(cli, "OT", "OG", nums=2, order=True, attempt_id="A1")
         assert [m.body for m in messages(again)] == [b"o0", b"o1"]
+        # a replay is the same delivery: not counted again
+        assert [e.split(" ")[2] for e in again.ext_fields["orderCountInfo"].split(";")][:2] == ["0", "0"]
         name = c.running_broker.config.broker_name
         assert (await ack(cli, handle(batch[0], again, name), "OG", topic="OT")).code == 0
         assert (await pop(cli, "OT", "OG", nums=2, order=True, attempt_id="A3")).code == 210

@@ -111,12 +111,18 @@ class OrderInfoManager:
         invisible_time: int,
         offsets: list[int],
         attempt_id: str | None,
+        *,
+        replay: bool = False,
     ) -> dict[int, int]:
-        """Record the batch just handed out; offset -> times it was handed out before (counts carried over)."""
+        """Record the batch just handed out; offset -> times it was handed out before (counts carried over).
+        A replay (the same attemptId again) is the same delivery: its counts stay."""
         old = self.get(topic, group, queue_id)
         counts: dict[int, int] = {}
         for o in offsets:
-            counts[o] = old.counts.get(o, 0) + 1 if old is not None and o in old.offsets else 0
+            if old is None or o not in old.offsets:
+                counts[o] = 0
+            else:
+                counts[o] = old.counts.get(o, 0) + (0 if replay else 1)
         self.table.setdefault(self._key(topic, group), {})[queue_id] = OrderInfo(
             pop_time, invisible_time, list(offsets), counts=counts, attempt_id=attempt_id
         )

@@ -174,7 +174,7 @@ class PopService:
         if tc is None:
             raise RequestError(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!")
         if not tc.readable:
-            raise RequestError(ResponseCode.NO_PERMISSION, f"the topic[{topic}] peeking message is forbidden")
+            raise RequestError(ResponseCode.NO_PERMISSION, f"the topic[{topic}] {what} message is forbidden")
         if queue_id >= tc.read_queue_nums:
             raise RequestError(
                 ResponseCode.INVALID_PARAMETER,
@@ -380,12 +380,14 @@ class PopService:
         try:
             offset = self._start_offset(group, topic, queue_id, init_mode, flag != RETRY_FLAG_NORMAL)
             want = max_nums - len(batch.messages)
+            replay = False
             if batch.order:
                 state = self.order.check(topic, group, queue_id, batch.attempt_id, batch.pop_time)
                 if state == "blocked":
                     batch.rest += max(max_off - offset, 0)
                     return
-                if state == "replay":
+                replay = state == "replay"
+                if replay:
                     last = self.order.get(topic, group, queue_id)
                     assert last is not None
                     offset, want = last.offsets[0], len(last.offsets)
@@ -403,7 +405,14 @@ class PopService:
                 return
             if batch.order:
                 counts = self.order.update(
-                    topic, group, queue_id, batch.pop_time, batch.invisible_time, offsets, batch.attempt_id
+                    topic,
+                    group,
+                    queue_id,
+                    batch.pop_time,
+                    batch.invisible_time,
+                    offsets,
+                    batch.attempt_id,
+                    replay=replay,
                 )
                 b.offsets.commit(group, topic, queue_id, offset)
                 for off in offsets:
