@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["child_pids", "children_cpu_s", "cpu_s", "disk_bytes_written", "rss_mib"]
+__all__ = ["child_pids", "children_cpu_s", "cpu_s", "disk_bytes_written", "pss_mib", "rss_mib"]
 
 
 def child_pids(pid: int) -> list[int]:
@@ -54,12 +54,27 @@ def _status_mib(pid: int) -> dict[str, float]:
     return found
 
 
+def pss_mib(pid: int) -> float:
+    """The proportional set size of `pid` in MiB (smaps_rollup): each resident page divided by the number
+    of processes mapping it, so the interpreter and libraries that several processes share count once
+    in all; 0 where the kernel has no smaps_rollup."""
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            name, _, value = line.partition(":")
+            if name == "Pss":
+                return int(value.split()[0]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
 def rss_mib(pid: int) -> dict[str, float]:
-    """VmRSS and its parts RssAnon, RssFile and RssShmem of `pid`, in MiB; `children`: the VmRSS of its
-    live children, and `children_own` their RssAnon + RssShmem (the index helper maps CommitLog and index
-    files, whose pages, page cache, are in its VmRSS as in the broker's)."""
+    """VmRSS and its parts RssAnon, RssFile and RssShmem of `pid`, and its Pss, in MiB; `children`: the
+    VmRSS of its live children, `children_own` their RssAnon + RssShmem (the index helper maps CommitLog
+    and index files, whose pages, page cache, are in its VmRSS as in the broker's) and `children_pss`."""
     found = _status_mib(pid)
-    found["children"] = found["children_own"] = 0.0
+    found["Pss"] = pss_mib(pid)
+    found["children"] = found["children_own"] = found["children_pss"] = 0.0
     for child in child_pids(pid):
         try:
             part = _status_mib(child)
@@ -67,6 +82,7 @@ def rss_mib(pid: int) -> dict[str, float]:
             continue
         found["children"] += part["VmRSS"]
         found["children_own"] += part["RssAnon"] + part["RssShmem"]
+        found["children_pss"] += pss_mib(child)
     return found
 
 

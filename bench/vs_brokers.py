@@ -87,10 +87,14 @@ class Server:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def rss(self) -> tuple[float, float]:
-        """(VmRSS, own memory: RssAnon + RssShmem) in MiB, helper processes included."""
+    def rss(self) -> tuple[float, float, float]:
+        """(VmRSS, own memory: RssAnon + RssShmem, PSS) in MiB, helper processes included."""
         m = rss_mib(self.proc.pid)
-        return m["VmRSS"] + m["children"], m["RssAnon"] + m["RssShmem"] + m["children_own"]
+        return (
+            m["VmRSS"] + m["children"],
+            m["RssAnon"] + m["RssShmem"] + m["children_own"],
+            m["Pss"] + m["children_pss"],
+        )
 
     def stop(self, sig: int = signal.SIGTERM) -> None:
         if self.alive():
@@ -236,10 +240,10 @@ class Cluster:
         run(_until_gone(self.addr(), self.namesrv, 30.0))
         return self.start_broker("master", timeout)
 
-    def rss(self) -> tuple[float, float]:
-        """NameServer + master: (VmRSS, own memory) in MiB."""
+    def rss(self) -> tuple[float, float, float]:
+        """NameServer + master: (VmRSS, own memory, PSS) in MiB."""
         parts = [self.servers[name].rss() for name in ("namesrv", "master")]
-        return sum(p[0] for p in parts), sum(p[1] for p in parts)
+        return sum(p[0] for p in parts), sum(p[1] for p in parts), sum(p[2] for p in parts)
 
     def stop(self) -> None:
         for name in ("slave", "master", "namesrv"):

@@ -3,8 +3,9 @@
 - `loadgen()`: bench/java/LoadGen.java (rocketmq-client, compiled by scripts/reference-rocketmq.sh), the
   same JVM and jars against both brokers;
 - `pyclient()`: our Python SDK, `python -m bench.vs_clients send --namesrv A --topic T --inflight N
-  --seconds S --size B [--warmup W]`: N sync sends in flight on one Producer (broker.client) for W + S
-  seconds, the last S counted.
+  --seconds S --size B [--warmup W] [--batch K]`: N sync sends in flight on one Producer (broker.client)
+  for W + S seconds, the last S counted; with K > 1 each send is a batch of K messages (send_batch),
+  latencies are per batch and msg/s counts messages.
 """
 
 from __future__ import annotations
@@ -60,10 +61,13 @@ def loadgen(reference: Path, mode: str, timeout: float, **options: object) -> di
         return _result(cmd, timeout, env={**os.environ, "HOME": home})
 
 
-def pyclient(namesrv: str, topic: str, inflight: int, seconds: float, size: int, warmup: float) -> dict[str, Any]:
-    """W1/W2 with our Python SDK in a child process."""
+def pyclient(
+    namesrv: str, topic: str, inflight: int, seconds: float, size: int, warmup: float, batch: int = 1
+) -> dict[str, Any]:
+    """W1/W2 (batch 1) or W3 (batches) with our Python SDK in a child process."""
     cmd = [sys.executable, "-m", "bench.vs_clients", "send", "--namesrv", namesrv, "--topic", topic]
     cmd += ["--inflight", str(inflight), "--seconds", str(seconds), "--size", str(size), "--warmup", str(warmup)]
+    cmd += ["--batch", str(batch)]
     return _result(cmd, seconds + warmup + 120)
 
 
@@ -71,10 +75,12 @@ def _quantile(ordered: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * q))] if ordered else 0.0
 
 
-async def _send(namesrv: str, topic: str, inflight: int, seconds: float, size: int, warmup: float) -> dict[str, Any]:
+async def _send(
+    namesrv: str, topic: str, inflight: int, seconds: float, size: int, warmup: float, batch: int
+) -> dict[str, Any]:
     body = b"x" * size
     latencies: list[float] = []
-    failures = 0
+    failures = 0  # failed sends (a batch is one)
     async with Producer("vs-python-producer", namesrv) as producer:
         await producer.publish_info(topic)  # the route, before the clock starts
         start = time.monotonic() + warmup  # sends before it are not counted
@@ -85,7 +91,11 @@ async def _send(namesrv: str, topic: str, inflight: int, seconds: float, size: i
             while time.monotonic() < deadline:
                 begin = time.monotonic()
                 try:
-                    ok = (await producer.send(Message(topic, body))).status is SendStatus.SEND_OK
+                    if batch > 1:  # fresh Messages: send_batch sets each one's UNIQ_KEY
+                        results = await producer.send_batch([Message(topic, body) for _ in range(batch)])
+                        ok = all(r.status is SendStatus.SEND_OK for r in results)
+                    else:
+                        ok = (await producer.send(Message(topic, body))).status is SendStatus.SEND_OK
                 except Exception:
                     ok = False
                 if begin >= start:
@@ -95,11 +105,11 @@ async def _send(namesrv: str, topic: str, inflight: int, seconds: float, size: i
         await asyncio.gather(*(worker() for _ in range(inflight)))
         elapsed = time.monotonic() - start
     latencies.sort()
-    count = len(latencies) - failures
+    count = (len(latencies) - failures) * batch
     return {
         "mode": "send",
         "threads": inflight,
-        "batch": 1,
+        "batch": batch,
         "count": count,
         "seconds": round(elapsed, 3),
         "msgs_per_s": round(count / elapsed, 1),
@@ -110,7 +120,7 @@ async def _send(namesrv: str, topic: str, inflight: int, seconds: float, size: i
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description="W1/W2 sends with the Python SDK; one JSON line")
+    parser = argparse.ArgumentParser(description="W1/W2/W3 sends with the Python SDK; one JSON line")
     parser.add_argument("mode", choices=["send"])
     parser.add_argument("--namesrv", required=True)
     parser.add_argument("--topic", required=True)
@@ -118,8 +128,11 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10)
     parser.add_argument("--size", type=int, default=1024)
     parser.add_argument("--warmup", type=float, default=0, help="seconds of sends first, not counted")
+    parser.add_argument("--batch", type=int, default=1, help="messages a send (send_batch when > 1)")
     args = parser.parse_args()
-    result = run(_send(args.namesrv, args.topic, args.inflight, args.seconds, args.size, args.warmup))
+    if not 1 <= args.batch <= 1024:
+        parser.error("--batch: 1 to 1024")
+    result = run(_send(args.namesrv, args.topic, args.inflight, args.seconds, args.size, args.warmup, args.batch))
     sys.stdout.write(orjson.dumps(result).decode() + "\n")
 
 

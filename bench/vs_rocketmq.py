@@ -12,11 +12,13 @@ a fresh store in a temp dir, never both brokers at once. Workloads (1 KiB bodies
 - W1: sync sends from 64 threads; W2: sync sends from 1 thread (p50/p99); W3: batches of 32 from 8 threads;
 - W4: a push consumer draining a backlog of --backlog messages, filled first with W3-style batches;
 - W5: W1 and W3 under SYNC_FLUSH, and under SYNC_MASTER with a slave;
-- rss: resident memory of NameServer + broker after start and 5 s idle, and at the end of W1 (VmRSS, which
-  counts mapped store pages; `own` is RssAnon + RssShmem); ready: start to ready (the broker answers and its
-  NameServer lists it); recovery: --recovery-mib of CommitLog written, kill -9, start to ready again.
+- rss: resident memory of NameServer + broker (and our broker's helper processes) after start and 5 s idle,
+  and at the end of W1: VmRSS, which counts mapped store pages and, once per process, the shared libraries;
+  `own`, RssAnon + RssShmem; `pss`, proportional set size (smaps_rollup: a page shared by n processes counts
+  1/n); ready: start to ready (the broker answers and its NameServer lists it); recovery: --recovery-mib of
+  CommitLog written, kill -9, start to ready again.
 
-`--client python` drives W1/W2 with our Python SDK instead (`both`: the Java client and ours). The table gives
+`--client python` drives W1/W2/W3 with our Python SDK instead (`both`: the Java client and ours). The table gives
 per broker the median over the rounds and the range, and the ratio ours / reference (of the medians, and the
 range of the per-round ratios). `--brokers ours` runs only our broker (the reference column stays empty): to
 compare two source trees of ours in alternating runs, each started with PYTHONPATH=<tree>. This is a benchmark
@@ -108,9 +110,15 @@ class Runner:
         self.record(workload, result, "msgs_per_s", "p50_ms", "p99_ms")
         return result
 
-    def python_send(self, workload: str, cluster: Cluster, inflight: int) -> None:
-        result = pyclient(cluster.namesrv, TOPIC, inflight, self.args.seconds, BODY, self.args.warmup)
+    def python_send(self, workload: str, cluster: Cluster, inflight: int, batch: int = 1) -> None:
+        result = pyclient(cluster.namesrv, TOPIC, inflight, self.args.seconds, BODY, self.args.warmup, batch)
         self.record(workload, result, "msgs_per_s", "p50_ms", "p99_ms")
+
+    def memory(self, workload: str, cluster: Cluster) -> None:
+        vm, own, pss = cluster.rss()
+        self.samples.append(Sample(self.round, self.kind, workload, "rss_mib", vm))
+        self.samples.append(Sample(self.round, self.kind, workload, "own_mib", own))
+        self.samples.append(Sample(self.round, self.kind, workload, "pss_mib", pss))
 
     def base(self) -> None:
         """W1-W4, idle and W1 memory, start to ready: one ASYNC_FLUSH broker."""
@@ -119,9 +127,7 @@ class Runner:
                 self.samples.append(Sample(self.round, self.kind, "ready", "ready_s", ready))
             if "rss" in self.selected:
                 time.sleep(5)
-                vm, own = cluster.rss()
-                self.samples.append(Sample(self.round, self.kind, "rss idle", "rss_mib", vm))
-                self.samples.append(Sample(self.round, self.kind, "rss idle", "own_mib", own))
+                self.memory("rss idle", cluster)
             self.java("topic", namesrv=cluster.namesrv, topic=TOPIC)
             java, python = self.args.client in ("java", "both"), self.args.client in ("python", "both")
             if "W1" in self.selected or "rss" in self.selected:
@@ -130,16 +136,17 @@ class Runner:
                 if python:
                     self.step("W1 python", lambda: self.python_send("W1 python", cluster, 64))
                 if "rss" in self.selected:
-                    vm, own = cluster.rss()
-                    self.samples.append(Sample(self.round, self.kind, "rss end of W1", "rss_mib", vm))
-                    self.samples.append(Sample(self.round, self.kind, "rss end of W1", "own_mib", own))
+                    self.memory("rss end of W1", cluster)
             if "W2" in self.selected:
                 if java:
                     self.step("W2", lambda: self.send("W2", cluster, 1))
                 if python:
                     self.step("W2 python", lambda: self.python_send("W2 python", cluster, 1))
             if "W3" in self.selected:
-                self.step("W3", lambda: self.send("W3", cluster, 8, batch=32))
+                if java:
+                    self.step("W3", lambda: self.send("W3", cluster, 8, batch=32))
+                if python:
+                    self.step("W3 python", lambda: self.python_send("W3 python", cluster, 8, batch=32))
             if "W4" in self.selected:
                 self.step("W4", lambda: self.backlog(cluster))
 
@@ -204,7 +211,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--warmup", type=int, default=3, help="seconds of each send run not counted")
     parser.add_argument("--backlog", type=int, default=1_000_000, help="W4's backlog, in messages")
     parser.add_argument("--recovery-mib", type=int, default=1024, help="CommitLog written before the kill -9")
-    parser.add_argument("--client", choices=["java", "python", "both"], default="java", help="who drives W1/W2")
+    parser.add_argument("--client", choices=["java", "python", "both"], default="java", help="who drives W1/W2/W3")
     parser.add_argument("--version", default="5.3.3", help="Apache RocketMQ release (scripts/reference-rocketmq.sh)")
     parser.add_argument("--dir", type=Path, default=None, help="where the stores go (default: a temp dir)")
     parser.add_argument("--keep", action="store_true", help="keep the stores and logs (in --dir or /tmp)")
