@@ -79,9 +79,9 @@ async def execute(ctx: PassContext, action: Action) -> list[str]:
         metrics.action_taken(ns, c, action.reason)
     if isinstance(action, ApplyChildren):
         objs = _shared_children(render_cluster(cluster, spec, ctx.operator_namespace))
-        sizes = dict(action.claim_sizes)
+        sizes, held = dict(action.claim_sizes), dict(action.held_replicas)
         for g in action.groups:
-            objs += render_broker_group(cluster, spec, g, sizes.get(g))
+            objs += render_broker_group(cluster, spec, g, sizes.get(g), held.get(g))
         if not spec.network_policy.enabled:  # turned off: the policies made before go
             for policy in network_policy_names(c):
                 await kube.delete("networking.k8s.io/v1", "NetworkPolicy", ns, policy)

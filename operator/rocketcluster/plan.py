@@ -26,6 +26,7 @@ from typing import Final
 
 from rocketcluster import names
 from rocketcluster.plan_config import plan_live_config
+from rocketcluster.plan_failover import plan_master_moves
 from rocketcluster.plan_progress import DrainProgress, Progress, RollProgress
 from rocketcluster.plan_roll import MANUAL_ROLLING_UPDATE, POD_HAS_OLD_REVISION, POD_STUCK, RollStep, plan_roll
 from rocketcluster.plan_scale import ScaleInStep, ScaleOutStep, plan_scale_in, plan_scale_out
@@ -121,14 +122,17 @@ def plan(observed: Observed) -> Plan:
     scale_in = plan_scale_in(view, _hold(view, roll, scale_in_first))
     storage = plan_storage(view, busy=bool(view.removing) or progress.roll is not None or roll.restarting is not None)
 
-    actions: list[Action] = [ApplyChildren(view.kept, claim_sizes=storage.kept_sizes)]
-    actions += scale_out.actions + scale_in.actions + roll.actions + storage.actions
+    moves = plan_master_moves(view)
+
+    actions: list[Action] = [ApplyChildren(view.kept, claim_sizes=storage.kept_sizes, held_replicas=moves.held)]
+    actions += scale_out.actions + scale_in.actions + roll.actions + storage.actions + moves.actions
     degraded = _degraded(view, roll, scale_in, scale_out)
     settled = (
         len(actions) == 1
         and roll.wait is None
         and scale_out.wait is None
         and scale_in.wait is None
+        and moves.wait is None
         and storage.status is None
         and observed.nameserver.statefulset_exists
         and not view.missing_groups
@@ -143,7 +147,9 @@ def plan(observed: Observed) -> Plan:
     progressing = _progressing(view, roll, scale_out, scale_in, creating, roll_first=not scale_in_first)
     if storage.status is not None:
         progressing.append(("ResizingVolumes", storage.status))
-    wait = _merge_waits([roll.wait, scale_in.wait, scale_out.wait])
+    if moves.wait is not None:
+        progressing.append(("MasterHandover", moves.wait.message))
+    wait = _merge_waits([roll.wait, scale_in.wait, scale_out.wait, moves.wait])
     if wait is None and progressing:
         reason, message = progressing[0]
         wait = Wait(_event_reason(reason), message, _PROGRESS_POLL_SECONDS)

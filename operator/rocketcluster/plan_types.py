@@ -211,6 +211,7 @@ class ApplyChildren:
     groups: tuple[int, ...]
     reason: str = "APPLY_CHILDREN"
     claim_sizes: tuple[tuple[int, str], ...] = ()
+    held_replicas: tuple[tuple[int, int], ...] = ()  # (group, replicas) kept until its master moved (failover)
 
     def describe(self) -> str:
         return f"apply the NameServer, shared children and broker groups {list(self.groups)}"

@@ -440,11 +440,13 @@ def _conf_text(cluster: ClusterRef, g: int, ordinal: int, properties: Mapping[st
     return "\n".join(lines) + "\n"
 
 
-def broker_config_data(cluster: ClusterRef, spec: RocketClusterSpec, g: int) -> dict[str, str]:
-    """The group ConfigMap's data: one broker-<ordinal>.conf per pod of the group."""
+def broker_config_data(
+    cluster: ClusterRef, spec: RocketClusterSpec, g: int, replicas: int | None = None
+) -> dict[str, str]:
+    """The group ConfigMap's data: one broker-<ordinal>.conf per pod of the group (`replicas` pods when given)."""
     return {
         names.broker_conf_file(ordinal): render_broker_conf(cluster, spec, g, ordinal)
-        for ordinal in range(1 + spec.broker.slaves_per_group)
+        for ordinal in range(replicas or 1 + spec.broker.slaves_per_group)
     }
 
 
@@ -552,12 +554,13 @@ def _broker_container(spec: RocketClusterSpec, template: PodTemplate) -> Obj:
 
 
 def render_broker_group(
-    cluster: ClusterRef, spec: RocketClusterSpec, g: int, claim_size: str | None = None
+    cluster: ClusterRef, spec: RocketClusterSpec, g: int, claim_size: str | None = None, replicas: int | None = None
 ) -> list[Obj]:
     """Group g: its ConfigMap (broker-<ordinal>.conf files), StatefulSet (ordinal = brokerId) and PDB.
 
     `claim_size`: the size of the data volumeClaimTemplate when it is not spec.storage.size (a StatefulSet
-    whose claims cannot grow keeps the size it was made with; see plan_storage)."""
+    whose claims cannot grow keeps the size it was made with; see plan_storage). `replicas`: the StatefulSet's
+    replicas when it is held above the spec's (plan_failover: its master is on an ordinal about to go)."""
     c = cluster.name
     labels = names.broker_group_labels(c, g)
     selector = names.broker_group_selector(c, g)
@@ -566,7 +569,7 @@ def render_broker_group(
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": _metadata(cluster, names.broker_config_map(c, g), labels),
-        "data": broker_config_data(cluster, spec, g),
+        "data": broker_config_data(cluster, spec, g, replicas),
     }
     pod = _pod_template(
         cluster,
@@ -582,7 +585,7 @@ def render_broker_group(
     pod = adapt_broker_pod(c, spec, g, pod)
     pod = secure_pod_template(pod, cluster, spec)
     body: Obj = {
-        "replicas": 1 + spec.broker.slaves_per_group,
+        "replicas": replicas or 1 + spec.broker.slaves_per_group,
         "serviceName": names.broker_headless_service(c),
         "selector": {"matchLabels": dict(selector)},
         "podManagementPolicy": "Parallel",

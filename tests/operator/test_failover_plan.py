@@ -223,3 +223,58 @@ def test_status_shows_the_controllers_master_per_group_and_in_the_printer_field(
     assert group["master"]["pod"] == bk(1) and group["master"]["address"] == "10.0.0.2:10911"
     assert [s["pod"] for s in group["slaves"]] == [bk(0), bk(2)]
     assert status["masters"] == bk(1)
+
+
+def _shrunk(pods: dict[int, tuple[str, int, bool, int | None]]) -> Observed:
+    """slavesPerGroup lowered from 2 to 1: ordinal 2 is to go."""
+    return replace(Group(pods=pods).observed(), slaves_per_group=1)
+
+
+def _apply(decided_actions: tuple[object, ...]) -> object:
+    return next(a for a in decided_actions if type(a).__name__ == "ApplyChildren")
+
+
+@pytest.mark.parametrize(
+    ("pods", "held", "elect", "waits"),
+    [
+        # the master is on the ordinal that goes: held at 3 pods, the mastership handed to the in-sync pod 0
+        (
+            {0: ("r1", 4, True, 0), 1: ("r1", 5, True, 0), 2: ("r1", 0, True, None)},
+            ((0, 3),),
+            [ElectMaster(0, bk(0), 4, bk(2))],
+            True,
+        ),
+        # no kept pod in sync: held, no election, a wait
+        ({0: ("r1", 4, True, 64), 1: ("r1", 5, True, None), 2: ("r1", 0, True, None)}, ((0, 3),), [], True),
+        # the master is kept: the StatefulSet shrinks, removing only the slave on ordinal 2
+        ({0: ("r1", 0, True, None), 1: ("r1", 5, True, 0), 2: ("r1", 6, True, 0)}, (), [], False),
+    ],
+)
+def test_a_scale_in_moves_the_mastership_off_the_ordinals_it_removes(
+    pods: dict[int, tuple[str, int, bool, int | None]],
+    held: tuple[tuple[int, int], ...],
+    elect: list[ElectMaster],
+    waits: bool,
+) -> None:
+    decided = plan(_shrunk(pods))
+    assert _apply(decided.actions).held_replicas == held
+    assert [a for a in decided.actions if isinstance(a, ElectMaster)] == elect
+    assert (decided.wait is not None and decided.wait.reason == "MASTER_HANDOVER") == waits
+    assert not [a for a in decided.actions if isinstance(a, DeletePod)]
+
+
+def test_without_failover_a_scale_in_holds_nothing() -> None:
+    observed = replace(_shrunk({0: ("r1", 0, True, None), 1: ("r1", 1, True, 0), 2: ("r1", 2, True, 0)}))
+    observed = replace(observed, failover=False)
+    assert _apply(plan(observed).actions).held_replicas == ()
+
+
+def test_a_held_statefulset_keeps_its_pods_and_their_files() -> None:
+    from rocketcluster.names import ClusterRef
+    from rocketcluster.render import render_broker_group
+
+    spec = parse_spec({"failover": {"enabled": True}, "broker": {"replication": "SYNC", "slavesPerGroup": 1}})
+    objects = render_broker_group(ClusterRef(C, "ns", "u"), spec, 0, None, 3)
+    config_map, sts = objects[0], objects[1]
+    assert sts["spec"]["replicas"] == 3
+    assert sorted(config_map["data"]) == ["broker-0.conf", "broker-1.conf", "broker-2.conf"]
