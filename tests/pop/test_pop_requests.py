@@ -121,3 +121,32 @@ async def test_refused_requests_get_rocketmq_codes(tmp_path: Path) -> None:
         assert (await cli.request(CHANGE, {**ext, "offset": 0})).code == 0
         peek = {"consumerGroup": "PG1", "topic": "BAD", "queueId": 0, "maxMsgNums": 33}
         assert (await cli.request(PEEK, peek)).code == 29
+
+
+async def test_parked_pops_past_pop_polling_size_get_polling_full(tmp_path: Path) -> None:
+    async with cluster(tmp_path, popPollingSize=2) as c:
+        await c.create_topic("PF", queues=1)
+        cli = await c.client()
+        parked = [asyncio.ensure_future(pop(cli, "PF", f"G{i}", poll_ms=10_000)) for i in range(2)]
+        base = {"consumerGroup": "G0", "topic": "PF", "queueId": -1}
+        for _ in range(50):
+            if (
+                sum(
+                    [
+                        int(
+                            (await cli.request(POLLING_INFO, {**base, "consumerGroup": f"G{i}"})).ext_fields[
+                                "pollingNum"
+                            ]
+                        )
+                        for i in range(2)
+                    ]
+                )
+                == 2
+            ):
+                break
+            await asyncio.sleep(0.05)
+        full = await pop(cli, "PF", "G9", poll_ms=10_000)
+        assert full.code == 209 and full.remark == "POLLING_FULL"
+        assert (await cli.send("PF", b"x")).code == 0
+        got = [await p for p in parked]
+        assert sorted(r.code for r in got) == [0, 0]  # each group gets the message
