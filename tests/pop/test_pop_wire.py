@@ -76,3 +76,17 @@ async def test_change_invisible_time_delays_the_return(tmp_path: Path) -> None:
                 break
             await asyncio.sleep(0.1)
         assert [b.body for b in back] == [b"x"]
+
+
+async def test_pop_filters_by_tag_and_sql92(tmp_path: Path) -> None:
+    async with cluster(tmp_path, enablePropertyFilter="true") as c:
+        await c.create_topic("FT", queues=1)
+        cli = await c.client()
+        for i, tag in enumerate(["a", "b", "a", "c"]):
+            assert (await cli.send("FT", f"{tag}{i}".encode(), props={"TAGS": tag, "n": str(i)})).code == 0
+        tagged = await pop(cli, "FT", "TagG", exp="a || c")
+        assert [m.body for m in messages(tagged)] == [b"a0", b"a2", b"c3"]
+        sql = await pop(cli, "FT", "SqlG", expType="SQL92", exp="n >= 2")
+        assert [m.body for m in messages(sql)] == [b"a2", b"c3"]
+        bad = await pop(cli, "FT", "SqlG", expType="SQL92", exp="n >=")
+        assert bad.code == 23  # SUBSCRIPTION_PARSE_FAILED

@@ -62,10 +62,12 @@ class ReviveService:
         self.dead_lettered = 0
         self._tasks: list[asyncio.Task[None]] = []
         self.wakeup = asyncio.Event()
+        self._barrier = 0  # the timer queue's end when the service started
 
     def start(self) -> None:
         if self._tasks:
             return
+        self._barrier = self.broker.store.get_max_offset_in_queue(TIMER_TOPIC, 0)
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self._run(q)) for q in range(self.broker.config.revive_queue_num)]
 
@@ -74,9 +76,12 @@ class ReviveService:
         self._tasks = []
 
     def _timer_released_until(self, ms: int) -> bool:
-        """Whether the timer has put back every record due before `ms` (so every ack of a checkpoint due then)."""
+        """Whether the timer has put back every record due before `ms` (so every ack of a checkpoint due then).
+
+        After a restart the timer first reads what was parked before it (the barrier); from then on it reads
+        each parked record as it arrives, long before a checkpoint's acks are due."""
         t = self.timer
-        if t.read_offset < self.broker.store.get_max_offset_in_queue(TIMER_TOPIC, 0):
+        if t.read_offset < self._barrier:
             return False
         return not t.pending or t.pending[0][0] > ms
 
