@@ -98,3 +98,44 @@ def test_popped_unacked_messages_survive_kill9(tmp_path: Path) -> None:
             later += [m.body for m in _pop(client, 60_000)[0]]
         assert b"after" in later
         client.close()
+
+
+def test_orderly_pop_state_survives_kill9(tmp_path: Path) -> None:
+    with running_pair(tmp_path, flushConsumerOffsetInterval="100") as procs:
+        client = RawClient(procs.broker_port)
+        for i in range(3):
+            assert client.send("OrderCrash", 0, f"ord-{i}".encode()).code == 0
+
+        def order_pop(attempt: str, invisible_ms: int = 2000) -> tuple[int, list[bytes]]:
+            ext = {
+                "consumerGroup": GROUP,
+                "topic": "OrderCrash",
+                "queueId": "0",
+                "maxMsgNums": "2",
+                "invisibleTime": str(invisible_ms),
+                "pollTime": "0",
+                "bornTime": str(int(time.time() * 1000)),
+                "initMode": "0",
+                "order": "true",
+                "attemptId": attempt,
+            }
+            r = client.request(POP, ext)
+            return r.code, [m.body for m in decode_records(r.body)] if r.code == 0 else []
+
+        # invisible long enough to outlast the restart on a loaded machine
+        assert order_pop("first", 60_000) == (0, [b"ord-0", b"ord-1"])
+        time.sleep(0.3)
+        client.close()
+        procs.kill9("mqbroker")
+        procs.spawn("mqbroker", procs.root / "broker.conf")
+        client = RawClient(procs.broker_port)
+        # still blocked after the restart, unless the same attempt asks again (this time invisible for 2 s)
+        assert order_pop("other")[0] == 210
+        assert order_pop("first", 2000) == (0, [b"ord-0", b"ord-1"])
+        deadline = time.monotonic() + 30
+        code, bodies = 210, []
+        while code != 0 and time.monotonic() < deadline:
+            code, bodies = order_pop("later")
+            time.sleep(0.2)
+        assert bodies == [b"ord-0", b"ord-1"]  # never acked: the same messages, in order, again
+        client.close()
