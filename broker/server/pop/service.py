@@ -47,7 +47,9 @@ from broker.store.results import GetResult
 if TYPE_CHECKING:
     from broker.protocol.bodies import TopicConfig
     from broker.server.config import BrokerConfig
+    from broker.server.group_pull_counters import GroupGetStats
     from broker.server.groups import SubscriptionGroupConfig, SubscriptionGroupManager
+    from broker.server.message_counters import BrokerStats
     from broker.server.offsets import ConsumerOffsetManager
     from broker.server.topics import TopicConfigManager
     from broker.store import MessageStore
@@ -78,6 +80,10 @@ class PopContext(Protocol):
     def groups(self) -> SubscriptionGroupManager: ...
     @property
     def offsets(self) -> ConsumerOffsetManager: ...
+    @property
+    def stats(self) -> BrokerStats: ...
+    @property
+    def get_stats(self) -> GroupGetStats: ...
 
 
 @dataclass(slots=True)
@@ -434,6 +440,9 @@ class PopService:
                 counts = {}
             batch.starts.append((flag, queue_id, offset))
             batch.offsets.append((flag, queue_id, offsets))
+            # counted as pulls are: statsAll, consumerProgress and the metrics' messages out read them
+            b.stats.get(len(records))
+            b.get_stats.pulled(group, topic, queue_id, len(records), sum(map(len, records)), next_begin)
             original = normal_topic(topic, group)
             for raw, off in zip(records, offsets, strict=True):
                 info = ExtraInfo(
