@@ -114,8 +114,10 @@ class ClientRegistry:
         if response.code != ResponseCode.SUCCESS:
             raise RegistrationError(response.code, response.remark or "heartbeat refused")
 
-    async def terminate(self, client_id: str) -> None:
-        """Forget a client: out of the broker's tables, its telemetry streams ended."""
+    async def terminate(self, client_id: str, *, end_streams: bool = False) -> None:
+        """Forget a client: out of the broker's tables. Its telemetry streams stay open until the client closes
+        them (the SDKs send NotifyClientTermination first, and log an error for a stream ended under them), or
+        end now with `end_streams` (the endpoint stopping)."""
         client = self.clients.pop(client_id, None)
         if client is None:
             return
@@ -129,17 +131,18 @@ class ClientRegistry:
                     RequestCode.UNREGISTER_CLIENT, {"clientID": client_id, key: group}, channel=client.channel
                 )
         client.channel.closed = True
-        for queue in client.streams:
-            queue.put_nowait(None)  # ends the stream
+        if end_streams:
+            for queue in client.streams:
+                queue.put_nowait(None)  # ends the stream
 
     async def expire(self, now: float | None = None) -> int:
         """Forget clients silent for CLIENT_EXPIRY_S; how many."""
         now = time.monotonic() if now is None else now
         stale = [cid for cid, c in self.clients.items() if now - c.seen > CLIENT_EXPIRY_S and not c.streams]
         for cid in stale:
-            await self.terminate(cid)
+            await self.terminate(cid, end_streams=True)
         return len(stale)
 
     async def close(self) -> None:
         for cid in list(self.clients):
-            await self.terminate(cid)
+            await self.terminate(cid, end_streams=True)

@@ -15,6 +15,7 @@ from tests.grpc_endpoint.grpc_harness import GrpcServers
 GRPC_BROKER_CONF = {
     "transactionTimeOut": "1000",
     "transactionCheckInterval": "1000",
+    "enablePropertyFilter": "true",  # SQL92 subscriptions
     # a small inbound bound, so that the oversized-request test need not build 130 MiB
     "grpcMaxInboundMessageSize": str(8 << 20),
 }

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import orjson
 from rocketmq.grpc_protocol import service_pb2_grpc
 
 from broker.protocol.codes import RequestCode
@@ -22,7 +23,7 @@ from broker.protocol.command import RemotingCommand
 from broker.transport.client import RemotingClient
 from tests.interop.interop_harness import ServerPair, free_port
 
-__all__ = ["GrpcServers", "client_metadata", "create_topic", "raw_channel"]
+__all__ = ["GrpcServers", "client_metadata", "create_group", "create_topic", "raw_channel"]
 
 
 class GrpcServers(ServerPair):
@@ -66,6 +67,22 @@ def create_topic(servers: ServerPair, topic: str, message_type: str | None = Non
                     return
                 assert time.monotonic() < deadline, f"{topic} never reached the NameServer"
                 await asyncio.sleep(0.2)
+        finally:
+            await client.close()
+
+    asyncio.run(create())
+
+
+def create_group(servers: ServerPair, group: str, **config: object) -> None:
+    """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP with SubscriptionGroupConfig keys (e.g. consumeMessageOrderly=True)."""
+
+    async def create() -> None:
+        client = RemotingClient()
+        body = orjson.dumps({"groupName": group, **config})
+        try:
+            cmd = RemotingCommand(code=RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=body)
+            response = await client.invoke(servers.broker_addr, cmd, 5)
+            assert response.code == 0, response.remark
         finally:
             await client.close()
 
