@@ -64,14 +64,15 @@ def _nameserver_ips(pods: Sequence[Mapping[str, Any]]) -> dict[str, str]:
     return out
 
 
-async def leader_ip(client: RemotingClient, pods: Sequence[Mapping[str, Any]]) -> str:
-    """ip:port of the controller leader, asked of each ready NameServer pod's controller in turn."""
+async def leader_ip(client: RemotingClient, pods: Sequence[Mapping[str, Any]], port: int = CONTROLLER_PORT) -> str:
+    """ip:port of the controller leader, asked of each ready NameServer pod's controller (on `port`) in turn. A
+    leader that is not one of these pods by name is never dialed."""
     ips = _nameserver_ips([p for p in pods if pod_ready(p)])
     problems = []
     for pod, ip in sorted(ips.items()):
         try:
             reply = await client.invoke(
-                f"{ip}:{CONTROLLER_PORT}", RemotingCommand(code=RequestCode.CONTROLLER_GET_METADATA_INFO), _TIMEOUT
+                f"{ip}:{port}", RemotingCommand(code=RequestCode.CONTROLLER_GET_METADATA_INFO), _TIMEOUT
             )
         except Exception as exc:  # a controller that does not answer: ask the next
             problems.append(f"{pod}: {exc}")
@@ -80,22 +81,22 @@ async def leader_ip(client: RemotingClient, pods: Sequence[Mapping[str, Any]]) -
         if reply.code != ResponseCode.SUCCESS or not leader:
             problems.append(f"{pod}: no leader known")
             continue
-        host, _, port = leader.rpartition(":")
+        host, _, leader_port = leader.rpartition(":")
         leader_pod = host.split(".", 1)[0]
-        if leader_pod in ips:
-            return f"{ips[leader_pod]}:{port}"
-        problems.append(f"{pod}: the leader {leader} is no NameServer pod that runs")
+        if leader_pod in ips and leader_port.isdigit() and 0 < int(leader_port) < 65536:
+            return f"{ips[leader_pod]}:{int(leader_port)}"
+        problems.append(f"{pod}: the leader {leader[:200]!r} is no NameServer pod that runs")
     raise ControllerRefused("no controller leader: " + ("; ".join(problems) or "no NameServer pod is ready"))
 
 
 async def elect_master(
-    pods: Sequence[Mapping[str, Any]], cluster_name: str, broker_name: str, broker_id: int
+    pods: Sequence[Mapping[str, Any]], cluster_name: str, broker_name: str, broker_id: int, port: int = CONTROLLER_PORT
 ) -> Mapping[str, str]:
     """CONTROLLER_ELECT_MASTER with designateElect: make broker `broker_id` (its controller id) the master of
     `broker_name`. The controller refuses a broker outside the SyncStateSet. Returns the reply's fields."""
     client = RemotingClient()
     try:
-        leader = await leader_ip(client, pods)
+        leader = await leader_ip(client, pods, port)
         fields = {
             "clusterName": cluster_name,
             "brokerName": broker_name,

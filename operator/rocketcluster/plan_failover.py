@@ -41,7 +41,8 @@ def plan_master_moves(view: ClusterView) -> MasterMoves:
             continue
         held.append((g, master.ordinal + 1))
         # members are the pods the spec keeps: ordinals below `keep`
-        targets = [(m, i) for m in view.in_sync_slaves(g) if (i := m.pod.broker_id) is not None]
+        # attached: a slave still replicating from an earlier master is no member of the current SyncStateSet
+        targets = [(m, i) for m in view.in_sync_slaves(g) if (i := m.pod.broker_id) is not None and m.pod.attached]
         if master.ready and targets:
             target, broker_id = min(targets, key=lambda t: (t[0].pod.lag_bytes or 0, t[0].pod.ordinal))
             actions.append(ElectMaster(g, target.name, broker_id, master.name))

@@ -201,7 +201,10 @@ def _handover(view: ClusterView, chosen: Member) -> tuple[tuple[Action, ...], Wa
     on its loss)."""
     if not (view.observed.failover and chosen.is_master and chosen.pod.ready and chosen.group is not None):
         return None
-    candidates = [(m, i) for m in view.in_sync_slaves(chosen.group) if (i := m.pod.broker_id) is not None]
+    # attached: a slave still replicating from an earlier master is no member of the current SyncStateSet
+    candidates = [
+        (m, i) for m in view.in_sync_slaves(chosen.group) if (i := m.pod.broker_id) is not None and m.pod.attached
+    ]
     if not candidates:
         return None
     target, broker_id = min(candidates, key=lambda c: (c[0].old_revision, c[0].pod.lag_bytes or 0, c[0].pod.ordinal))

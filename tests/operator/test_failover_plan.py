@@ -278,3 +278,19 @@ def test_a_held_statefulset_keeps_its_pods_and_their_files() -> None:
     config_map, sts = objects[0], objects[1]
     assert sts["spec"]["replicas"] == 3
     assert sorted(config_map["data"]) == ["broker-0.conf", "broker-1.conf", "broker-2.conf"]
+
+
+def _detached(observed: Observed, ordinal: int) -> Observed:
+    """Pod `ordinal` replicates from an earlier master: the current master serves it no connection."""
+    group = observed.broker_groups[0]
+    pods = tuple(replace(p, attached=False) if p.ordinal == ordinal else p for p in group.pods)
+    return replace(observed, broker_groups=(replace(group, pods=pods),))
+
+
+def test_a_slave_the_master_does_not_serve_is_no_handover_target() -> None:
+    pods = {0: ("r1", 4, True, 0), 1: ("r1", 5, True, 0), 2: ("r1", 0, True, None)}
+    decided = plan(_detached(_shrunk(pods), 0))  # pod 0's lag reads 0, but it follows an old master
+    assert [a for a in decided.actions if isinstance(a, ElectMaster)] == [ElectMaster(0, bk(1), 5, bk(2))]
+    roll = Group(update_revision="r2", pods={0: ("r1", 0, True, None), 1: ("r2", 1, True, 0), 2: ("r2", 2, True, 0)})
+    decided = plan(_detached(roll.observed(), 1))
+    assert [a for a in decided.actions if isinstance(a, ElectMaster)] == [ElectMaster(0, bk(2), 2, bk(0))]

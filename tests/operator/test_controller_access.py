@@ -1,0 +1,109 @@
+"""rocketcluster.controller_access against a real remoting server on loopback that plays the controller: the
+leader is found by pod name and dialed by pod IP, electMaster carries RocketMQ's fields, and hostile or broken
+replies (a leader outside the cluster, no leader, a port out of range, a refusal) end in ControllerRefused
+without dialing anything the reply names."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from broker.protocol.codes import RequestCode, ResponseCode
+from broker.protocol.command import RemotingCommand
+from broker.transport.connection import RemotingConnection
+from broker.transport.server import RemotingServer
+from rocketcluster import names
+from rocketcluster.controller_access import ControllerRefused, elect_master
+
+
+class FakeController:
+    def __init__(self) -> None:
+        self.leader = ""
+        self.elect_code = ResponseCode.SUCCESS
+        self.elections: list[dict[str, str]] = []
+        self.server = RemotingServer("127.0.0.1", 0)
+        self.server.register(RequestCode.CONTROLLER_GET_METADATA_INFO, self._metadata)
+        self.server.register(RequestCode.CONTROLLER_ELECT_MASTER, self._elect)
+
+    def _metadata(self, conn: RemotingConnection, cmd: RemotingCommand) -> RemotingCommand:
+        reply = cmd.response(ResponseCode.SUCCESS)
+        reply.ext_fields = {"controllerLeaderAddress": self.leader.replace("PORT", str(self.server.port))}
+        return reply
+
+    def _elect(self, conn: RemotingConnection, cmd: RemotingCommand) -> RemotingCommand:
+        self.elections.append(dict(cmd.ext_fields))
+        return cmd.response(self.elect_code, "not in the SyncStateSet" if self.elect_code else None)
+
+
+def _with_controller(leader: str, elect_code: int, body: Callable[[FakeController], Awaitable[None]]) -> FakeController:
+    """Runs `body` against a started fake controller in a fresh event loop; returns the controller."""
+
+    async def main() -> FakeController:
+        fake = FakeController()
+        fake.leader, fake.elect_code = leader, elect_code
+        await fake.server.start()
+        try:
+            await body(fake)
+        finally:
+            await fake.server.shutdown()
+        return fake
+
+    return asyncio.run(main())
+
+
+def _nameserver(ordinal: int, ip: str = "127.0.0.1", ready: bool = True) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": names.nameserver_pod("rc", ordinal),
+            "labels": {names.LABEL_COMPONENT: names.COMPONENT_NAMESERVER},
+        },
+        "status": {"podIP": ip, "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]},
+    }
+
+
+def test_the_leader_is_dialed_by_pod_ip_with_rocketmqs_fields() -> None:
+    async def body(fake: FakeController) -> None:
+        await elect_master([_nameserver(0)], "rc", "rc-0", 4, port=fake.server.port)
+
+    controller = _with_controller("rc-nameserver-0.rc-nameserver-headless.ns.svc:PORT", ResponseCode.SUCCESS, body)
+    assert controller.elections == [
+        {"clusterName": "rc", "brokerName": "rc-0", "brokerId": "4", "designateElect": "true"}
+    ]
+
+
+@pytest.mark.parametrize(
+    ("leader", "words"),
+    [
+        ("evil.example.com:PORT", "is no NameServer pod"),  # never dialed: not one of the cluster's pods
+        ("", "no leader known"),
+        ("rc-nameserver-0.x:99999", "is no NameServer pod"),
+        ("rc-nameserver-0.x:notaport", "is no NameServer pod"),
+        ("x" * 5000, "is no NameServer pod"),
+    ],
+)
+def test_a_hostile_or_broken_leader_is_refused(leader: str, words: str) -> None:
+    async def body(fake: FakeController) -> None:
+        with pytest.raises(ControllerRefused, match=words) as caught:
+            await elect_master([_nameserver(0)], "rc", "rc-0", 4, port=fake.server.port)
+        assert len(str(caught.value)) < 1000
+
+    assert _with_controller(leader, ResponseCode.SUCCESS, body).elections == []
+
+
+def test_a_refusal_names_the_code() -> None:
+    async def body(fake: FakeController) -> None:
+        with pytest.raises(ControllerRefused, match="code 2004"):
+            await elect_master([_nameserver(0)], "rc", "rc-0", 4, port=fake.server.port)
+
+    _with_controller("rc-nameserver-0.h.ns.svc:PORT", 2004, body)
+
+
+def test_no_ready_nameserver_or_none_answering() -> None:
+    with pytest.raises(ControllerRefused, match="no NameServer pod is ready"):
+        asyncio.run(elect_master([_nameserver(0, ready=False)], "rc", "rc-0", 1))
+    # a pod IP where nothing listens on the port: the error names the pod asked
+    with pytest.raises(ControllerRefused, match="rc-nameserver-1"):
+        asyncio.run(elect_master([_nameserver(1)], "rc", "rc-0", 1, port=1))
