@@ -6,8 +6,10 @@
 
 Each tier is started at most once per test run, and stopped at the end of the run if this run started
 it (set ``E2E_KEEP_CLUSTER=1`` to leave it up). Both give a :class:`Kube` whose kubeconfig is
-``.data/k8s/kubeconfig``. A test is skipped, with the reason, only when this machine cannot run the
-tier at all (not root, no cgroup controllers, ...); a tier that fails to start fails the test.
+``.data/k8s/kubeconfig``. ``E2E_KUBECONFIG=<file>`` runs both tiers' tests on that cluster instead (a kind
+cluster of e2e/kind/, or any other), and the host harness is neither started nor stopped. A test is skipped,
+with the reason, only when this machine cannot run the tier at all (not root, no cgroup controllers, ...); a
+tier that fails to start fails the test.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -68,7 +71,7 @@ class Kube:
     started_in: float = field(default=0.0)
 
     def run(self, *args: str, input: str | None = None, check: bool = True, timeout: float = 60) -> str:
-        if not self.kubeconfig.exists():  # .data/ is shared with other suites, which may wipe it
+        if self.kubeconfig == KUBECONFIG and not self.kubeconfig.exists():  # other suites may wipe .data/
             subprocess.run(["bash", str(CLUSTER), "kubeconfig"], capture_output=True, check=True)
         cmd = [str(self.kubectl_bin), "--kubeconfig", str(self.kubeconfig), *args]
         p = subprocess.run(cmd, input=input, capture_output=True, text=True, timeout=timeout)
@@ -96,6 +99,33 @@ class Kube:
                 return last
             time.sleep(interval)
         raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last!r}")
+
+    def host_address(self) -> str:
+        """This machine's source address toward the cluster's nodes (and, routed through them, its pods)."""
+        node_ip = next(
+            a["address"]
+            for n in self.get("nodes")["items"]
+            for a in n["status"]["addresses"]
+            if a["type"] == "InternalIP"
+        )
+        route = subprocess.run(["ip", "-o", "route", "get", node_ip], capture_output=True, text=True, check=True)
+        words = route.stdout.split()
+        return words[words.index("src") + 1]
+
+    def policy_admitting_this_host(self) -> dict[str, Any]:
+        """A RocketCluster ``spec.networkPolicy`` for a test whose operator and clients run on this machine,
+        outside the cluster: on a network that enforces NetworkPolicies (kind here), the generated policies
+        admit this machine's address beside their defaults. Empty on the host-process harness, whose
+        bridge enforces none, so that the tests there keep the operator's defaults."""
+        if self.tier in ("node", "control-plane"):
+            return {}
+        host = {"ipBlock": {"cidr": f"{self.host_address()}/32"}}
+        return {
+            "networkPolicy": {
+                "allowFrom": [{"podSelector": {}}, host],
+                "metricsFrom": [{"namespaceSelector": {}}, host],
+            }
+        }
 
 
 def _cannot_run(tier: str) -> str | None:
@@ -133,6 +163,9 @@ class _Harness:
         self.timings: dict[str, float] = {}
 
     def ensure(self, tier: str) -> Kube:
+        given = os.environ.get("E2E_KUBECONFIG")
+        if given:
+            return _given_cluster(Path(given))
         reason = _cannot_run(tier)
         if reason:
             pytest.skip(f"Kubernetes {tier} tier cannot run on this machine: {reason}")
@@ -151,6 +184,18 @@ class _Harness:
     def stop(self) -> None:
         if self.started and os.environ.get("E2E_KEEP_CLUSTER") != "1":
             subprocess.run(["bash", str(CLUSTER), "down"], capture_output=True, text=True, timeout=300)
+
+
+def _given_cluster(kubeconfig: Path) -> Kube:
+    """The cluster ``E2E_KUBECONFIG`` names. Its tier is ``kind`` when its nodes are kind's (their providerID
+    says so), else ``external``."""
+    if not kubeconfig.is_file():
+        raise RuntimeError(f"E2E_KUBECONFIG={kubeconfig}: no such file")
+    kube = Kube(kubeconfig, _kubectl_path(), "external")
+    ids = kube.run("get", "nodes", "-o", "jsonpath={.items[*].spec.providerID}").split()
+    if ids and all(i.startswith("kind://") for i in ids):
+        kube.tier = "kind"
+    return kube
 
 
 @pytest.fixture(scope="session")
@@ -202,7 +247,11 @@ def k8s_kind() -> Iterator[Kube]:
 def kind_broker_image(k8s_kind: Kube) -> str:
     """The broker image of this tree, built by images/build.sh and put on every kind node with
     ``kind load docker-image``."""
-    image = "rocketcluster.local/broker:0.1.0"
+    return _image_on_kind("rocketcluster.local/broker:0.1.0")
+
+
+def _image_on_kind(image: str) -> str:
+    """Builds the image of this tree (unless ``E2E_REUSE_IMAGES=1``) and puts it on every kind node."""
     if os.environ.get("E2E_REUSE_IMAGES") != "1":
         b = subprocess.run(["bash", str(REPO / "images" / "build.sh"), "broker"], capture_output=True, text=True)
         assert b.returncode == 0, f"images/build.sh broker failed:\n{b.stderr[-4000:]}"
@@ -217,6 +266,10 @@ def broker_image(k8s_node: Kube) -> str:
     caches keep a rebuild near 30 s) and imported into the node's containerd. ``E2E_REUSE_IMAGES=1``
     skips the rebuild when the node already has the image."""
     image = "rocketcluster.local/broker:0.1.0"
+    if k8s_node.tier == "kind":
+        return _image_on_kind(image)
+    if k8s_node.tier == "external":  # no way to put it there: the cluster must pull it from where it is pushed
+        return os.environ.get("E2E_BROKER_IMAGE", image)
     ctr = ["ctr", "--address", "/run/rocketcluster-k8s/containerd/containerd.sock", "-n", "k8s.io"]
     have = subprocess.run([*ctr, "images", "ls", "-q"], capture_output=True, text=True).stdout.split()
     if os.environ.get("E2E_REUSE_IMAGES") == "1" and image in have:

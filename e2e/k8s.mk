@@ -49,7 +49,7 @@ e2e: $(SPARK_STAMP)
 # kindnetd's source is a git clone of kubernetes-sigs/kind: KIND_SRC=<dir> (see docs/kubernetes-harness.md).
 kind-build:
 	bash e2e/deps.sh all
-	bash e2e/build.sh kind kubeadm kindnetd crictl
+	bash e2e/build.sh kind kubeadm kindnetd crictl kube-router
 	bash e2e/kind/build-node.sh
 
 kind-up:

@@ -8,11 +8,17 @@
 - Node loss: the worker container holding a master is killed (`docker kill`) and started again. Meanwhile the
   test records what reads and writes saw; once the node is back the cluster is Ready and every acknowledged
   message is consumed.
-- NetworkPolicy: a policy that denies all ingress in a namespace stops a client pod there from reaching a
-  server pod it reached a moment before, on kind's network (kindnetd's policy engine).
+- Node loss, reads: while that node is gone, a consumer group started then reads every message the lost
+  master had acknowledged, from the group's slave.
+- NetworkPolicy: a policy that denies all egress in a namespace stops a client pod there from reaching a
+  server pod that a client in another namespace reaches, on kind's network (kube-router's policy
+  controller, iptables and ipset).
+- The operator's generated NetworkPolicies: a pod of the cluster's namespace reaches the NameServer (9876)
+  and a broker (10911); a pod of another namespace cannot connect to either.
 
 The operator runs as a host process against the kind API server; cluster.sh routes each node's pod CIDR
-via the node, so it reaches pod IPs as on the host-process harness.
+via the node, so it reaches pod IPs as on the host-process harness. The cluster's generated NetworkPolicies
+are enforced here, so its spec admits this host's address (an ``ipBlock``) beside its own namespace.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ import pytest
 
 from broker.client import ConsumeStatus, Message
 from broker.client.blocking import BlockingAdmin, BlockingProducer, BlockingPushConsumer
+from broker.client.message import ConsumeFromWhere
 from e2e.operator_harness import CRD_FILE, OperatorProcess, running_operator
 
 if TYPE_CHECKING:
@@ -92,17 +99,21 @@ def test_each_group_runs_master_and_slave_on_different_nodes(
             "imagePullPolicy": "Never",
             # two NameServers: the drain test below moves one while clients keep the other
             "nameServer": {"replicas": 2},
-            "broker": {"groups": 2, "slavesPerGroup": 1},
             "storage": {"type": "persistentClaim", "size": "128Mi"},
+            # the NameServers drop a lost broker after 20 s (RocketMQ's default is 120 s), so that clients
+            # turn to its slave while the node-loss test below has the node gone
+            "broker": {"groups": 2, "slavesPerGroup": 1, "config": {"channelExpiredTimeout": "20000"}},
+            # the pods of this namespace, and this host: the operator and the tests' clients run here
+            **kube.policy_admitting_this_host(),
         },
     }
     kube.apply(json.dumps(cluster), namespace=ns)
     try:
         obj = kube.wait_for("Ready=True", lambda: _ready(kube, ns, "spread"), timeout=420, interval=2)
     except AssertionError:
-        pods = kube.run("get", "pods", "-n", ns, "-o", "wide", check=False)
+        listing = kube.run("get", "pods", "-n", ns, "-o", "wide", check=False)
         status = json.dumps(kube.get("-n", ns, "rmq", "spread").get("status"), indent=1)
-        raise AssertionError(f"not Ready:\n{pods}\n{status}\n{operator.tail(4000)}") from None
+        raise AssertionError(f"not Ready:\n{listing}\n{status}\n{operator.tail(4000)}") from None
     groups = obj["status"]["groupStatus"]
     assert len(groups) == 2, groups
 
@@ -121,6 +132,36 @@ def test_each_group_runs_master_and_slave_on_different_nodes(
     print(f"\nplacement: {placed}")
 
 
+def test_generated_network_policies_admit_the_namespace_and_block_another(
+    k8s_kind: Kube, kind_broker_image: str, namespace: str, operator: OperatorProcess
+) -> None:
+    kube, ns = k8s_kind, namespace
+    _require_policy_engine(kube)
+    obj = kube.wait_for("Ready=True", lambda: _ready(kube, ns, "spread"), timeout=300, interval=2)
+    policies = {p["metadata"]["name"] for p in kube.get("-n", ns, "networkpolicy")["items"]}
+    assert {"spread-nameserver", "spread-broker"} <= policies, policies
+    pods = {p["metadata"]["name"]: p for p in kube.get("-n", ns, "pods")["items"]}
+    nameserver = next(p["status"]["podIP"] for n, p in pods.items() if "nameserver" in n)
+    broker = pods[obj["status"]["groupStatus"][0]["master"]["pod"]]["status"]["podIP"]
+    targets = (f"{nameserver}:9876", f"{broker}:10911")
+    outside = _new_namespace(kube, "np-outside")
+    try:
+        results = _probe_results(
+            kube,
+            {
+                "inside": _probe_pod("np-inside", ns, kind_broker_image, *targets),
+                "outside": _probe_pod("np-outside", outside, kind_broker_image, *targets),
+            },
+        )
+        inside, out = results["inside"], results["outside"]
+        assert inside[0] == "Succeeded" and inside[1].count("connected") == 2, results
+        assert out[0] == "Failed" and out[1].count(" refused: ") == 2 and "connected" not in out[1], results
+        print(f"\nfrom {ns}: {inside[1]!r}; from {outside}: {out[1]!r}")
+    finally:
+        kube.run("delete", "pod", "-n", ns, "np-inside", "--wait=false", check=False)
+        kube.run("delete", "namespace", outside, "--wait=false", check=False)
+
+
 DRAIN_TOPIC = "DrainOrders"
 
 
@@ -130,6 +171,7 @@ class _Traffic:
     def __init__(self, namesrv: str) -> None:
         self.namesrv = namesrv
         self.acked: set[str] = set()
+        self.acked_on: dict[str, str] = {}  # key -> the group (broker name) that acknowledged it
         self.consumed: set[str] = set()
         self.errors: list[str] = []
         self.stop = threading.Event()
@@ -152,7 +194,8 @@ class _Traffic:
             while not self.stop.is_set():
                 key = f"d{i:07d}"
                 try:
-                    producer.send(Message(DRAIN_TOPIC, key.encode(), keys=key))
+                    result = producer.send(Message(DRAIN_TOPIC, key.encode(), keys=key))
+                    self.acked_on[key] = result.message_queue.broker_name
                     self.acked.add(key)
                 except Exception as exc:  # counted: sends fail while a group has no master
                     self.errors.append(f"{type(exc).__name__}: {exc}")
@@ -250,22 +293,68 @@ def test_a_killed_worker_comes_back_and_no_acknowledged_message_is_lost(
     groups = obj["status"]["groupStatus"]
     pods = {p["metadata"]["name"]: p for p in kube.get("-n", ns, "pods")["items"]}
     victim = pods[groups[0]["master"]["pod"]]["spec"]["nodeName"]
+    # the groups whose master dies with the node; their slaves are elsewhere (placement test)
+    orphaned = {g["brokerName"] for g in groups if pods[g["master"]["pod"]]["spec"]["nodeName"] == victim}
     namesrv = ";".join(
-        f"{p['status']['podIP']}:9876" for n, p in pods.items() if "nameserver" in n and p["status"].get("podIP")
+        f"{p['status']['podIP']}:9876"
+        for n, p in pods.items()
+        if "nameserver" in n and p["status"].get("podIP") and p["spec"]["nodeName"] != victim
     )
     traffic = _Traffic(namesrv)
     traffic.start()
+    slave_reads: set[str] = set()
     try:
         kube.wait_for("the first acknowledged sends", lambda: len(traffic.acked) > 50, timeout=90)
         subprocess.run(["/usr/bin/docker", "kill", victim], check=True, capture_output=True)
         killed_at = time.monotonic()
         acked_at_kill, consumed_at_kill, failed_at_kill = len(traffic.acked), len(traffic.consumed), len(traffic.errors)
+        acked_before_kill = dict(traffic.acked_on)
+        lost_masters_held = {k for k, b in acked_before_kill.items() if b in orphaned}
         kube.wait_for(f"{victim} NotReady", lambda: not _node_ready(kube, victim), timeout=120, interval=2)
-        time.sleep(10)  # a while with the node gone: what do sends and reads see?
+
+        # Reads with the master gone: once the NameServers have dropped it, a consumer group that starts
+        # now reads the group's messages from the slave, from the first offset.
+        with BlockingAdmin(namesrv) as admin:
+
+            def masters_dropped() -> bool:
+                route = admin.topic_route(DRAIN_TOPIC)
+                return all(0 not in getattr(route.broker(b), "broker_addrs", {}) for b in orphaned)
+
+            kube.wait_for("the NameServers to drop the lost masters", masters_dropped, timeout=120, interval=2)
+        dropped_in = time.monotonic() - killed_at
+        readers = BlockingPushConsumer(
+            f"SlaveReaders{uuid.uuid4().hex[:6]}",
+            namesrv,
+            consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        )
+        readers.subscribe(DRAIN_TOPIC, "*")
+
+        def read(msgs: list[Any]) -> ConsumeStatus:
+            slave_reads.update(m.keys[0] for m in msgs if m.keys)
+            return ConsumeStatus.CONSUME_SUCCESS
+
+        readers.register_listener(read)
+        readers.start()
+        try:
+            kube.wait_for(
+                "the lost masters' acknowledged messages, read from their slaves",
+                lambda: lost_masters_held <= slave_reads,
+                timeout=120,
+                interval=1,
+            )
+        finally:
+            readers.shutdown()
+        assert not _node_ready(kube, victim), "the node came back before the slave reads were checked"
+        by_group: dict[str, int] = {}
+        for k in set(traffic.acked_on) - set(acked_before_kill):
+            by_group[traffic.acked_on[k]] = by_group.get(traffic.acked_on[k], 0) + 1
         outage = {
             "acked": len(traffic.acked) - acked_at_kill,
+            "acked_per_group": by_group,
             "failed": len(traffic.errors) - failed_at_kill,
             "consumed": len(traffic.consumed) - consumed_at_kill,
+            "masters_dropped_after_s": round(dropped_in),
+            "read_from_slaves": len(lost_masters_held),
             "seconds": round(time.monotonic() - killed_at),
         }
         subprocess.run(["/usr/bin/docker", "start", victim], check=True, capture_output=True)
@@ -283,35 +372,87 @@ def test_a_killed_worker_comes_back_and_no_acknowledged_message_is_lost(
         time.sleep(1)
         missing = traffic.acked - traffic.consumed
     print(
-        f"\nkilled {victim}; while it was gone: {outage}; cluster Ready again {back_in:.0f} s after the kill; "
-        f"{len(traffic.acked)} acknowledged in all"
+        f"\nkilled {victim} (masters of {sorted(orphaned)}); while it was gone: {outage}; "
+        f"cluster Ready again {back_in:.0f} s after the kill; {len(traffic.acked)} acknowledged in all"
+        f" (first failure: {traffic.errors[failed_at_kill] if len(traffic.errors) > failed_at_kill else '-'})"
     )
     assert not missing, f"{len(missing)} acknowledged messages never consumed, e.g. {sorted(missing)[:5]}"
 
 
-def _nft_queue_missing(node: str) -> str | None:
-    """kindnetd's policy engine (kube-network-policies) sends the packets of selected pods to userspace with
-    an nftables `queue` rule. A kernel without CONFIG_NFT_QUEUE refuses that rule, kindnetd logs
-    "syncing nftables rules" error="netlink receive: no such file or directory" and lets all traffic
-    through (it fails open). Returns the kernel's refusal when the node's kernel lacks it, else None."""
+def _policy_kernel_missing(node: str) -> str | None:
+    """kube-router's policy controller keeps the pods a policy selects in ipsets of type hash:ip and hash:net
+    and matches them with iptables' `set` match. Returns what the node's kernel refuses, naming the missing
+    kernel option, or None when it has them all."""
     script = (
-        "nft add table inet rc-probe && "
-        "nft add chain inet rc-probe c '{ type filter hook forward priority 0; }' && "
-        "{ nft add rule inet rc-probe c queue num 4242 bypass 2>&1; r=$?; nft delete table inet rc-probe; exit $r; }"
+        "clean() { iptables -w -F RC-PROBE 2>/dev/null; iptables -w -X RC-PROBE 2>/dev/null; "
+        "ipset destroy rc-probe-ip 2>/dev/null; ipset destroy rc-probe-net 2>/dev/null; }; "
+        'fail() { echo "$1 missing: $2"; clean; exit 1; }; '
+        'e=$(ipset create rc-probe-ip hash:ip 2>&1) || fail "CONFIG_IP_SET or CONFIG_IP_SET_HASH_IP" "$e"; '
+        'e=$(ipset create rc-probe-net hash:net 2>&1) || fail CONFIG_IP_SET_HASH_NET "$e"; '
+        "iptables -w -N RC-PROBE; "
+        "e=$(iptables -w -A RC-PROBE -m set --match-set rc-probe-ip src -j RETURN 2>&1) || "
+        'fail CONFIG_NETFILTER_XT_SET "$e"; '
+        "clean"
     )
     p = subprocess.run(["/usr/bin/docker", "exec", node, "sh", "-c", script], capture_output=True, text=True)
+    if p.returncode == 127 or "ipset: not found" in p.stdout + p.stderr:
+        return "the node image has no ipset tool (rebuild it: make kind-build)"
     return None if p.returncode == 0 else (p.stdout + p.stderr).strip().splitlines()[0]
 
 
-def _probe_pod(name: str, ns: str, image: str, target: str) -> dict[str, Any]:
-    """A pod that tries one TCP connection to target (host:port) with a 5 s timeout and exits 0 or 1."""
-    host, port = target.rsplit(":", 1)
+def _require_policy_engine(kube: Kube) -> None:
+    """Skip when the kernel cannot enforce NetworkPolicies (saying which part it lacks); fail when it can
+    and kube-router's policy controller is not Ready on every node."""
+    worker = next(
+        n["metadata"]["name"]
+        for n in kube.get("nodes")["items"]
+        if "node-role.kubernetes.io/control-plane" not in n["metadata"]["labels"]
+    )
+    refusal = _policy_kernel_missing(worker)
+    if refusal:
+        pytest.skip(
+            f"NetworkPolicies cannot be enforced on this kernel (kube-router needs ipset and xt_set): {refusal}"
+        )
+    kube.run("rollout", "status", "-n", "kube-system", "daemonset/kube-router", "--timeout=120s", timeout=150)
+
+
+def _probe_results(kube: Kube, pods: dict[str, dict[str, Any]]) -> dict[str, tuple[str, str]]:
+    """Runs the probe pods (name -> manifest) and returns name -> (phase, log)."""
+    for manifest in pods.values():
+        kube.apply(json.dumps(manifest))
+
+    def phase(name: str) -> str | None:
+        ns = pods[name]["metadata"]["namespace"]
+        p = kube.get("-n", ns, "pod", pods[name]["metadata"]["name"]).get("status", {}).get("phase")
+        return p if p in ("Succeeded", "Failed") else None
+
+    out = {}
+    for name, manifest in pods.items():
+        done = kube.wait_for(f"the probe {name}", lambda name=name: phase(name), timeout=120)
+        log = kube.run("logs", "-n", manifest["metadata"]["namespace"], manifest["metadata"]["name"], check=False)
+        out[name] = (done, log.strip())
+    return out
+
+
+def _probe_pod(name: str, ns: str, image: str, *targets: str) -> dict[str, Any]:
+    """A pod that tries a TCP connection to each target (host:port) for up to 20 s, a try every second,
+    prints one line per target ("connected", or "refused: <last error>", a timeout included) and exits 0 only
+    if every one connected. It tries again because a policy engine admits a new pod only once it has seen
+    it: a first refusal can be that race, twenty seconds of them are the policy."""
+    pairs = [(t.rsplit(":", 1)[0], int(t.rsplit(":", 1)[1])) for t in targets]
     code = (
-        "import socket,sys\n"
-        "try:\n"
-        f"    socket.create_connection(({host!r}, {port}), timeout=5).close(); print('connected')\n"
-        "except OSError as e:\n"
-        "    print('refused:', e); sys.exit(1)\n"
+        "import socket, sys, time\n"
+        "ok = True\n"
+        f"for host, port in {pairs!r}:\n"
+        "    deadline = time.monotonic() + 20\n"
+        "    while True:\n"
+        "        try:\n"
+        "            socket.create_connection((host, port), timeout=3).close(); print(host, port, 'connected'); break\n"
+        "        except OSError as e:\n"
+        "            if time.monotonic() > deadline:\n"
+        "                print(host, port, 'refused:', e); ok = False; break\n"
+        "            time.sleep(1)\n"
+        "sys.exit(0 if ok else 1)\n"
     )
     return {
         "apiVersion": "v1",
@@ -328,17 +469,7 @@ def _probe_pod(name: str, ns: str, image: str, target: str) -> dict[str, Any]:
 
 def test_network_policy_denying_a_namespace_blocks_its_client_pod(k8s_kind: Kube, kind_broker_image: str) -> None:
     kube = k8s_kind
-    worker = next(
-        n["metadata"]["name"]
-        for n in kube.get("nodes")["items"]
-        if "node-role.kubernetes.io/control-plane" not in n["metadata"]["labels"]
-    )
-    refusal = _nft_queue_missing(worker)
-    if refusal:
-        pytest.skip(
-            "NetworkPolicies are not enforced on this kernel: it has no nftables `queue` expression "
-            f"(CONFIG_NFT_QUEUE), which kindnetd's policy engine needs; `nft ... queue` says: {refusal}"
-        )
+    _require_policy_engine(kube)
     server_ns, open_ns, denied_ns = (_new_namespace(kube, p) for p in ("np-server", "np-open", "np-denied"))
     try:
         server = {
@@ -367,20 +498,11 @@ def test_network_policy_denying_a_namespace_blocks_its_client_pod(k8s_kind: Kube
             "spec": {"podSelector": {}, "policyTypes": ["Egress"]},
         }
         kube.apply(json.dumps(deny_egress))
-        for ns in (open_ns, denied_ns):
-            kube.apply(json.dumps(_probe_pod("client", ns, kind_broker_image, target)))
-
-        def phase(ns: str) -> str | None:
-            p = kube.get("-n", ns, "pod", "client").get("status", {}).get("phase")
-            return p if p in ("Succeeded", "Failed") else None
-
-        results = {
-            ns: kube.wait_for(f"the client in {ns}", lambda ns=ns: phase(ns), timeout=120)
-            for ns in (open_ns, denied_ns)
-        }
-        logs = {ns: kube.run("logs", "-n", ns, "client", check=False) for ns in results}
-        assert results[open_ns] == "Succeeded" and "connected" in logs[open_ns], logs
-        assert results[denied_ns] == "Failed" and "refused" in logs[denied_ns], logs
+        results = _probe_results(
+            kube, {ns: _probe_pod("client", ns, kind_broker_image, target) for ns in (open_ns, denied_ns)}
+        )
+        assert results[open_ns][0] == "Succeeded" and "connected" in results[open_ns][1], results
+        assert results[denied_ns][0] == "Failed" and "refused" in results[denied_ns][1], results
     finally:
         for ns in (server_ns, open_ns, denied_ns):
             kube.run("delete", "namespace", ns, "--wait=false", check=False)

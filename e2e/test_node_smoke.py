@@ -1,6 +1,9 @@
 """Node tier smoke test: the broker image runs `mqnamesrv` in a StatefulSet pod whose volume claim
 binds through the local-path provisioner, and another pod resolves the headless Service by DNS,
-connects to port 9876 and reaches the API server through its ClusterIP (kube-proxy)."""
+connects to port 9876 and reaches the API server through its ClusterIP (kube-proxy).
+
+On the host-process harness the volume's class is local-path; on another cluster (``E2E_KUBECONFIG``, e.g.
+kind) it is that cluster's default StorageClass."""
 
 from __future__ import annotations
 
@@ -40,7 +43,7 @@ print("apiserver via ClusterIP ok")
 """
 
 
-def _manifests(ns: str, image: str) -> str:
+def _manifests(ns: str, image: str, storage_class: str) -> str:
     container = {"image": image, "imagePullPolicy": "Never"}
     service = {
         "apiVersion": "v1",
@@ -78,7 +81,7 @@ def _manifests(ns: str, image: str) -> str:
                     "metadata": {"name": "data"},
                     "spec": {
                         "accessModes": ["ReadWriteOnce"],
-                        "storageClassName": "local-path",
+                        "storageClassName": storage_class,
                         "resources": {"requests": {"storage": "64Mi"}},
                     },
                 }
@@ -108,7 +111,23 @@ def namespace(k8s_node: Kube):
     k8s_node.run("delete", "namespace", name, "--wait=true", "--timeout=60s", check=False, timeout=90)
 
 
+def _storage_class(kube: Kube) -> str:
+    """local-path on the host-process harness; elsewhere the cluster's default StorageClass."""
+    if kube.tier == "node":
+        return "local-path"
+    for sc in kube.get("storageclass")["items"]:
+        if sc["metadata"].get("annotations", {}).get("storageclass.kubernetes.io/is-default-class") == "true":
+            return str(sc["metadata"]["name"])
+    raise AssertionError("the cluster has no default StorageClass")
+
+
 def test_node_ready_and_coredns_answers(k8s_node: Kube) -> None:
+    if k8s_node.tier != "node":  # another cluster (E2E_KUBECONFIG): its nodes, and its CoreDNS Deployment
+        nodes = k8s_node.get("nodes")["items"]
+        for n in nodes:
+            assert {c["type"]: c["status"] for c in n["status"]["conditions"]}["Ready"] == "True", n["metadata"]
+        k8s_node.run("rollout", "status", "-n", "kube-system", "deployment/coredns", "--timeout=60s", timeout=90)
+        return
     node = k8s_node.get("node", "rc-node")
     ready = {c["type"]: c["status"] for c in node["status"]["conditions"]}["Ready"]
     assert ready == "True"
@@ -120,11 +139,12 @@ def test_node_ready_and_coredns_answers(k8s_node: Kube) -> None:
 
 
 def test_broker_statefulset_dns_and_volume(k8s_node: Kube, broker_image: str, namespace: str) -> None:
-    k8s_node.apply(_manifests(namespace, broker_image))
+    storage_class = _storage_class(k8s_node)
+    k8s_node.apply(_manifests(namespace, broker_image, storage_class))
     k8s_node.run("rollout", "status", "-n", namespace, "statefulset/namesrv", "--timeout=180s", timeout=200)
     pvc = k8s_node.get("-n", namespace, "pvc", "data-namesrv-0")
     assert pvc["status"]["phase"] == "Bound"
-    assert pvc["spec"]["storageClassName"] == "local-path"
+    assert pvc["spec"]["storageClassName"] == storage_class
 
     def client_done() -> str:
         phase = k8s_node.get("-n", namespace, "pod", "dns-client")["status"].get("phase")

@@ -5,6 +5,8 @@ cluster's `<cluster>-connection` ConfigMap creates a topic, sends a message and 
 `mqadmin`. Then the pods' scrape annotations are followed as Prometheus follows them: each names a live
 /metrics whose counters show that message.
 The operator runs as a process on the node (pod IPs are routed there), as `rocketcluster-operator`.
+On another cluster (``E2E_KUBECONFIG``, e.g. kind) the same runs there; where NetworkPolicies are enforced, the
+cluster's policies also admit this machine, where the operator and the metrics scrape run.
 """
 
 from __future__ import annotations
@@ -67,6 +69,7 @@ def test_master_slave_cluster_reaches_ready_and_serves_a_pod(
             "broker": {"groups": 1, "slavesPerGroup": 1, "config": {"autoCreateTopicEnable": "true"}},
             "storage": {"type": "persistentClaim", "size": "256Mi"},
             "metrics": {"enabled": True},
+            **kube.policy_admitting_this_host(),
         },
     }
     started = time.monotonic()

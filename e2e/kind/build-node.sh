@@ -8,7 +8,8 @@
 #     iptables (images/build.sh base), plus e2e/kind/node/ and kubeadm, kubelet, kubectl, crictl;
 #   - preloaded into the node's containerd: kube-apiserver, kube-controller-manager, kube-scheduler,
 #     kube-proxy, etcd and CoreDNS under the repository `rocketcluster.local` (kubeadm is told so by
-#     e2e/kind/cluster.sh's config), and kindnetd, local-path-provisioner, pause and volume-helper.
+#     e2e/kind/cluster.sh's config), and kindnetd, kube-router (NetworkPolicies), local-path-provisioner,
+#     pause and volume-helper.
 # The image is named rocketcluster.local/kind-node:<k8s version>-<hash of its inputs>; a `docker save`
 # of it is cached under ~/.cache/rocketcluster/kind-node-<tag>/ so that a new Docker engine only loads it.
 set -euo pipefail
@@ -21,10 +22,11 @@ CACHE=${ROCKETCLUSTER_CACHE:-$HOME/.cache/rocketcluster}
 DOCKER=/usr/bin/docker
 WORK=${KIND_STATE:-/var/lib/rocketcluster/kind}/build
 NICE="nice -n 19"
-NODE_PACKAGES="systemd systemd-sysv dbus containerd runc containernetworking-plugins iptables nftables conntrack
+NODE_PACKAGES="systemd systemd-sysv dbus containerd runc containernetworking-plugins iptables nftables ipset conntrack
   iproute2 ethtool util-linux mount kmod libseccomp2 bash ca-certificates procps socat"
-# kube-proxy (iptables mode) and kindnetd (masquerade rules) call the iptables commands.
-NETWORK_PACKAGES="iptables conntrack"
+# kube-proxy (iptables mode) and kindnetd (masquerade rules) call the iptables commands; kube-router's
+# policy controller calls iptables and ipset.
+NETWORK_PACKAGES="iptables conntrack ipset"
 log() { printf '[kind-node %s] %s\n' "$(date +%T)" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
@@ -73,16 +75,18 @@ component_images() { # builds them in the engine; prints their names
   image_from_files "$r/etcd:${ETCD_VERSION#v}-0" scratch '' "$(bin "etcd-$ETCD_VERSION")/etcd=/usr/local/bin/etcd"
   image_from_files "$r/coredns:$COREDNS_VERSION" scratch '["/coredns"]' "$(bin "coredns-$COREDNS_VERSION")/coredns=/coredns"
   image_from_files "$r/kindnetd:$KINDNETD_REF" "$net" '["/bin/kindnetd"]' "$(bin "kindnetd-$KINDNETD_REF")/kindnetd=/bin/kindnetd"
+  image_from_files "$r/kube-router:$KUBE_ROUTER_VERSION" "$net" '["/usr/local/bin/kube-router"]' \
+    "$(bin "kube-router-$KUBE_ROUTER_VERSION")/kube-router=/usr/local/bin/kube-router"
   image_from_files "$r/local-path-provisioner:$LOCAL_PATH_VERSION" scratch '["/local-path-provisioner"]' \
     "$(bin "local-path-provisioner-$LOCAL_PATH_VERSION")/local-path-provisioner=/local-path-provisioner"
   echo "$r/kube-apiserver:$K8S_VERSION $r/kube-controller-manager:$K8S_VERSION $r/kube-scheduler:$K8S_VERSION"
   echo "$r/kube-proxy:$K8S_VERSION $r/etcd:${ETCD_VERSION#v}-0 $r/coredns:$COREDNS_VERSION"
-  echo "$r/kindnetd:$KINDNETD_REF $r/local-path-provisioner:$LOCAL_PATH_VERSION"
+  echo "$r/kindnetd:$KINDNETD_REF $r/kube-router:$KUBE_ROUTER_VERSION $r/local-path-provisioner:$LOCAL_PATH_VERSION"
 }
 
 build_node() { # NAME
   local name=$1 base ctx=$WORK/node preload=$WORK/preload images
-  bash "$E2E/build.sh" kubernetes kubeadm etcd coredns local-path pause kindnetd crictl >&2
+  bash "$E2E/build.sh" kubernetes kubeadm etcd coredns local-path pause kindnetd crictl kube-router >&2
   base=$(bash "$REPO/images/build.sh" base $NODE_PACKAGES)
   log "component images"
   images=$(component_images | tr '\n' ' ')
@@ -101,7 +105,8 @@ build_node() { # NAME
   cp "$KBIN/kubelet" "$KBIN/kubectl" "$(bin "kubeadm-$K8S_VERSION")/kubeadm" "$(bin "crictl-$CRICTL_VERSION")/crictl" \
     "$ctx/bin/"
   echo "$K8S_VERSION" >"$ctx/kind/version"
-  sed -i -e "s/KINDNETD_REF/$KINDNETD_REF/" "$ctx/kind/manifests/default-cni.yaml"
+  sed -i -e "s/KINDNETD_REF/$KINDNETD_REF/" -e "s/KUBE_ROUTER_VERSION/$KUBE_ROUTER_VERSION/" \
+    "$ctx/kind/manifests/default-cni.yaml"
   sed -i -e "s/LOCAL_PATH_VERSION/$LOCAL_PATH_VERSION/" "$ctx/kind/manifests/default-storage.yaml"
   DOCKER_BUILDKIT=0 $NICE $DOCKER build -q --network=none --build-arg "BASE=$base" -t "$name-stage" "$ctx" \
     >/dev/null || die "docker build of the node image failed"

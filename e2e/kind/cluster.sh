@@ -5,7 +5,7 @@
 #   e2e/kind/cluster.sh down              deletes the cluster
 #   e2e/kind/cluster.sh load IMAGE...     `kind load docker-image` into every node
 #   e2e/kind/cluster.sh status | kubeconfig | ready
-# `ready` exits 0 when kind, kindnetd and the node image are all cached (nothing to build), so that CI
+# `ready` exits 0 when kind, kindnetd, kube-router and the node image are all cached (nothing to build), so that CI
 # can run the kind tier only on a warm cache. The kubeconfig is written to $KIND_STATE/kubeconfig and
 # copied to .data/kind/kubeconfig.
 set -euo pipefail
@@ -113,7 +113,8 @@ down() {
 }
 
 ready() { # the kind tier has nothing left to build
-  [[ -f $CACHE/kind-$KIND_VERSION/.complete ]] && bash "$HERE/build-node.sh" cached
+  [[ -f $CACHE/kind-$KIND_VERSION/.complete && -f $CACHE/kube-router-$KUBE_ROUTER_VERSION/.complete ]] &&
+    bash "$HERE/build-node.sh" cached
 }
 
 case ${1:-} in
