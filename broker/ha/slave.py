@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT = 3.0
 BACKOFF_MIN = 0.5
+ADDRESS_CHECK_S = 1.0  # how often a session checks that its master is still the one to follow
 BACKOFF_MAX = 5.0
 BACKOFF_DIVERGED = 30.0  # nothing will change until an operator acts: retry slowly, keep saying why
 
@@ -158,7 +159,12 @@ class HAClient:
                 log.warning("HA: nothing from master %s for %.1f s, reconnecting", addr, silent)
                 stream.abort()  # the pending take() fails and the session ends
                 return
-            await asyncio.sleep(housekeeping - silent + 0.05)
+            wanted = addr if self._until is not None else self.settings.master_address or self.master_ha_addr()
+            if wanted != addr:  # the master moved (controller mode) or is not known now: follow the new one
+                log.warning("HA: the master is %s now, not %s: reconnecting", wanted or "unknown", addr)
+                stream.abort()
+                return
+            await asyncio.sleep(min(housekeeping - silent + 0.05, ADDRESS_CHECK_S))
 
     async def _session(self, addr: str, stream: MasterStream) -> None:
         self.sessions += 1

@@ -477,11 +477,19 @@ class BrokerController:
                 min_in_sync_replicas=c.min_in_sync_replicas,
             )
         registrar = self.registrar
+        mode = self.controller_mode
+
+        def named_master() -> bool:
+            """In controller mode the NameServer's master counts only when it is the controller's: a deposed
+            master that still reaches the NameServers can hold id 0 in its routes for a while."""
+            role = mode.role if mode is not None else None
+            return mode is None or (role is not None and registrar.master_addr == role.master_address)
+
         return HAController(
             self.store,
             settings,
-            lambda: registrar.master_ha_addr,
-            lambda: registrar.master_addr,
+            lambda: registrar.master_ha_addr if named_master() else None,
+            lambda: registrar.master_addr if named_master() else None,
             lambda: c.ha_server_addr,
             on_master_lost=registrar.trigger,
         )
@@ -513,6 +521,20 @@ class BrokerController:
         Path(sc.abort_path).touch()  # recover by scanning: the queues and the index are rebuilt up to the cut
         self._store = MessageStore(sc, store_host=(c.broker_ip1, c.listen_port))
         await self._store.start()
+        mode.epochs.replace([e for e in mode.epochs.entries if e.start_offset < point])
+
+    async def _cut_running_tail(self, mode: ControllerMode) -> None:
+        """A master deposed while it ran (a healed partition): drop what it wrote after its epoch ended, in
+        place, before it replicates from the new master. It takes no puts and has no replication by now."""
+        point = await mode.divergence_point()
+        if point is None:
+            return
+        log.warning(
+            "CommitLog ends at %d but the master's history agrees only up to %d: cutting the rest while running",
+            self.store.max_phy_offset,
+            point,
+        )
+        await self.store.truncate_running(point)
         mode.epochs.replace([e for e in mode.epochs.entries if e.start_offset < point])
 
     def _set_role(self, role: str, broker_id: int) -> None:
@@ -556,12 +578,16 @@ class BrokerController:
     async def become_slave(self, role: GroupRole) -> None:
         """Controller mode: another broker is master. A master that lost its place stops taking puts at
         once (its HA server and replica go), then replicates from the new master."""
-        assert self.controller_mode is not None
-        self._set_role("SLAVE", self.controller_mode.broker_id)
+        mode = self.controller_mode
+        assert mode is not None
+        was_master = self.config.is_master
+        self._set_role("SLAVE", mode.broker_id)
         if self.ha is None:
             return
         await self.ha.close()
         self.store.set_replica(None)  # recomputes the put path: a SLAVE refuses puts
+        if was_master:
+            await self._cut_running_tail(mode)
         self.ha = self._ha_controller()
         await self._start_ha(self.ha)
         if self.slave_sync is None:

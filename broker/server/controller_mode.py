@@ -300,9 +300,9 @@ class ControllerMode:
                     await self.sink.become_master(role)
                     self.is_master = True
             else:
-                if self.is_master or current is None:
+                was_master, self.is_master = self.is_master, False  # a slave from here on (divergence_point)
+                if was_master or current is None:
                     await self.sink.become_slave(role)
-                self.is_master = False
             log.info(
                 "%s id %d is %s at master epoch %d",
                 self.config.broker_name,

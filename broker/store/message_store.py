@@ -274,6 +274,42 @@ class MessageStore:
         self._continue_queues()
         return self.reput.behind
 
+    async def truncate_running(self, offset: int) -> int:
+        """Cut a running store that takes no puts (a SLAVE with no replication into it) back to CommitLog
+        `offset`: the CommitLog, the ConsumeQueues and the index forget every record at or past it, and the
+        next record (replicated or put) continues there. For a master deposed while it ran, whose tail no
+        replica holds. Returns the CommitLog bytes dropped."""
+        if self.config.broker_role != "SLAVE":
+            raise StoreError("only a store that takes no puts can be cut while it runs")
+        end = self.commit_log.max_offset
+        if offset >= end:
+            return 0
+        self.reput.catch_up()  # the queues hold every record up to the end: the cut below sees them all
+        loop = asyncio.get_running_loop()
+        helper = self.index if isinstance(self.index, IndexProcess) else None
+        if helper is not None:  # it indexes what it was told, flushes and exits; it restarts after the cut
+            await loop.run_in_executor(None, helper.stop)
+        self.commit_log.queue.truncate_dirty_files(offset)
+        self.consume_queue_store.truncate_dirty(offset)
+        if helper is not None:
+            service = IndexService(
+                self.config.index_dir, hash_slot_num=self.config.max_hash_slot_num, index_num=self.config.max_index_num
+            )
+            service.load(True)
+            service.truncate_dirty(offset, self.commit_log.store_timestamp_at)
+            self.index_service = self.index = service
+            self.reput.set_index(batch=service)
+        elif self.index_service is not None:
+            self.index_service.truncate_dirty(offset, self.commit_log.store_timestamp_at)
+        self.reput.dispatch_from(min(self.reput.reput_from_offset, offset))
+        self.commit_log.topic_queue_table.clear()
+        self._continue_queues()
+        if helper is not None and self.index_service is not None:
+            self._start_index_helper(self.index_service)
+        self.commit_log.allocator.request_next()  # the prepared next file followed the old end
+        log.warning("CommitLog cut from %d back to %d while running", end, offset)
+        return end - offset
+
     def _flush_logics(self) -> int | None:
         """Flush the ConsumeQueues and the index; the store time the index covers when the helper writes it
         (it may lag dispatch), None when the index is written in step with dispatch."""
