@@ -33,9 +33,13 @@ die() { log "ERROR: $*"; exit 1; }
 bin() { echo "$CACHE/$1/bin"; }
 KBIN=$(bin "kubernetes-$K8S_VERSION")
 
-inputs_hash() { # everything that changes the image
+inputs_hash() { # everything that changes the image (only the versions it uses: another component's
+  # version in versions.env must not make the cached image look stale)
   {
-    cat "$E2E/versions.env" "$0"
+    local v
+    for v in K8S_VERSION ETCD_VERSION COREDNS_VERSION LOCAL_PATH_VERSION PAUSE_VERSION KINDNETD_REF CRICTL_VERSION \
+      KUBE_ROUTER_VERSION; do echo "$v=${!v}"; done
+    cat "$0"
     (cd "$HERE/node" && find . -type f | sort | xargs sha256sum)
     echo "$NODE_PACKAGES $NETWORK_PACKAGES"
   } | sha256sum | cut -c1-12
