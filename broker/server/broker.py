@@ -41,6 +41,7 @@ from broker.server.locks import RebalanceLockManager
 from broker.server.message_counters import BrokerStats
 from broker.server.offsets import ConsumerOffsetManager
 from broker.server.pop.assembly import PopParts
+from broker.server.pop.records import revive_topic
 from broker.server.pop.service import PopService
 from broker.server.processors.admin import AdminProcessor
 from broker.server.processors.admin_routes import admin_routes
@@ -276,7 +277,8 @@ class BrokerController:
                 await self._cut_diverged_tail(self.controller_mode)
         restored = await self._restore_from_slaves(self._store)
         if self.meters is not None:  # before any put: plain sends are counted from the ConsumeQueues from here
-            self.meters.attach(self._store, master=c.is_master, skip=_BROKER_OWN_TOPICS)
+            own = _BROKER_OWN_TOPICS | {revive_topic(c.broker_cluster_name)}  # POP's checkpoints and acks
+            self.meters.attach(self._store, master=c.is_master, skip=own)
         self._timer = TimerService(self._store, Path(c.store_path_root_dir) / "config")
         self._timer.load()
         self._pop = PopParts(self, self._timer, Path(c.store_path_root_dir) / "config")
