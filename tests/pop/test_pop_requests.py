@@ -150,3 +150,18 @@ async def test_parked_pops_past_pop_polling_size_get_polling_full(tmp_path: Path
         assert (await cli.send("PF", b"x")).code == 0
         got = [await p for p in parked]
         assert sorted(r.code for r in got) == [0, 0]  # each group gets the message
+
+
+async def test_a_parked_pop_is_answered_when_the_broker_stops(tmp_path: Path) -> None:
+    async with cluster(tmp_path) as c:
+        await c.create_topic("SD", queues=1)
+        cli = await c.client()
+        parked = asyncio.ensure_future(pop(cli, "SD", poll_ms=20_000))
+        base = {"consumerGroup": "PG1", "topic": "SD", "queueId": -1}
+        for _ in range(50):
+            if (await cli.request(POLLING_INFO, base)).ext_fields["pollingNum"] == "1":
+                break
+            await asyncio.sleep(0.05)
+        await c.running_broker.shutdown()
+        r = await parked
+        assert r.code == 210 and r.remark == "NO_MESSAGE_IN_QUEUE"

@@ -21,6 +21,7 @@ class PopWaiters:
         # topic -> parked future -> (group, queueId) it asked for
         self._table: dict[str, dict[asyncio.Future[None], tuple[str, int]]] = {}
         self._count = 0
+        self.closed = False
 
     def count(self, topic: str, group: str | None = None, queue_id: int | None = None) -> int:
         """Pops parked on `topic` (for `group` and `queue_id` when given; -1 = every queue)."""
@@ -35,7 +36,7 @@ class PopWaiters:
 
     async def wait(self, topics: list[str], group: str, queue_id: int, timeout: float) -> bool:
         """Wait until one of `topics` is notified (True) or `timeout` seconds pass (False)."""
-        if timeout <= 0:
+        if timeout <= 0 or self.closed:
             return False
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         for t in topics:
@@ -65,7 +66,8 @@ class PopWaiters:
                 fut.set_result(None)
 
     def wake_all(self) -> None:
-        """At shutdown: every parked pop answers now."""
+        """At shutdown: every parked pop answers now, and none parks again."""
+        self.closed = True
         for waiting in list(self._table.values()):
             for fut in waiting:
                 if not fut.done():

@@ -267,7 +267,7 @@ class PopService:
             if batch.messages:
                 return self._result("FOUND", batch)
             remaining = deadline - _now_ms()
-            if remaining <= 0:
+            if remaining <= 0 or self.waiters.closed:
                 return self._result("POLLING_TIMEOUT", batch)
             if self.waiters.full(watch):
                 return self._result("POLLING_FULL", batch)
@@ -684,7 +684,7 @@ class PopService:
             if self._has_message(group, topic, queue_id, order, attempt_id):
                 return True, False
             remaining = deadline - _now_ms()
-            if remaining <= 0:
+            if remaining <= 0 or self.waiters.closed:
                 return False, False
             if self.waiters.full(watch):
                 return False, True
