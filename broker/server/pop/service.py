@@ -62,6 +62,9 @@ MAX_POP_NUMS = 32
 #: How late a pop may arrive after its born time plus poll time before it is refused (RocketMQ's 500 ms).
 POLL_LATE_MS = 500
 POP_CK = "POP_CK"
+#: Longest a pop or notification stays parked, whatever pollTime it asks (a client gone meanwhile holds a slot
+#: of maxPopPollingSize no longer than this); the client pops again.
+MAX_POLL_MS = 60_000
 #: Most (group, topic) pairs remembered for the first-pop log line.
 SEEN_LIMIT = 10_000
 FIRST_POP_TIME = "1ST_POP_TIME"
@@ -258,7 +261,7 @@ class PopService:
         if (group, topic) not in self._seen and len(self._seen) < SEEN_LIMIT:
             self._seen.add((group, topic))
             log.info("group %s pops topic %s (order=%s)", group, topic, order)
-        deadline = born + poll_ms
+        deadline = born + min(poll_ms, MAX_POLL_MS)
         watch = [topic] + [t for t, _f in self._retry_topics(group, topic)]
         while True:
             batch = await self._pop_once(
@@ -678,7 +681,7 @@ class PopService:
                 f"the broker[{self.config.broker_ip1}] pop message is timeout too much",
             )
         self._check_topic_group(group, topic, queue_id, what="pop")
-        deadline = born + poll_ms
+        deadline = born + min(poll_ms, MAX_POLL_MS)
         watch = [topic] + [t for t, _f in self._retry_topics(group, topic)]
         while True:
             if self._has_message(group, topic, queue_id, order, attempt_id):
