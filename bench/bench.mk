@@ -6,11 +6,16 @@
 #   make bench-put-ab BASE=<rev>      the put path of <rev> against the working tree, in one process
 #   make bench-vs-rocketmq [ARGS=...] ours beside Apache RocketMQ (fetched by scripts/reference-rocketmq.sh),
 #                                     the same Java client; minutes per round: a quiet machine's job
+#   make bench-cost-growth [ARGS=...] both brokers' throughput and CPU per message against body size, topics
+#                                     and consumer groups, or a memory soak (ARGS="soak"); plots need the
+#                                     bench extra (matplotlib), which this target installs
 ARGS ?=
 BASE ?=
 BENCHES := store broker net namesrv ha memory spark codec index sendpath timer hostspeed consume
 
-.PHONY: bench bench-put-ab bench-vs-rocketmq $(addprefix bench-,$(BENCHES))
+.PHONY: bench bench-put-ab bench-vs-rocketmq bench-cost-growth $(addprefix bench-,$(BENCHES))
+
+BENCH_STAMP := $(VENV)/.installed-bench
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.store --seconds 1 --recovery-mib 256
@@ -33,3 +38,10 @@ bench-put-ab: $(STAMP)
 # Needs java, javac and mvn (scripts/peers.sh java installs them); never part of `make test` or CI.
 bench-vs-rocketmq: $(STAMP)
 	$(BIN)/python -m bench.vs_rocketmq $(ARGS)
+
+$(BENCH_STAMP): $(STAMP)
+	$(BIN)/pip install --quiet -e '.[dev,bench]'
+	@touch $(BENCH_STAMP)
+
+bench-cost-growth: $(BENCH_STAMP)
+	$(BIN)/python -m bench.cost_growth $(ARGS)

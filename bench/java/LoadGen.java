@@ -6,6 +6,7 @@ import java.util.Map;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.locks.LockSupport;
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
@@ -23,12 +24,17 @@ import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
  * The load generator of bench/vs_rocketmq.py: the same Java client (rocketmq-client) against both
  * brokers. One JSON line on stdout at the end; options are --name value.
  *
- *   topic   --namesrv A --topic T [--queues 8]                 create T on every master of the cluster
+ *   topic   --namesrv A --topic T [--queues 8] [--topics K]    create T on every master of the cluster
+ *                                                              (K > 1: the K topics T-0 .. T-(K-1))
  *   send    --namesrv A --topic T --threads N --seconds S --size B [--batch 1] [--warmup 0]
- *                                                              sync sends (or batches) for S seconds
+ *           [--topics K] [--rate R]                            sync sends (or batches) for S seconds;
+ *                                                              K > 1: spread over T-0 .. T-(K-1);
+ *                                                              R > 0: paced at R messages/s in all
  *   fill    --namesrv A --topic T --count M --threads N --size B [--batch 32]
  *                                                              M messages in batches, as fast as it goes
- *   consume --namesrv A --topic T --count M [--wait 300]    push-consume M messages from the start
+ *   consume --namesrv A --topic T --count M [--wait 300] [--groups G]
+ *                                                              push-consume M messages from the start,
+ *                                                              in each of G new consumer groups
  */
 public final class LoadGen {
     private LoadGen() {}
@@ -61,20 +67,32 @@ public final class LoadGen {
         admin.start();
         try {
             int queues = (int) num(a, "queues", 8);
-            TopicConfig config = new TopicConfig(a.get("topic"), queues, queues);
+            List<String> names = topics(a);
             ClusterInfo info = admin.examineBrokerClusterInfo();
             int masters = 0;
             for (BrokerData broker : info.getBrokerAddrTable().values()) {
                 String master = broker.getBrokerAddrs().get(0L);
                 if (master != null) {
-                    admin.createAndUpdateTopicConfig(master, config);
+                    for (String name : names) {
+                        admin.createAndUpdateTopicConfig(master, new TopicConfig(name, queues, queues));
+                    }
                     masters++;
                 }
             }
-            return "{\"mode\": \"topic\", \"masters\": " + masters + "}";
+            return "{\"mode\": \"topic\", \"masters\": " + masters + ", \"topics\": " + names.size() + "}";
         } finally {
             admin.shutdown();
         }
+    }
+
+    /** --topic T alone, or with --topics K > 1 the K topics T-0 .. T-(K-1). */
+    static List<String> topics(Map<String, String> a) {
+        int count = (int) num(a, "topics", 1);
+        List<String> names = new ArrayList<>();
+        for (int i = 0; i < count; i++) {
+            names.add(count == 1 ? a.get("topic") : a.get("topic") + "-" + i);
+        }
+        return names;
     }
 
     /**
@@ -86,15 +104,20 @@ public final class LoadGen {
         int batch = (int) num(a, "batch", a.containsKey("count") ? 32 : 1);
         byte[] body = new byte[(int) num(a, "size", 1024)];
         Arrays.fill(body, (byte) 'x');
-        String topic = a.get("topic");
+        List<String> topics = topics(a);
+        double rate = Double.parseDouble(a.getOrDefault("rate", "0"));
+        // Paced: each thread sends one message (or batch) every `gap` ns, so that all together send `rate`.
+        long gap = rate > 0 ? (long) (1e9 * threads * batch / rate) : 0;
         DefaultMQProducer producer = new DefaultMQProducer("loadgen-producer");
         producer.setNamesrvAddr(a.get("namesrv"));
         producer.setInstanceName("loadgen-" + ProcessHandle.current().pid());
         producer.setSendMsgTimeout(10000);
         producer.setCompressMsgBodyOverHowmuch(Integer.MAX_VALUE);
         producer.start();
-        // Fetch the route before the clock starts.
-        producer.fetchPublishMessageQueues(topic);
+        // Fetch the routes before the clock starts.
+        for (String topic : topics) {
+            producer.fetchPublishMessageQueues(topic);
+        }
         AtomicLong sent = new AtomicLong();
         AtomicLong failures = new AtomicLong();
         long[][] latencies = new long[threads][];
@@ -106,11 +129,27 @@ public final class LoadGen {
             Thread worker = new Thread(() -> {
                 long[] lat = new long[1 << 14];
                 int n = 0;
-                List<Message> msgs = new ArrayList<>();
-                for (int i = 0; i < batch; i++) {
-                    msgs.add(new Message(topic, body));
+                // one batch a topic; thread t starts at topic t, so that the threads spread over them
+                List<List<Message>> perTopic = new ArrayList<>();
+                for (String topic : topics) {
+                    List<Message> msgs = new ArrayList<>();
+                    for (int i = 0; i < batch; i++) {
+                        msgs.add(new Message(topic, body));
+                    }
+                    perTopic.add(msgs);
                 }
-                while (System.nanoTime() < deadline) {
+                long next = System.nanoTime();
+                for (long round = slot; System.nanoTime() < deadline; round++) {
+                    List<Message> msgs = perTopic.get((int) (round % perTopic.size()));
+                    if (gap > 0) {
+                        next += gap;
+                        long wait = next - System.nanoTime();
+                        if (wait > 0) {
+                            LockSupport.parkNanos(wait);
+                        } else if (wait < -1_000_000_000L) {
+                            next = System.nanoTime(); // a second behind: no burst to catch up
+                        }
+                    }
                     long begin = System.nanoTime();
                     boolean counted = begin >= start;
                     if (counted && sent.addAndGet(batch) > total) {
@@ -159,26 +198,39 @@ public final class LoadGen {
 
     static String consume(Map<String, String> a) throws Exception {
         long target = num(a, "count", 100000);
+        int groups = (int) num(a, "groups", 1);
         AtomicLong seen = new AtomicLong();
         AtomicLong first = new AtomicLong();
-        CountDownLatch done = new CountDownLatch(1);
-        DefaultMQPushConsumer consumer = new DefaultMQPushConsumer("loadgen-consumer-" + System.currentTimeMillis());
-        consumer.setNamesrvAddr(a.get("namesrv"));
-        consumer.setInstanceName("loadgen-" + ProcessHandle.current().pid());
-        consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
-        consumer.subscribe(a.get("topic"), "*");
-        consumer.registerMessageListener((MessageListenerConcurrently) (msgs, context) -> {
-            first.compareAndSet(0, System.nanoTime());
-            if (seen.addAndGet(msgs.size()) >= target) {
-                done.countDown();
-            }
-            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
-        });
+        CountDownLatch done = new CountDownLatch(groups);
+        String prefix = "loadgen-consumer-" + System.currentTimeMillis();
+        List<DefaultMQPushConsumer> consumers = new ArrayList<>();
+        for (int g = 0; g < groups; g++) {
+            DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(groups == 1 ? prefix : prefix + "-" + g);
+            consumer.setNamesrvAddr(a.get("namesrv"));
+            consumer.setInstanceName("loadgen-" + ProcessHandle.current().pid() + "-" + g);
+            consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+            consumer.subscribe(a.get("topic"), "*");
+            AtomicLong mine = new AtomicLong();
+            consumer.registerMessageListener((MessageListenerConcurrently) (msgs, context) -> {
+                first.compareAndSet(0, System.nanoTime());
+                seen.addAndGet(msgs.size());
+                long before = mine.getAndAdd(msgs.size());
+                if (before < target && before + msgs.size() >= target) {
+                    done.countDown();
+                }
+                return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+            });
+            consumers.add(consumer);
+        }
         long start = System.nanoTime();
-        consumer.start();
+        for (DefaultMQPushConsumer consumer : consumers) {
+            consumer.start();
+        }
         boolean all = done.await(num(a, "wait", 300), TimeUnit.SECONDS);
         long end = System.nanoTime();
-        consumer.shutdown();
+        for (DefaultMQPushConsumer consumer : consumers) {
+            consumer.shutdown();
+        }
         long from = first.get() == 0 ? start : first.get();
         double draining = (end - from) / 1e9;
         return String.format(
