@@ -13,6 +13,7 @@ import asyncio
 import itertools
 import logging
 import random
+import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -89,18 +90,39 @@ class PopContext(Protocol):
     def get_stats(self) -> GroupGetStats: ...
 
 
+_PHY_OFFSET = struct.Struct(">q")
+#: Where a stored record keeps its commit-log offset: after totalSize, magic, bodyCRC, queueId, flag, queueOffset.
+_PHY_OFFSET_AT = 28
+
+
 @dataclass(slots=True)
 class PoppedMessage:
-    """One message handed out: decoded, its record as the remoting reply carries it, and its handle."""
+    """One message handed out: its record as the remoting reply carries it, and its handle. `message` is
+    decoded when first asked for (the remoting reply needs only the record)."""
 
-    message: MessageExt
     record: bytes
     extra_info: str
     real_topic: str
     queue_id: int
     queue_offset: int
-    commit_log_offset: int
-    reconsume_times: int
+    #: an orderly pop's count of earlier deliveries (orderCountInfo); None otherwise
+    order_count: int | None = None
+    _message: MessageExt | None = None
+
+    @property
+    def message(self) -> MessageExt:
+        if self._message is None:
+            self._message = decode_record(self.record)
+        return self._message
+
+    @property
+    def commit_log_offset(self) -> int:
+        return int(_PHY_OFFSET.unpack_from(self.record, _PHY_OFFSET_AT)[0])
+
+    @property
+    def reconsume_times(self) -> int:
+        """For orderly pops the orderCountInfo count, else the stored reconsumeTimes."""
+        return self.order_count if self.order_count is not None else self.message.reconsume_times
 
 
 @dataclass(slots=True)
@@ -458,24 +480,14 @@ class PopService:
                     queue_id,
                     off,
                 )
-                msg = decode_record(raw)
+                popped = PoppedMessage(raw, str(info), topic, queue_id, off, counts[off] if batch.order else None)
                 if flag != RETRY_FLAG_NORMAL:
                     # the consumer sees the topic it subscribed to; the handle says where to ack
+                    msg = popped.message
                     msg.topic = original
                     msg.properties[POP_CK] = str(info)
-                    raw = encode_record(msg)
-                batch.messages.append(
-                    PoppedMessage(
-                        message=msg,
-                        record=raw,
-                        extra_info=str(info),
-                        real_topic=topic,
-                        queue_id=queue_id,
-                        queue_offset=off,
-                        commit_log_offset=msg.commit_log_offset,
-                        reconsume_times=counts.get(off, msg.reconsume_times) if batch.order else msg.reconsume_times,
-                    )
-                )
+                    popped.record = encode_record(msg)
+                batch.messages.append(popped)
         finally:
             self._locked.discard(lock)
 
@@ -622,11 +634,7 @@ class PopService:
             got = self._read(group, topic, qid, offset, want, _Filter(set(), None))
             try:
                 for buf, off in zip(got.buffers, got.queue_offsets, strict=True):
-                    raw = bytes(buf)
-                    msg = decode_record(raw)
-                    batch.messages.append(
-                        PoppedMessage(msg, raw, "", topic, qid, off, msg.commit_log_offset, msg.reconsume_times)
-                    )
+                    batch.messages.append(PoppedMessage(bytes(buf), "", topic, qid, off))
                 if got.queue_offsets:
                     batch.starts.append((RETRY_FLAG_NORMAL, qid, offset))
                     batch.offsets.append((RETRY_FLAG_NORMAL, qid, list(got.queue_offsets)))
