@@ -91,3 +91,18 @@ async def test_orderly_pop_blocks_the_queue_until_the_batch_is_acked(tmp_path: P
             (Path(c.running_broker.config.store_path_root_dir) / "config/consumerOrderInfo.json").read_text()
         )
         assert "OT@OG" in saved["table"]
+
+
+async def test_an_offset_reset_unblocks_an_orderly_queue(tmp_path: Path) -> None:
+    async with cluster(tmp_path) as c:
+        await c.create_topic("OR", queues=1)
+        cli = await c.client()
+        for i in range(4):
+            assert (await cli.send("OR", f"r{i}".encode())).code == 0
+        first = await pop(cli, "OR", "ORG", nums=2, order=True, attempt_id="A1")
+        assert [m.body for m in messages(first)] == [b"r0", b"r1"]
+        assert (await pop(cli, "OR", "ORG", nums=2, order=True, attempt_id="A2")).code == 210
+        update = {"consumerGroup": "ORG", "topic": "OR", "queueId": 0, "commitOffset": 3}
+        assert (await cli.request(15, update)).code == 0  # UPDATE_CONSUMER_OFFSET, as resetOffset moves it
+        after = await pop(cli, "OR", "ORG", nums=2, order=True, attempt_id="A3")
+        assert [m.body for m in messages(after)] == [b"r3"]

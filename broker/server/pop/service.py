@@ -413,6 +413,9 @@ class PopService:
             want = max_nums - len(batch.messages)
             replay = False
             if batch.order:
+                last = self.order.get(topic, group, queue_id)
+                if last is not None and last.offsets and not last.offsets[0] <= offset <= last.offsets[-1] + 1:
+                    self.order.clear(topic, group, queue_id)  # the offset was reset (resetOffset): it wins
                 state = self.order.check(topic, group, queue_id, batch.attempt_id, batch.pop_time)
                 if state == "blocked":
                     batch.rest += max(max_off - offset, 0)
