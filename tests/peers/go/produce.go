@@ -32,8 +32,9 @@ func newProducer(a *args, group, instance string) (rocketmq.Producer, error) {
 
 // produce: `produce --send MODE:TOPIC ...` sends the canonical messages 0..count-1 with one API of the
 // Go producer per --send. MODE is sync, async, oneway, batch (one SendSync of all), ordered (the
-// message's shard as sharding key, so one shard stays on one queue), delay (level 2) or timed
-// (a delivery time --deliver-in seconds ahead). Prints {"event": "sent"} per result or "send_error".
+// message's shard as sharding key, so one shard stays on one queue), delay (level 2), timed
+// (a delivery time --deliver-in seconds ahead) or steady (sync, --interval seconds apart: a producer
+// through a failover). Prints {"event": "sent"} per result or "send_error".
 func produce(a *args) int {
 	p, err := newProducer(a, a.get("group", "PID-go-iop"), a.get("instance", "producer"))
 	if err == nil {
@@ -101,7 +102,7 @@ func sendAll(p rocketmq.Producer, a *args, mode, topic, origin string, count, sh
 			}
 			emit("sent", map[string]interface{}{"mode": mode, "topic": topic, "seq": i})
 		}
-	case "sync", "ordered", "delay", "timed":
+	case "sync", "ordered", "delay", "timed", "steady":
 		for i, msg := range msgs {
 			switch mode {
 			case "ordered":
@@ -114,6 +115,9 @@ func sendAll(p rocketmq.Producer, a *args, mode, topic, origin string, count, sh
 			}
 			result, err := p.SendSync(ctx, msg)
 			report(i, result, err)
+			if mode == "steady" {
+				time.Sleep(a.duration("interval", 0.05))
+			}
 		}
 	default:
 		emit("send_error", map[string]interface{}{"mode": mode, "topic": topic, "error": "unknown send mode"})

@@ -157,7 +157,7 @@ final class Consume {
         producer.start();
         try {
             Produce.sendAll(producer, args.get("send-mode", "sync"), topic, args.get("origin", "java"), count,
-                    args.integer("shards", 3));
+                    args.integer("shards", 3), args.millis("interval", 0.05));
         } finally {
             producer.shutdown();
         }

@@ -11,8 +11,10 @@ import org.apache.rocketmq.common.message.Message;
 /**
  * `produce --send MODE:TOPIC ...`: the canonical messages 0..count-1 to TOPIC with one send API of
  * DefaultMQProducer. MODE is sync, async, oneway, batch, ordered (a MessageQueueSelector on the
- * message's shard, so one shard stays on one queue) or delay (sync with delay level 2). Prints
- * {"event": "sent"} per result (one per batch) or {"event": "send_error"}.
+ * message's shard, so one shard stays on one queue), delay (sync with delay level 2) or steady (sync,
+ * --interval seconds apart, going on after a failed send: a producer through a failover, with the
+ * client's own retries and its route poll every --poll seconds). Prints {"event": "sent"} per result
+ * (one per batch) or {"event": "send_error"}.
  */
 final class Produce {
     static final int DELAY_LEVEL = 2;
@@ -23,6 +25,7 @@ final class Produce {
         DefaultMQProducer producer = new DefaultMQProducer(args.get("group", "PID-java-iop"), args.aclHook());
         producer.setNamesrvAddr(args.required("namesrv"));
         producer.setInstanceName(args.get("instance", "producer"));
+        producer.setPollNameServerInterval((int) args.millis("poll", 30));
         producer.start();
         try {
             String origin = args.get("origin", "java");
@@ -31,7 +34,7 @@ final class Produce {
             for (String send : args.all("send")) {
                 String[] parts = send.split(":", 2);
                 try {
-                    sendAll(producer, parts[0], parts[1], origin, count, shards);
+                    sendAll(producer, parts[0], parts[1], origin, count, shards, args.millis("interval", 0.05));
                 } catch (Exception e) {
                     Events.emit("send_error", Events.data("mode", parts[0], "topic", parts[1], "error", e.toString()));
                 }
@@ -44,8 +47,8 @@ final class Produce {
         return 0;
     }
 
-    static void sendAll(DefaultMQProducer producer, String mode, String topic, String origin, int count, int shards)
-            throws Exception {
+    static void sendAll(DefaultMQProducer producer, String mode, String topic, String origin, int count, int shards,
+            long interval) throws Exception {
         List<Message> msgs = new ArrayList<>();
         for (int i = 0; i < count; i++) {
             msgs.add(Fields.message(origin, topic, i, shards));
@@ -58,6 +61,7 @@ final class Produce {
                 Events.emit("sent", data);
             }
             case "async" -> sendAsync(producer, topic, msgs);
+            case "steady" -> sendSteady(producer, topic, msgs, interval);
             case "oneway" -> {
                 for (int i = 0; i < count; i++) {
                     producer.sendOneway(msgs.get(i));
@@ -83,6 +87,20 @@ final class Produce {
                 }
             }
             default -> throw new IllegalArgumentException("unknown send mode " + mode);
+        }
+    }
+
+    private static void sendSteady(DefaultMQProducer producer, String topic, List<Message> msgs, long interval)
+            throws InterruptedException {
+        for (int i = 0; i < msgs.size(); i++) {
+            try {
+                var data = Events.sent(producer.send(msgs.get(i)));
+                data.putAll(Events.data("mode", "steady", "topic", topic, "seq", i));
+                Events.emit("sent", data);
+            } catch (Exception e) {
+                Events.emit("send_error", Events.data("mode", "steady", "topic", topic, "seq", i, "error", e.toString()));
+            }
+            Thread.sleep(interval);
         }
     }
 
