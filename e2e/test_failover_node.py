@@ -9,6 +9,8 @@ A producer records every acknowledged message (e2e.node_checks.Producer) and the
 - A planned roll (a restart-only broker key): the operator hands the mastership over to the in-sync slave before
   it restarts the master, so no acknowledged message is lost and the roll costs one election. Prints the longest
   gap between two acknowledged sends (the write outage) and the elections seen.
+- A scale-in (slavesPerGroup 2 -> 1) with the master on the ordinal it removes (made so with electMaster): the
+  operator holds the StatefulSet, hands the mastership to a kept in-sync pod, then shrinks it.
 
 Timings are printed, never asserted (the machine is shared and loaded).
 """
@@ -31,7 +33,7 @@ from e2e.operator_harness import CRD_FILE, OperatorProcess, running_operator
 if TYPE_CHECKING:
     from e2e.conftest import Kube
 
-pytestmark = [pytest.mark.k8s, pytest.mark.node]
+pytestmark = [pytest.mark.k8s, pytest.mark.node, pytest.mark.timeout(900)]
 
 NAME = "fo"
 TOPIC = "FailoverOrders"
@@ -230,5 +232,68 @@ def test_a_planned_roll_hands_the_mastership_over_before_restarting_the_master(
     assert new_master != master, "the master before the roll is master again: it was restarted as master"
     print(
         f"roll: longest gap between acknowledged sends {gaps.longest:.2f} s; sends that failed: "
+        f"{len(producer.failures) - failures_before}; handovers: {handovers} (shared, loaded machine)"
+    )
+
+
+def _elect(kube: Kube, ns: str, namesrv: str, pod: str) -> None:
+    """Make `pod` the master through the controller, as `mqadmin electMaster` does."""
+    import asyncio
+
+    from rocketcluster.controller_access import elect_master
+
+    ip = _pods(kube, ns)[pod]["status"]["podIP"]
+    with BlockingAdmin(namesrv) as admin:
+        addrs = admin.cluster_info().brokers[BROKER_NAME].broker_addrs
+    broker_id = next(i for i, addr in addrs.items() if addr.split(":")[0] == ip)
+    nameservers = [p for n, p in _pods(kube, ns).items() if "-nameserver-" in n]
+
+    def elected() -> bool:
+        try:  # refused until the pod is in the SyncStateSet (caught up)
+            asyncio.run(elect_master(nameservers, NAME, BROKER_NAME, broker_id))
+        except Exception as exc:
+            print(f"electMaster {pod}: {exc}")
+            return False
+        return True
+
+    kube.wait_for(f"the controller elects {pod}", elected, timeout=120, interval=2)
+    kube.wait_for(f"{pod} master in the routes", lambda: (_route_master(namesrv) or "").startswith(ip + ":"), 60)
+
+
+def test_a_scale_in_moves_the_mastership_off_the_ordinal_it_removes(k8s_node: Kube, ns: str, cluster: str) -> None:
+    kube, namesrv = k8s_node, cluster
+    kube.run(
+        "patch", "-n", ns, "rmq", NAME, "--type=merge", "-p", json.dumps({"spec": {"broker": {"slavesPerGroup": 2}}})
+    )
+    kube.wait_for(f"{NAME} Ready with two slaves", lambda: _ready(kube, ns) and len(_pods(kube, ns)) == 6, 420, 1)
+    last = f"{NAME}-broker-0-2"
+    kube.wait_for(
+        f"{last} in sync",
+        lambda: (
+            _status(kube, ns)["groupStatus"][0]["slaves"]
+            and all(s.get("lagBytes") is not None for s in _status(kube, ns)["groupStatus"][0]["slaves"])
+        ),
+        120,
+        1,
+    )
+    _elect(kube, ns, namesrv, last)  # the master on the ordinal the scale-in removes
+    handovers_before = len(_elections(kube, ns))
+    with Producer(namesrv, TOPIC, prefix="s") as producer:
+        producer.wait_for(200)
+        failures_before = len(producer.failures)
+        with AckGaps(producer) as gaps:
+            patch = {"spec": {"broker": {"slavesPerGroup": 1}}}
+            kube.run("patch", "-n", ns, "rmq", NAME, "--type=merge", "-p", json.dumps(patch))
+            kube.wait_for(f"{last} removed", lambda: last not in _pods(kube, ns), timeout=300, interval=1)
+            kube.wait_for(f"{NAME} Ready after the scale-in", lambda: _ready(kube, ns), timeout=300, interval=1)
+            producer.wait_for(len(producer.acked) + 100)
+    keys = read_back(namesrv, TOPIC)
+    _all_read("scale-in off the master's ordinal with failover", producer.acked, keys)
+    handovers = _elections(kube, ns)[handovers_before:]
+    assert handovers, "the master's pod was removed without handing its mastership over"
+    master, _ = _master_pod(kube, ns, namesrv)
+    assert master != last
+    print(
+        f"scale-in: longest gap between acknowledged sends {gaps.longest:.2f} s; sends that failed: "
         f"{len(producer.failures) - failures_before}; handovers: {handovers} (shared, loaded machine)"
     )

@@ -14,6 +14,8 @@ import secrets
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import orjson
+
 from broker.protocol.codes import RequestCode, ResponseCode
 from broker.protocol.command import RemotingCommand
 from broker.transport.client import RemotingClient
@@ -24,7 +26,7 @@ from rocketcluster.model import RocketClusterSpec
 from rocketcluster.observe import pod_ip, pod_ready
 from rocketcluster.render_failover import CONTROLLER_PORT, RAFT_FILE, raft_secret_name, render_raft_secret
 
-__all__ = ["ControllerRefused", "elect_master", "ensure_raft_secret", "leader_ip"]
+__all__ = ["ControllerRefused", "elect_master", "ensure_raft_secret", "leader_ip", "sync_state_sets"]
 
 log = logging.getLogger("rocketcluster.operator")
 
@@ -87,6 +89,35 @@ async def leader_ip(client: RemotingClient, pods: Sequence[Mapping[str, Any]], p
             return f"{ips[leader_pod]}:{int(leader_port)}"
         problems.append(f"{pod}: the leader {leader[:200]!r} is no NameServer pod that runs")
     raise ControllerRefused("no controller leader: " + ("; ".join(problems) or "no NameServer pod is ready"))
+
+
+async def sync_state_sets(
+    pods: Sequence[Mapping[str, Any]], broker_names: Sequence[str], port: int = CONTROLLER_PORT
+) -> dict[str, frozenset[int]]:
+    """brokerName -> the broker ids in its SyncStateSet, as the controller leader holds it
+    (CONTROLLER_GET_SYNC_STATE_DATA); groups it does not know are left out. Raises ControllerRefused."""
+    client = RemotingClient()
+    try:
+        leader = await leader_ip(client, pods, port)
+        cmd = RemotingCommand(code=RequestCode.CONTROLLER_GET_SYNC_STATE_DATA, body=orjson.dumps(list(broker_names)))
+        reply = await asyncio.wait_for(client.invoke(leader, cmd, _TIMEOUT), _TIMEOUT * 2)
+    finally:
+        await client.close()
+    if reply.code != ResponseCode.SUCCESS:
+        raise ControllerRefused(f"getSyncStateSet: code {reply.code} {reply.remark or ''}")
+    return parse_sync_state_sets(reply.body or b"")
+
+
+def parse_sync_state_sets(body: bytes) -> dict[str, frozenset[int]]:
+    """The SyncStateSets of a CONTROLLER_GET_SYNC_STATE_DATA reply; ControllerRefused when it is not one."""
+    try:
+        table = orjson.loads(body).get("replicasInfoTable") or {}
+        return {
+            str(name): frozenset(int(r["brokerId"]) for r in info.get("inSyncReplicas") or [])
+            for name, info in table.items()
+        }
+    except (orjson.JSONDecodeError, AttributeError, KeyError, TypeError, ValueError) as exc:
+        raise ControllerRefused(f"getSyncStateSet: a reply that is no replicas table ({exc})") from None
 
 
 async def elect_master(

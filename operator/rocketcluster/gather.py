@@ -17,7 +17,7 @@ from typing import Any
 import kopf
 
 from broker.client.admin import Admin
-from rocketcluster import names
+from rocketcluster import controller_access, names
 from rocketcluster.broker_keys import LIVE_KEYS
 from rocketcluster.cluster_access import CERT_MANAGER_CRD, AdminAccess, cert_manager_installed
 from rocketcluster.kube import Kube
@@ -78,6 +78,10 @@ class AdminSession:
             }
         )
         groups: dict[int, GroupFacts] = {}
+        in_sync: dict[str, frozenset[int]] | None = None
+        if spec.failover.enabled and indexes:  # the controller's SyncStateSets: who a handover may go to
+            group_names = [names.broker_name(cluster_name, g) for g in indexes]
+            in_sync = await self._ask("SyncStateSets", controller_access.sync_state_sets(pods, group_names))
         for g in indexes:
             broker_name = names.broker_name(cluster_name, g)
             registered = registered_everywhere(
@@ -112,6 +116,7 @@ class AdminSession:
                 writable=writable,
                 consumer_lag=consumer_lag,
                 unread=unread,
+                in_sync=None if in_sync is None else in_sync.get(broker_name),
             )
         return BrokerFacts(groups)
 

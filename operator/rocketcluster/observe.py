@@ -61,6 +61,7 @@ class GroupFacts:
     metadata_copied: bool | None = None
     # brokerId -> the values of the keys it applies at run time (broker_keys.LIVE_KEYS), for those that answered
     live_config: Mapping[int, Mapping[str, str]] = field(default_factory=dict)
+    in_sync: frozenset[int] | None = None  # spec.failover: the controller's SyncStateSet (None: not asked)
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,12 +133,15 @@ def pod_observation(
     diverged: str | None = None
     attached = True
     broker_id: int | None = None
+    in_sync_set: bool | None = None
     if facts is not None:
         if failover:
             broker_id = next((i for i, addr in facts.registered.items() if addr == advertised), None)
         elif advertised is not None and facts.registered.get(ordinal) == advertised:
             broker_id = ordinal
         registered = broker_id is not None
+        if failover and facts.in_sync is not None and broker_id is not None:
+            in_sync_set = broker_id in facts.in_sync
         if broker_id is not None or not failover:
             key = ordinal if broker_id is None else broker_id
             lag = facts.lag_bytes.get(key)
@@ -157,6 +161,7 @@ def pod_observation(
         attached=attached,
         broker_id=broker_id,
         master=(broker_id == 0) if failover else None,
+        in_sync_set=in_sync_set,
     )
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from rocketcluster.plan_types import ElectMaster, Wait
-from rocketcluster.plan_view import ClusterView
+from rocketcluster.plan_view import ClusterView, eligible
 
 __all__ = ["MasterMoves", "plan_master_moves"]
 
@@ -41,8 +41,7 @@ def plan_master_moves(view: ClusterView) -> MasterMoves:
             continue
         held.append((g, master.ordinal + 1))
         # members are the pods the spec keeps: ordinals below `keep`
-        # attached: a slave still replicating from an earlier master is no member of the current SyncStateSet
-        targets = [(m, i) for m in view.in_sync_slaves(g) if (i := m.pod.broker_id) is not None and m.pod.attached]
+        targets = [(m, i) for m in view.in_sync_slaves(g) if (i := m.pod.broker_id) is not None and eligible(m)]
         if master.ready and targets:
             target, broker_id = min(targets, key=lambda t: (t[0].pod.lag_bytes or 0, t[0].pod.ordinal))
             actions.append(ElectMaster(g, target.name, broker_id, master.name))

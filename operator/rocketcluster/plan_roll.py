@@ -31,7 +31,7 @@ from typing import Final
 
 from rocketcluster.plan_progress import RollProgress
 from rocketcluster.plan_types import Action, ClearManualRollRequest, DeletePod, ElectMaster, Wait
-from rocketcluster.plan_view import ClusterView, Member
+from rocketcluster.plan_view import ClusterView, Member, eligible
 
 __all__ = [
     "MANUAL_ROLLING_UPDATE",
@@ -201,9 +201,8 @@ def _handover(view: ClusterView, chosen: Member) -> tuple[tuple[Action, ...], Wa
     on its loss)."""
     if not (view.observed.failover and chosen.is_master and chosen.pod.ready and chosen.group is not None):
         return None
-    # attached: a slave still replicating from an earlier master is no member of the current SyncStateSet
     candidates = [
-        (m, i) for m in view.in_sync_slaves(chosen.group) if (i := m.pod.broker_id) is not None and m.pod.attached
+        (m, i) for m in view.in_sync_slaves(chosen.group) if (i := m.pod.broker_id) is not None and eligible(m)
     ]
     if not candidates:
         return None
@@ -231,7 +230,7 @@ def _blocker(view: ClusterView, chosen: Member) -> Wait | None:
     needs_in_sync_slave = observed.replication == "SYNC" and observed.rollout.require_in_sync_slave
     if not (chosen.is_master and chosen.group is not None and needs_in_sync_slave and observed.slaves_per_group > 0):
         return None
-    if view.in_sync_slaves(chosen.group):
+    if any(not observed.failover or eligible(m) for m in view.in_sync_slaves(chosen.group)):
         return None
     message = (
         f"master {chosen.name} is next to restart; with SYNC replication it waits for a slave of group "

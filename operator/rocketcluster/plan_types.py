@@ -76,7 +76,8 @@ class PodObservation:
     replication connection (still attached to a master that is gone, its session not timed out yet).
     `broker_id` is the id it registered with (with spec.failover the controller's, else the ordinal); `master`
     says, with spec.failover, whether it is registered as its group's master (id 0), and is None without it,
-    where ordinal 0 is the master.
+    where ordinal 0 is the master. `in_sync_set`: with spec.failover, whether the controller's SyncStateSet
+    holds it (None: not known).
     """
 
     name: str
@@ -92,6 +93,7 @@ class PodObservation:
     attached: bool = True
     broker_id: int | None = None
     master: bool | None = None
+    in_sync_set: bool | None = None
 
     @property
     def is_master(self) -> bool:

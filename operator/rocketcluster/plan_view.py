@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from rocketcluster import names
 from rocketcluster.plan_types import GroupObservation, Observed, PodObservation
 
-__all__ = ["ClusterView", "Member"]
+__all__ = ["ClusterView", "Member", "eligible"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +39,13 @@ class Member:
     def old_revision(self) -> bool:
         """The pod runs an older template than its StatefulSet's (OnDelete never replaces it by itself)."""
         return self.update_revision is not None and self.pod.revision != self.update_revision
+
+
+def eligible(member: Member) -> bool:
+    """spec.failover: a slave the controller may elect. The current master serves it (a slave still following an
+    earlier master reads lag 0 but is outside the SyncStateSet), and the controller's SyncStateSet holds it when
+    the controller could be asked."""
+    return member.pod.attached and member.pod.in_sync_set is not False
 
 
 class ClusterView:

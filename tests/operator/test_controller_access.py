@@ -16,7 +16,7 @@ from broker.protocol.command import RemotingCommand
 from broker.transport.connection import RemotingConnection
 from broker.transport.server import RemotingServer
 from rocketcluster import names
-from rocketcluster.controller_access import ControllerRefused, elect_master
+from rocketcluster.controller_access import ControllerRefused, elect_master, parse_sync_state_sets, sync_state_sets
 
 
 class FakeController:
@@ -27,10 +27,19 @@ class FakeController:
         self.server = RemotingServer("127.0.0.1", 0)
         self.server.register(RequestCode.CONTROLLER_GET_METADATA_INFO, self._metadata)
         self.server.register(RequestCode.CONTROLLER_ELECT_MASTER, self._elect)
+        self.server.register(RequestCode.CONTROLLER_GET_SYNC_STATE_DATA, self._sync_state)
+        self.sync_body = b""
+        self.asked: list[bytes] = []
 
     def _metadata(self, conn: RemotingConnection, cmd: RemotingCommand) -> RemotingCommand:
         reply = cmd.response(ResponseCode.SUCCESS)
         reply.ext_fields = {"controllerLeaderAddress": self.leader.replace("PORT", str(self.server.port))}
+        return reply
+
+    def _sync_state(self, conn: RemotingConnection, cmd: RemotingCommand) -> RemotingCommand:
+        self.asked.append(cmd.body or b"")
+        reply = cmd.response(ResponseCode.SUCCESS)
+        reply.body = self.sync_body
         return reply
 
     def _elect(self, conn: RemotingConnection, cmd: RemotingCommand) -> RemotingCommand:
@@ -107,3 +116,35 @@ def test_no_ready_nameserver_or_none_answering() -> None:
     # a pod IP where nothing listens on the port: the error names the pod asked
     with pytest.raises(ControllerRefused, match="rc-nameserver-1"):
         asyncio.run(elect_master([_nameserver(1)], "rc", "rc-0", 1, port=1))
+
+
+def test_the_sync_state_sets_come_from_the_leader() -> None:
+    body = (
+        b'{"replicasInfoTable": {"rc-0": {"masterBrokerId": 1, "inSyncReplicas": [{"brokerId": 1}, {"brokerId": 3}],'
+        b' "notInSyncReplicas": [{"brokerId": 2}]}, "rc-1": {"inSyncReplicas": []}}}'
+    )
+    found: dict[str, frozenset[int]] = {}
+
+    async def body_of(fake: FakeController) -> None:
+        fake.sync_body = body
+        found.update(await sync_state_sets([_nameserver(0)], ["rc-0", "rc-1"], port=fake.server.port))
+
+    controller = _with_controller("rc-nameserver-0.h.ns.svc:PORT", ResponseCode.SUCCESS, body_of)
+    assert found == {"rc-0": frozenset({1, 3}), "rc-1": frozenset()}
+    assert controller.asked == [b'["rc-0","rc-1"]']
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"",
+        b"not json",
+        b"[1, 2]",
+        b'{"replicasInfoTable": {"rc-0": {"inSyncReplicas": [{"id": 1}]}}}',
+        b'{"replicasInfoTable": {"rc-0": {"inSyncReplicas": [{"brokerId": "x"}]}}}',
+        b'{"replicasInfoTable": {"rc-0": "no"}}',
+    ],
+)
+def test_a_reply_that_is_no_replicas_table_is_refused(body: bytes) -> None:
+    with pytest.raises(ControllerRefused, match="no replicas table"):
+        parse_sync_state_sets(body)

@@ -294,3 +294,24 @@ def test_a_slave_the_master_does_not_serve_is_no_handover_target() -> None:
     roll = Group(update_revision="r2", pods={0: ("r1", 0, True, None), 1: ("r2", 1, True, 0), 2: ("r2", 2, True, 0)})
     decided = plan(_detached(roll.observed(), 1))
     assert [a for a in decided.actions if isinstance(a, ElectMaster)] == [ElectMaster(0, bk(2), 2, bk(0))]
+
+
+def test_a_slave_outside_the_controllers_sync_state_set_is_no_handover_target() -> None:
+    roll = Group(update_revision="r2", pods={0: ("r1", 0, True, None), 1: ("r2", 1, True, 0), 2: ("r2", 2, True, 0)})
+    observed = roll.observed()
+    group = observed.broker_groups[0]
+    pods = tuple(replace(p, in_sync_set=p.ordinal != 1) for p in group.pods)
+    decided = plan(replace(observed, broker_groups=(replace(group, pods=pods),)))
+    assert [a for a in decided.actions if isinstance(a, ElectMaster)] == [ElectMaster(0, bk(2), 2, bk(0))]
+    # neither slave in the set: no handover, and the master waits (SYNC needs an in-sync slave)
+    pods = tuple(replace(p, in_sync_set=p.ordinal == 0) for p in group.pods)
+    decided = plan(replace(observed, broker_groups=(replace(group, pods=pods),)))
+    assert not [a for a in decided.actions if isinstance(a, ElectMaster | DeletePod)]
+
+
+def test_the_observation_reads_the_controllers_sync_state_set() -> None:
+    facts = GroupFacts(registered={0: "10.0.0.1:10911", 4: "10.0.0.2:10911"}, in_sync=frozenset({0}))
+    seen = [pod_observation(_pod(o, f"10.0.0.{o + 1}"), facts, failover=True) for o in range(2)]
+    assert [p.in_sync_set for p in seen if p] == [True, False]
+    unknown = pod_observation(_pod(1, "10.0.0.2"), replace(facts, in_sync=None), failover=True)
+    assert unknown is not None and unknown.in_sync_set is None
