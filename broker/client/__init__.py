@@ -1,4 +1,4 @@
-"""RocketCluster's Python client SDK: producer, push and pull consumers, admin (asyncio, plus a
+"""RocketCluster's Python client SDK: producer, push, pull and simple (POP) consumers, admin (asyncio, plus a
 blocking facade in broker.client.blocking). Applications import from here."""
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from broker.client.producer import Producer
 from broker.client.pull_consumer import PullConsumer
 from broker.client.push_consumer import PushConsumer
 from broker.client.selector import select_by_hash, select_by_random
+from broker.client.simple_consumer import SimpleConsumer
 from broker.client.subscription import MessageSelector
 from broker.client.transaction import LocalTransactionState, TransactionProducer, TransactionSendResult
 from broker.protocol.signature import Credentials
@@ -66,6 +67,7 @@ __all__ = [
     "RocketError",
     "SendResult",
     "SendStatus",
+    "SimpleConsumer",
     "TransactionProducer",
     "TransactionSendResult",
     "allocate_averagely",

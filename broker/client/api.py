@@ -294,6 +294,23 @@ class ClientAPI:
         )
         _check(await self.invoke(addr, _request(RequestCode.UPDATE_CONSUMER_OFFSET, header.to_ext_fields())), addr)
 
+    # --- POP (broker.client.pop parses the replies)
+
+    async def pop(self, addr: str, ext: dict[str, str], timeout: float) -> RemotingCommand | None:
+        """POP_MESSAGE: the reply when it found messages, None when the long poll ended with none."""
+        resp = await self.invoke(addr, _request(RequestCode.POP_MESSAGE, ext), timeout)
+        if resp.code in (ResponseCode.POLLING_TIMEOUT, ResponseCode.NO_MESSAGE, ResponseCode.PULL_NOT_FOUND):
+            return None
+        return _check(resp, addr)
+
+    async def ack_message(self, addr: str, ext: dict[str, str]) -> None:
+        _check(await self.invoke(addr, _request(RequestCode.ACK_MESSAGE, ext)), addr)
+
+    async def change_invisible_time(self, addr: str, ext: dict[str, str]) -> dict[str, str]:
+        """CHANGE_MESSAGE_INVISIBLETIME: the reply's popTime, invisibleTime and reviveQid."""
+        resp = _check(await self.invoke(addr, _request(RequestCode.CHANGE_MESSAGE_INVISIBLETIME, ext)), addr)
+        return resp.ext_fields
+
     async def get_max_offset(self, addr: str, mq: MessageQueue) -> int:
         header = GetMaxOffsetRequestHeader(topic=mq.topic, queue_id=mq.queue_id)
         resp = _check(await self.invoke(addr, _request(RequestCode.GET_MAX_OFFSET, header.to_ext_fields())), addr)

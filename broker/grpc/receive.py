@@ -17,9 +17,9 @@ from broker.grpc.conversions import grpc_code, to_grpc_message
 from broker.grpc.local import LocalBroker
 from broker.grpc.pb import definition, service
 from broker.protocol.codes import RequestCode, ResponseCode
+from broker.protocol.pop import ExtraInfo, parse_extra_info, real_topic
 from broker.server.errors import RequestError
 from broker.server.groups import SubscriptionGroupManager
-from broker.server.pop.codec import ExtraInfo, parse_extra_info, real_topic
 from broker.server.pop.service import PopResult
 
 __all__ = ["Handle", "PopApi", "Receiver", "parse_handle"]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.server.pop.codec import ExtraInfo, normal_topic, parse_extra_info, retry_flag, retry_topic
+from broker.protocol.pop import ExtraInfo, normal_topic, parse_extra_info, retry_flag, retry_topic
 from broker.server.pop.mode import assign_queues
 from broker.server.pop.processors import bitset_positions
 from tests.server.server_harness import cluster

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from broker.protocol.message import decode_record
+from broker.protocol.pop import RETRY_FLAG_NORMAL, normal_topic, retry_flag, retry_topic
 from broker.protocol.properties import Prop
-from broker.server.pop.codec import RETRY_FLAG_NORMAL, normal_topic, retry_flag, retry_topic
 from broker.server.pop.records import REVIVE_GROUP, AckRecord, CheckPoint, decode_record_body
 from broker.server.timer_message import TIMER_TOPIC
 from broker.server.topics import DLQ_GROUP_TOPIC_PREFIX, PERM_READ, PERM_WRITE

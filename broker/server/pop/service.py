@@ -22,9 +22,7 @@ from typing import TYPE_CHECKING, Protocol
 from broker.filter import SqlFilter
 from broker.protocol.codes import ResponseCode
 from broker.protocol.message import MessageExt, decode_record, encode_record
-from broker.server.clients import parse_sub_string
-from broker.server.errors import RequestError
-from broker.server.pop.codec import (
+from broker.protocol.pop import (
     ORDER_REVIVE_QID,
     RETRY_FLAG_NORMAL,
     RETRY_FLAG_V1,
@@ -38,6 +36,8 @@ from broker.server.pop.codec import (
     retry_topic,
     start_offset_info,
 )
+from broker.server.clients import parse_sub_string
+from broker.server.errors import RequestError
 from broker.server.pop.order import OrderInfoManager
 from broker.server.pop.polling import PopWaiters
 from broker.server.pop.records import CK_LEAD_MS, AckRecord, CheckPoint, revive_message, revive_topic

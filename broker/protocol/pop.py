@@ -1,6 +1,7 @@
 """The strings POP puts on the wire: extraInfo (`POP_CK`), the offset-info headers, pop-retry topic names.
 
-Pure functions. Fields are separated by one space; entries of the offset infos by `;` (RocketMQ's
+Pure functions, shared by the broker (broker.server.pop), the gRPC endpoint and the SDK's SimpleConsumer
+(broker.client.pop). Fields are separated by one space; entries of the offset infos by `;` (RocketMQ's
 ExtraInfoUtil formats, reference A.4).
 """
 
