@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -68,10 +68,12 @@ def _nameserver_ips(pods: Sequence[Mapping[str, Any]]) -> dict[str, str]:
 
 async def leader_ip(client: RemotingClient, pods: Sequence[Mapping[str, Any]], port: int = CONTROLLER_PORT) -> str:
     """ip:port of the controller leader, asked of each ready NameServer pod's controller (on `port`) in turn. A
-    leader that is not one of these pods by name is never dialed."""
-    ips = _nameserver_ips([p for p in pods if pod_ready(p)])
+    leader that is not one of the cluster's NameServer pods by name is never dialed (one not ready yet is: its
+    controller may lead before its NameServer passes the probe)."""
+    ips = _nameserver_ips(pods)
+    asked = _nameserver_ips([p for p in pods if pod_ready(p)])
     problems = []
-    for pod, ip in sorted(ips.items()):
+    for pod, ip in sorted(asked.items()):
         try:
             reply = await client.invoke(
                 f"{ip}:{port}", RemotingCommand(code=RequestCode.CONTROLLER_GET_METADATA_INFO), _TIMEOUT
@@ -91,16 +93,30 @@ async def leader_ip(client: RemotingClient, pods: Sequence[Mapping[str, Any]], p
     raise ControllerRefused("no controller leader: " + ("; ".join(problems) or "no NameServer pod is ready"))
 
 
+async def _invoke_leader(
+    client: RemotingClient, pods: Sequence[Mapping[str, Any]], port: int, make: Callable[[], RemotingCommand]
+) -> RemotingCommand:
+    """A request made by `make` to the leader; once more to the new leader when it changed in between
+    (CONTROLLER_NOT_LEADER: the first was not applied)."""
+    for _ in range(2):
+        leader = await leader_ip(client, pods, port)
+        reply = await asyncio.wait_for(client.invoke(leader, make(), _TIMEOUT), _TIMEOUT * 2)
+        if reply.code != ResponseCode.CONTROLLER_NOT_LEADER:
+            break
+    return reply
+
+
 async def sync_state_sets(
     pods: Sequence[Mapping[str, Any]], broker_names: Sequence[str], port: int = CONTROLLER_PORT
 ) -> dict[str, frozenset[int]]:
     """brokerName -> the broker ids in its SyncStateSet, as the controller leader holds it
     (CONTROLLER_GET_SYNC_STATE_DATA); groups it does not know are left out. Raises ControllerRefused."""
     client = RemotingClient()
+    body = orjson.dumps(list(broker_names))
     try:
-        leader = await leader_ip(client, pods, port)
-        cmd = RemotingCommand(code=RequestCode.CONTROLLER_GET_SYNC_STATE_DATA, body=orjson.dumps(list(broker_names)))
-        reply = await asyncio.wait_for(client.invoke(leader, cmd, _TIMEOUT), _TIMEOUT * 2)
+        reply = await _invoke_leader(
+            client, pods, port, lambda: RemotingCommand(code=RequestCode.CONTROLLER_GET_SYNC_STATE_DATA, body=body)
+        )
     finally:
         await client.close()
     if reply.code != ResponseCode.SUCCESS:
@@ -127,15 +143,15 @@ async def elect_master(
     `broker_name`. The controller refuses a broker outside the SyncStateSet. Returns the reply's fields."""
     client = RemotingClient()
     try:
-        leader = await leader_ip(client, pods, port)
         fields = {
             "clusterName": cluster_name,
             "brokerName": broker_name,
             "brokerId": str(broker_id),
             "designateElect": "true",
         }
-        cmd = RemotingCommand(code=RequestCode.CONTROLLER_ELECT_MASTER, ext_fields=fields)
-        reply = await asyncio.wait_for(client.invoke(leader, cmd, _TIMEOUT), _TIMEOUT * 2)
+        reply = await _invoke_leader(
+            client, pods, port, lambda: RemotingCommand(code=RequestCode.CONTROLLER_ELECT_MASTER, ext_fields=fields)
+        )
     finally:
         await client.close()
     if reply.code != ResponseCode.SUCCESS:

@@ -23,6 +23,7 @@ class FakeController:
     def __init__(self) -> None:
         self.leader = ""
         self.elect_code = ResponseCode.SUCCESS
+        self.elect_codes: list[int] = []  # codes of the first elections, before elect_code
         self.elections: list[dict[str, str]] = []
         self.server = RemotingServer("127.0.0.1", 0)
         self.server.register(RequestCode.CONTROLLER_GET_METADATA_INFO, self._metadata)
@@ -44,7 +45,8 @@ class FakeController:
 
     def _elect(self, conn: RemotingConnection, cmd: RemotingCommand) -> RemotingCommand:
         self.elections.append(dict(cmd.ext_fields))
-        return cmd.response(self.elect_code, "not in the SyncStateSet" if self.elect_code else None)
+        code = self.elect_codes.pop(0) if self.elect_codes else self.elect_code
+        return cmd.response(code, "refused" if code else None)
 
 
 def _with_controller(leader: str, elect_code: int, body: Callable[[FakeController], Awaitable[None]]) -> FakeController:
@@ -148,3 +150,19 @@ def test_the_sync_state_sets_come_from_the_leader() -> None:
 def test_a_reply_that_is_no_replicas_table_is_refused(body: bytes) -> None:
     with pytest.raises(ControllerRefused, match="no replicas table"):
         parse_sync_state_sets(body)
+
+
+def test_a_leader_change_in_between_is_followed_once() -> None:
+    async def body(fake: FakeController) -> None:
+        fake.elect_codes = [ResponseCode.CONTROLLER_NOT_LEADER]
+        await elect_master([_nameserver(0)], "rc", "rc-0", 4, port=fake.server.port)
+
+    assert len(_with_controller("rc-nameserver-0.h.ns.svc:PORT", ResponseCode.SUCCESS, body).elections) == 2
+
+
+def test_a_leader_whose_nameserver_is_not_ready_yet_is_dialed() -> None:
+    async def body(fake: FakeController) -> None:
+        pods = [_nameserver(0), _nameserver(1, ready=False)]
+        await elect_master(pods, "rc", "rc-0", 4, port=fake.server.port)
+
+    assert len(_with_controller("rc-nameserver-1.h.ns.svc:PORT", ResponseCode.SUCCESS, body).elections) == 1
