@@ -74,6 +74,9 @@ def plot_soak(samples: Sequence[MemorySample], path: Path) -> Path | None:
     ax.set_xlabel("minutes into the soak", fontsize=8)
     ax.set_ylabel("MiB, NameServer + broker", fontsize=8)
     ax.set_yscale("log")
+    plain = importlib.import_module("matplotlib.ticker").FormatStrFormatter("%g")  # 600, not 6x10^2
+    ax.yaxis.set_major_formatter(plain)
+    ax.yaxis.set_minor_formatter(plain)
     ax.tick_params(labelsize=7)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=6, ncol=2)
