@@ -221,6 +221,8 @@ OWNED_KEYS: Final[Mapping[str, str]] = MappingProxyType(
         "metricsExporterType": "spec.metrics.enabled",
         "metricsPromExporterPort": "spec.metrics.port",
         "metricsPromExporterHost": "every address of the pod, so Prometheus can reach it",
+        "enableProxy": "spec.broker.grpc.enabled",
+        "grpcServerPort": "spec.broker.grpc.port",
     }
 )
 

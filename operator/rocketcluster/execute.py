@@ -39,6 +39,7 @@ from rocketcluster.plan import (
     WipeWritePerm,
 )
 from rocketcluster.render import render_broker_group, render_cluster
+from rocketcluster.render_grpc import grpc_service_name
 from rocketcluster.render_network import network_policy_names
 
 __all__ = ["PassContext", "execute"]
@@ -85,6 +86,8 @@ async def execute(ctx: PassContext, action: Action) -> list[str]:
         if not spec.network_policy.enabled:  # turned off: the policies made before go
             for policy in network_policy_names(c):
                 await kube.delete("networking.k8s.io/v1", "NetworkPolicy", ns, policy)
+        if not spec.broker.grpc.enabled:  # turned off: the access point made before goes
+            await kube.delete("v1", "Service", ns, grpc_service_name(c))
         return await _apply_all(kube, body, objs)
     if isinstance(action, CreateGroup):
         return await _apply_all(kube, body, render_broker_group(cluster, spec, action.group))

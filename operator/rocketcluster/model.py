@@ -43,6 +43,7 @@ __all__ = [
     "GroupMasterStatus",
     "GroupSlaveStatus",
     "GroupStatus",
+    "GrpcSpec",
     "NameServerSpec",
     "NameServerStatus",
     "Phase",
@@ -247,6 +248,26 @@ class NameServerSpec(_Wire):
     """Pod settings of the NameServer pods, merged over spec.template."""
 
 
+class GrpcSpec(_Wire):
+    """RocketMQ 5's gRPC endpoint (its proxy in local mode, inside every broker), for the 5.x SDKs."""
+
+    enabled: bool = False
+    """Serve apache.rocketmq.v2.MessagingService on every broker pod (enableProxy=true): the port is on the
+    pods, the broker Services and the NetworkPolicy, and the connection ConfigMap gains GRPC_ENDPOINT. Plaintext
+    and without authentication, so it needs spec.security's authentication and TLS off, and it does not work
+    with externalAccess type NodePort (see docs/kubernetes.md)."""
+    port: int = Field(default=8081, ge=1024, le=65535)
+    """The gRPC port of every broker (grpcServerPort); one for all, as the route the endpoint answers names
+    every broker at this port."""
+
+    @field_validator("port")
+    @classmethod
+    def _not_a_broker_port(cls, value: int) -> int:
+        if value in (NAMESERVER_PORT, BROKER_MAIN_PORT, BROKER_HA_PORT):
+            raise ValueError(f"port {value} is taken by the NameServer or the broker (9876, 10911, 10912)")
+        return value
+
+
 class BrokerSpec(_Wire):
     """Broker groups: one StatefulSet per brokerName, pod ordinal = brokerId (0 = master, others slaves)."""
 
@@ -266,6 +287,8 @@ class BrokerSpec(_Wire):
     """The broker container's resources."""
     template: PodTemplate = Field(default_factory=PodTemplate)
     """Pod settings of the broker pods, merged over spec.template."""
+    grpc: GrpcSpec = Field(default_factory=GrpcSpec)
+    """The gRPC endpoint of RocketMQ 5's SDKs (off by default)."""
 
     @field_validator("config", mode="before")
     @classmethod
@@ -574,6 +597,21 @@ class RocketClusterSpec(_Wire):
             raise ValueError(
                 "failover.enabled needs broker.replication SYNC (a new master must hold every acknowledged message)"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _grpc_fits(self) -> RocketClusterSpec:
+        grpc = self.broker.grpc
+        if not grpc.enabled:
+            return self
+        # The endpoint serves plaintext without authentication (the broker refuses to start it with
+        # authenticationEnabled), and its route names every broker at brokerIP1:port: a node's IP under NodePort.
+        if self.security.authentication.enabled or self.security.tls.enabled:
+            raise ValueError("broker.grpc.enabled needs security.authentication and security.tls off (not yet)")
+        if self.external_access is not None and self.external_access.type == "NodePort":
+            raise ValueError("broker.grpc.enabled does not work with externalAccess type NodePort (not yet)")
+        if self.metrics.enabled and self.metrics.port == grpc.port:
+            raise ValueError(f"broker.grpc.port {grpc.port} is spec.metrics.port too")
         return self
 
     @model_validator(mode="after")

@@ -30,6 +30,13 @@ from rocketcluster.render_failover import (
     nameserver_failover_properties,
     nameserver_volume_claim,
 )
+from rocketcluster.render_grpc import (
+    grpc_conf_properties,
+    grpc_container_ports,
+    grpc_endpoint_address,
+    grpc_service,
+    grpc_service_ports,
+)
 from rocketcluster.render_network import network_policies
 from rocketcluster.render_security import (
     broker_security_properties,
@@ -288,24 +295,31 @@ def render_service_account(cluster: ClusterRef) -> Obj:
 
 
 def render_connection_config_map(cluster: ClusterRef, spec: RocketClusterSpec) -> Obj:
-    """What clients need to connect (Spark jobs `envFrom` it): NAMESRV_ADDR and the NameServer Service."""
+    """What clients need to connect (Spark jobs `envFrom` it): NAMESRV_ADDR and the NameServer Service, and
+    GRPC_ENDPOINT (the 5.x SDKs' endpoints) when spec.broker.grpc is on."""
     labels = names.shared_labels(cluster.name)
+    data = {
+        "CLUSTER_NAME": spec.effective_cluster_name(cluster.name),
+        "NAMESRV_ADDR": namesrv_addr(cluster, spec),
+        "NAMESRV_SERVICE": names.nameserver_service_address(cluster.name, cluster.namespace),
+    }
+    grpc = grpc_endpoint_address(cluster.name, cluster.namespace, spec)
+    if grpc is not None:
+        data["GRPC_ENDPOINT"] = grpc
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": _metadata(cluster, names.connection_config_map(cluster.name), labels),
-        "data": {
-            "CLUSTER_NAME": spec.effective_cluster_name(cluster.name),
-            "NAMESRV_ADDR": namesrv_addr(cluster, spec),
-            "NAMESRV_SERVICE": names.nameserver_service_address(cluster.name, cluster.namespace),
-        },
+        "data": data,
     }
 
 
-def render_broker_headless_service(cluster: ClusterRef) -> Obj:
-    """The broker StatefulSets' governing Service (their serviceName): per-pod DNS for every group."""
+def render_broker_headless_service(cluster: ClusterRef, spec: RocketClusterSpec) -> Obj:
+    """The broker StatefulSets' governing Service (their serviceName): per-pod DNS for every group (and the
+    gRPC port, when spec.broker.grpc is on)."""
     c = cluster.name
     ports = [_port("main", names.BROKER_MAIN_PORT), _port("ha", names.BROKER_HA_PORT)]
+    ports += grpc_service_ports(spec)
     labels = names.cluster_labels(c, names.COMPONENT_BROKER)
     return _service(cluster, names.broker_headless_service(c), labels, names.broker_selector(c), ports, headless=True)
 
@@ -419,6 +433,7 @@ def broker_conf_properties(cluster: ClusterRef, spec: RocketClusterSpec, g: int,
     owned |= external_conf_properties(spec, g, ordinal)
     owned |= broker_security_properties(spec)
     owned |= broker_failover_properties(cluster, spec)
+    owned |= grpc_conf_properties(spec)
     # parse_spec refuses owned keys in spec.broker.config; the operator's value wins even if one got through.
     return {**{k: v.strip() for k, v in spec.broker.config.items()}, **owned}
 
@@ -523,7 +538,7 @@ def _broker_container(spec: RocketClusterSpec, template: PodTemplate) -> Obj:
         {"name": "main", "containerPort": names.BROKER_MAIN_PORT, "protocol": "TCP"},
         {"name": "ha", "containerPort": names.BROKER_HA_PORT, "protocol": "TCP"},
     ]
-    ports += _metrics_ports(spec)
+    ports += grpc_container_ports(spec) + _metrics_ports(spec)
     container.update(
         {
             "command": ["mqbroker", "-c", conf],
@@ -643,8 +658,13 @@ def render_cluster(cluster: ClusterRef, spec: RocketClusterSpec, operator_namesp
         *render_network_policies(cluster, spec, operator_namespace),
         *([certificate] if (certificate := render_certificate(cluster, spec)) is not None else []),
         *render_nameserver(cluster, spec),
-        render_broker_headless_service(cluster),
+        render_broker_headless_service(cluster, spec),
     ]
+    if (grpc := grpc_service(cluster.name, spec)) is not None:
+        name, labels, body = grpc
+        objects.append(
+            {"apiVersion": "v1", "kind": "Service", "metadata": _metadata(cluster, name, labels), "spec": body}
+        )
     external = external_nameserver_service(cluster.name, spec)
     objects += _external_services(cluster, [external] if external else [])
     for g in range(spec.broker.groups):

@@ -24,6 +24,7 @@ from typing import Any, Final
 
 from rocketcluster import names
 from rocketcluster.model import NODE_PORTS_PER_GROUP, ExternalAccess, RocketClusterSpec
+from rocketcluster.render_grpc import grpc_policy_ports, grpc_service_ports
 
 __all__ = [
     "ADDRESSES_MOUNT_PATH",
@@ -152,6 +153,8 @@ def broker_services(c: str, spec: RocketClusterSpec, g: int) -> list[tuple[str, 
         port["protocol"] = "TCP"
         selector = {**names.broker_group_selector(c, g), POD_NAME_LABEL: names.broker_pod(c, g, ordinal)}
         body = _service_spec(access, selector, port, not_ready=True)
+        # LoadBalancer: the gRPC route names this broker at its load balancer's host (NodePort is refused)
+        body["ports"] += grpc_service_ports(spec)
         out.append((external_broker_service(c, g, ordinal), labels, dict(sorted(access.annotations.items())), body))
     return out
 
@@ -354,5 +357,5 @@ def external_policy_rules(spec: RocketClusterSpec) -> tuple[list[Obj], list[Obj]
         last = broker_node_port(access, spec.broker.groups - 1, NODE_PORTS_PER_GROUP - 1)
         brokers = [{"ports": [{"protocol": "TCP", "port": first, "endPort": last}]}]
     else:
-        brokers = [{"ports": [{"protocol": "TCP", "port": names.BROKER_MAIN_PORT}]}]
+        brokers = [{"ports": [{"protocol": "TCP", "port": names.BROKER_MAIN_PORT}, *grpc_policy_ports(spec)]}]
     return nameserver, brokers

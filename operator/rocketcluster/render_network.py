@@ -2,10 +2,10 @@
 
 Two ingress policies, one for the NameServer pods and one for every broker pod of the cluster. Egress is not
 limited. Admitted:
-- on the NameServer port and the brokers' main port: the clients (spec.networkPolicy.allowFrom, by default
-  every pod of the cluster's namespace), the cluster's own pods, and the operator's pods (the chart labels
-  them `rocketcluster.io/operator: "true"`; the operator's namespace is pinned by its immutable
-  `kubernetes.io/metadata.name` label);
+- on the NameServer port and the brokers' main port (and gRPC port, spec.broker.grpc): the clients
+  (spec.networkPolicy.allowFrom, by default every pod of the cluster's namespace), the cluster's own pods, and
+  the operator's pods (the chart labels them `rocketcluster.io/operator: "true"`; the operator's namespace is
+  pinned by its immutable `kubernetes.io/metadata.name` label);
 - on the brokers' HA port: the cluster's broker pods only (a slave replicating, a master restoring);
 - on the metrics port, when spec.metrics is on: spec.networkPolicy.metricsFrom, by default any pod.
 An operator that runs outside the cluster (on a node, in a test) is no pod: admit its address with an
@@ -21,6 +21,7 @@ from rocketcluster import names
 from rocketcluster.model import RocketClusterSpec
 from rocketcluster.render_external import external_policy_rules
 from rocketcluster.render_failover import CONTROLLER_PORT, RAFT_PORT
+from rocketcluster.render_grpc import grpc_policy_ports
 
 __all__ = ["OPERATOR_POD_LABEL", "network_policies", "network_policy_names"]
 
@@ -79,7 +80,7 @@ def network_policies(c: str, spec: RocketClusterSpec, operator_namespace: str | 
         *_controller_rules(spec, c, peers),
     ]
     broker_rules = [
-        {"from": peers, "ports": _ports(names.BROKER_MAIN_PORT)},
+        {"from": peers, "ports": [*_ports(names.BROKER_MAIN_PORT), *grpc_policy_ports(spec)]},
         *external_brokers,
         {"from": own_brokers, "ports": _ports(names.BROKER_HA_PORT)},
         *_metrics_rule(spec),

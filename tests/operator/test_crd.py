@@ -151,7 +151,12 @@ def test_bounds_match_the_model() -> None:
         "config",
         "resources",
         "template",
+        "grpc",
     }
+    assert (broker["grpc"]["properties"]["port"]["minimum"], broker["grpc"]["properties"]["port"]["maximum"]) == (
+        1024,
+        65535,
+    )
     assert spec["storage"]["properties"]["type"]["enum"] == ["ephemeral", "persistentClaim"]
 
 
