@@ -31,6 +31,9 @@ log = logging.getLogger(__name__)
 #: Seconds in-flight RPCs get to finish at shutdown.
 STOP_GRACE_S = 3.0
 EXPIRE_EVERY_S = 30.0
+#: RPCs in flight at once (long-polling receives and telemetry streams included); past it grpcio answers
+#: RESOURCE_EXHAUSTED at once, so a client opening streams without end cannot grow the broker's memory without end.
+MAX_CONCURRENT_RPCS = 10_000
 
 
 class GrpcEndpointError(OSError):
@@ -64,13 +67,14 @@ class GrpcEndpoint:
         receiver = Receiver(self.broker.pop, local, self.broker.groups)
         self.service = MessagingService(self.broker, local, sender, receiver)
         server = grpc.aio.server(
+            maximum_concurrent_rpcs=MAX_CONCURRENT_RPCS,
             options=[
                 ("grpc.max_receive_message_length", c.grpc_max_inbound_message_size),
                 ("grpc.max_send_message_length", c.grpc_max_inbound_message_size),
                 # clients ping rarely (Java every 300 s); accept their pings without a call in flight
                 ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
                 ("grpc.keepalive_permit_without_calls", 1),
-            ]
+            ],
         )
         service_grpc.add_MessagingServiceServicer_to_server(self.service, server)
         address = f"{c.bind_address}:{c.grpc_server_port}"
