@@ -208,7 +208,7 @@ async def read_topic(addr: str) -> dict[str, list[int]]:
                     "topic": TOPIC,
                     "queueId": qid,
                     "queueOffset": offset,
-                    "maxMsgNums": 64,
+                    "maxMsgNums": 256,
                     "sysFlag": 0x4,
                     "commitOffset": 0,
                     "suspendTimeoutMillis": 0,

@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import functools
 import os
+import signal
 import socket
 import statistics
 import tempfile
@@ -56,6 +57,7 @@ from tests.controller.fault_lab import (
 from tests.ha.netns_harness import NetLab, close_connections, request
 
 T = TypeVar("T")
+PACE_S = 0.01  # between one producer task's sends
 SCENARIOS = ("kill9", "isolate", "split", "leader", "tail")
 
 
@@ -159,6 +161,8 @@ class Traffic:
                 tally.acked[key] = Ack(group, zlib.crc32(body), _store_ip(result.offset_msg_id), time.monotonic())
             else:
                 tally.failed_sends += 1
+            # paced: the checks after each round read back every message acknowledged so far
+            await asyncio.sleep(PACE_S)
 
     async def until(self, count: int, timeout: float = 60.0) -> None:
         target = len(self.tally.acked) + count
@@ -278,6 +282,13 @@ class Suite:
             await self.verify(g)
         tally.late.update(late)
         tally.rounds[scenario] = tally.rounds.get(scenario, 0) + 1
+        elected = tally.new_master_s.get(scenario)
+        took = f", new master after {elected[-1]:.2f} s" if elected else ""
+        print(
+            f"round {sum(tally.rounds.values())}: {scenario} on {group}, acknowledged {len(tally.acked)}, "
+            f"lost {len(tally.lost)}{took}",
+            flush=True,
+        )
 
     async def verify(self, group: str) -> None:
         """Every message acknowledged for `group` is on its master exactly once, and the replicas' CommitLogs
@@ -367,6 +378,7 @@ def main() -> None:
     if why is not None:
         raise SystemExit(f"the fault suite needs network namespaces: {why}")
     root = Path(tempfile.mkdtemp(prefix="faults-"))
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # a kill still removes the lab (finally)
     started = time.monotonic()
     tally = asyncio.run(run_suite(root, args.rounds, tuple(args.scenario or SCENARIOS)))
     print(tally.summary())
