@@ -78,6 +78,22 @@ build_crictl() { go_install "$1" "sigs.k8s.io/cri-tools/cmd/crictl@$CRICTL_VERSI
 # iptables and ipset, which this kernel has, where kindnetd's engine needs nftables `queue`, which it lacks.
 build_kube_router() { go_install "$1" "github.com/cloudnativelabs/kube-router/v2/cmd/kube-router@$KUBE_ROUTER_VERSION"; }
 
+# cert-manager's controllers: its controller binary is a nested module the Go module proxy does not serve, so
+# e2e/certmanager/main.go wires the controllers of the root module (which it serves); the CRDs are copied from
+# that module's deploy/crds. The cache is keyed by the version and by the wiring's sources.
+build_cert_manager() {
+  grep -q "github.com/cert-manager/cert-manager $CERT_MANAGER_VERSION" "$HERE/certmanager/go.mod" \
+    || { log "cert-manager: e2e/certmanager/go.mod does not require $CERT_MANAGER_VERSION"; return 1; }
+  (cd "$HERE/certmanager" && $NICE "$GO" build -trimpath -ldflags="-s -w" -o "$1/cert-manager-controller" .)
+  local mod
+  mod=$(cd "$HERE/certmanager" && "$GO" list -m -f '{{.Dir}}' github.com/cert-manager/cert-manager)
+  mkdir -p "$1/../crds"
+  cp "$mod"/deploy/crds/cert-manager.io_*.yaml "$1/../crds/"
+}
+cert_manager_key() {
+  cat "$HERE/certmanager/go.mod" "$HERE/certmanager/go.sum" "$HERE/certmanager/main.go" | sha256sum | cut -c1-12
+}
+
 # kindnetd, kind's default CNI, is a nested module of the kind repository (images/kindnetd) that the Go
 # module proxy does not serve, so its four source files come from a git clone of kind named by KIND_SRC,
 # at tag KINDNETD_REF. Its dependencies (kube-network-policies, netlink, client-go) come from the proxy.
@@ -109,6 +125,7 @@ one() {
     crictl) cached crictl "$CACHE/crictl-$CRICTL_VERSION" build_crictl ;;
     kindnetd) cached kindnetd "$CACHE/kindnetd-$KINDNETD_REF" build_kindnetd ;;
     kube-router) cached kube-router "$CACHE/kube-router-$KUBE_ROUTER_VERSION" build_kube_router ;;
+    cert-manager) cached cert-manager "$CACHE/cert-manager-$CERT_MANAGER_VERSION-$(cert_manager_key)" build_cert_manager ;;
     control-plane) one etcd; one kubernetes ;;
     node | all) one etcd; one kubernetes; one pause; one coredns; one local-path; [[ $1 == all ]] && one helm; true ;;
     *) log "unknown component $1"; return 2 ;;
