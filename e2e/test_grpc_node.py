@@ -1,0 +1,120 @@
+"""spec.broker.grpc on the node tier: the official Python SDK 5.1.2 in a pod reaches a RocketCluster's gRPC endpoint.
+
+One RocketCluster (1 NameServer, 1 group without slaves, ephemeral storage, the image of this tree, the default
+NetworkPolicies) with `broker.grpc.enabled`. A Job in the cluster's namespace (e2e/grpc_roundtrip.py) takes
+GRPC_ENDPOINT from the connection ConfigMap as its one access point: QueryRoute goes through the `<name>-broker-grpc`
+Service, every other call to the broker's pod IP at the gRPC port, as the route names it. It sends 50 messages and
+receives and acks all of them with the SimpleConsumer. The host is not in the pod network, so the client runs in a
+pod. The operator's log must hold no traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from e2e.operator_harness import CRD_FILE, OperatorProcess, running_operator
+from tests.peers import REPO
+
+if TYPE_CHECKING:
+    from e2e.conftest import Kube
+
+pytestmark = [pytest.mark.k8s, pytest.mark.node, pytest.mark.timeout(900)]
+
+CLUSTER = "grpc"
+COUNT = 50
+
+
+@pytest.fixture(scope="module")
+def ns(k8s_node: Kube) -> Iterator[str]:
+    name = f"grpc-{uuid.uuid4().hex[:6]}"
+    # --force-conflicts: the chart test may have installed the CRDs with helm (same files, another manager)
+    k8s_node.run("apply", "--server-side", "--force-conflicts", "-f", str(CRD_FILE.parent))
+    k8s_node.run("wait", "--for=condition=Established", "crd/rocketclusters.rocketcluster.io", "--timeout=60s")
+    k8s_node.run("create", "namespace", name)
+    yield name
+    k8s_node.run("delete", "namespace", name, "--wait=false", check=False)
+
+
+@pytest.fixture(scope="module")
+def operator(k8s_node: Kube, ns: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
+    with running_operator(k8s_node, [ns], tmp_path_factory.mktemp("op")) as proc:
+        yield proc
+
+
+def _ready(kube: Kube, ns: str) -> dict[str, Any] | None:
+    obj = kube.get("-n", ns, "rmq", CLUSTER)
+    status = obj.get("status") or {}
+    ready = next((c["status"] for c in status.get("conditions", []) if c["type"] == "Ready"), None)
+    current = status.get("observedGeneration") == obj["metadata"]["generation"]
+    return status if current and status.get("readyGroups") == 1 and ready == "True" else None
+
+
+@pytest.fixture(scope="module")
+def cluster(k8s_node: Kube, ns: str, broker_image: str, operator: OperatorProcess) -> dict[str, Any]:
+    spec = {
+        "image": broker_image,
+        "imagePullPolicy": "Never",
+        "nameServer": {"replicas": 1},
+        "broker": {"groups": 1, "slavesPerGroup": 0, "grpc": {"enabled": True}},
+        "storage": {"type": "ephemeral", "size": "1Gi"},
+    }
+    body = {"apiVersion": "rocketcluster.io/v1alpha1", "kind": "RocketCluster", "metadata": {"name": CLUSTER}}
+    k8s_node.apply(json.dumps(body | {"spec": spec}), namespace=ns)
+    status: dict[str, Any] = k8s_node.wait_for(
+        "the cluster Ready", lambda: _ready(k8s_node, ns), timeout=420, interval=2
+    )
+    return status
+
+
+def _job(image: str, topic: str) -> dict[str, Any]:
+    container = {
+        "name": "grpc",
+        "image": image,
+        "imagePullPolicy": "Never",
+        "command": ["python3", "/scripts/grpc_roundtrip.py", "--topic", topic, "--count", str(COUNT)],
+        "envFrom": [{"configMapRef": {"name": f"{CLUSTER}-connection"}}],
+        "volumeMounts": [{"name": "scripts", "mountPath": "/scripts"}],
+    }
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "grpc-client"},
+        "spec": {
+            "backoffLimit": 0,
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [container],
+                    "volumes": [{"name": "scripts", "configMap": {"name": "grpc-roundtrip"}}],
+                }
+            },
+        },
+    }
+
+
+def _finished(kube: Kube, ns: str) -> dict[str, Any] | None:
+    status: dict[str, Any] = kube.get("-n", ns, "job", "grpc-client").get("status", {})
+    return status if status.get("succeeded") or status.get("failed") else None
+
+
+def test_the_official_sdk_in_a_pod_sends_and_receives_through_the_endpoint(
+    k8s_node: Kube, ns: str, broker_image: str, cluster: dict[str, Any]
+) -> None:
+    kube = k8s_node
+    connection = kube.get("-n", ns, "configmap", f"{CLUSTER}-connection")["data"]
+    assert connection["GRPC_ENDPOINT"] == f"{CLUSTER}-broker-grpc.{ns}.svc:8081"
+    service = kube.get("-n", ns, "service", f"{CLUSTER}-broker-grpc")
+    assert [p["port"] for p in service["spec"]["ports"]] == [8081]
+    kube.run("create", "configmap", "-n", ns, "grpc-roundtrip", f"--from-file={REPO / 'e2e' / 'grpc_roundtrip.py'}")
+    kube.apply(json.dumps(_job(broker_image, "GrpcInside")), namespace=ns)
+    job = kube.wait_for("the gRPC Job finished", lambda: _finished(kube, ns), 300, 2)
+    logs = kube.run("logs", "-n", ns, "job/grpc-client", check=False)
+    assert '"received"' in logs, f"{job}\n{logs[-3000:]}"
+    result = json.loads(logs.strip().splitlines()[-1])
+    assert result["acked"] == COUNT, result
+    assert result["received"] == COUNT and result["received_crc"] == result["sent_crc"], result
