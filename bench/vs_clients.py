@@ -40,7 +40,7 @@ def _result(cmd: list[str], timeout: float, env: dict[str, str] | None = None) -
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired as exc:
-        raise ClientError(f"{cmd[-1] if cmd else cmd} timed out after {timeout:.0f} s") from exc
+        raise ClientError(f"timed out after {timeout:.0f} s: {' '.join(cmd)[-300:]}") from exc
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     if proc.returncode != 0 or not lines:
         raise ClientError(f"rc {proc.returncode}: {(proc.stderr or proc.stdout)[-1500:]}")
