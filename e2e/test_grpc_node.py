@@ -5,7 +5,8 @@ NetworkPolicies) with `broker.grpc.enabled`. A Job in the cluster's namespace (e
 GRPC_ENDPOINT from the connection ConfigMap as its one access point: QueryRoute goes through the `<name>-broker-grpc`
 Service, every other call to the broker's pod IP at the gRPC port, as the route names it. It sends 50 messages and
 receives and acks all of them with the SimpleConsumer. The host is not in the pod network, so the client runs in a
-pod. The operator's log must hold no traceback.
+pod. Then the endpoint is turned off: the access point Service, GRPC_ENDPOINT and enableProxy go. The operator's
+log must hold no traceback.
 """
 
 from __future__ import annotations
@@ -118,3 +119,20 @@ def test_the_official_sdk_in_a_pod_sends_and_receives_through_the_endpoint(
     result = json.loads(logs.strip().splitlines()[-1])
     assert result["acked"] == COUNT, result
     assert result["received"] == COUNT and result["received_crc"] == result["sent_crc"], result
+
+
+def test_turned_off_the_access_point_and_the_address_go(k8s_node: Kube, ns: str, cluster: dict[str, Any]) -> None:
+    kube = k8s_node
+    patch = json.dumps({"spec": {"broker": {"grpc": {"enabled": False}}}})
+    kube.run("patch", "-n", ns, "rmq", CLUSTER, "--type=merge", "-p", patch)
+
+    def gone() -> bool:
+        services = kube.get("-n", ns, "service")["items"]
+        data = kube.get("-n", ns, "configmap", f"{CLUSTER}-connection")["data"]
+        conf = kube.get("-n", ns, "configmap", f"{CLUSTER}-broker-0-config")["data"]["broker-0.conf"]
+        names = {s["metadata"]["name"] for s in services}
+        return f"{CLUSTER}-broker-grpc" not in names and "GRPC_ENDPOINT" not in data and "enableProxy" not in conf
+
+    kube.wait_for("the gRPC Service, address and keys gone", gone, 120, 2)
+    headless = kube.get("-n", ns, "service", f"{CLUSTER}-broker")
+    assert [p["port"] for p in headless["spec"]["ports"]] == [10911, 10912]
