@@ -10,7 +10,9 @@ here), serves the module:
   sends and consumes every message; the same Job without credentials is refused (NO_PERMISSION); after the
   RocketUser is deleted, the Job with the old credentials is refused too;
 - a renewed certificate (new Secret content) rolls every pod in the operator's order (NameServer, slave, master)
-  and the cluster is Ready again; a Job that trusts only the new CA sends and consumes.
+  and the cluster is Ready again; a Job that trusts only the new CA sends and consumes;
+- deleting the operator Secret's secretKey rotates the operator's own user through three rolls: the cluster is Ready
+  again, a Job succeeds, the operator's passes go on with the new user, and the old one is refused.
 """
 
 from __future__ import annotations
@@ -275,3 +277,67 @@ def test_a_renewed_certificate_rolls_the_pods_in_order_and_clients_trust_the_new
     kube.wait_for("the user Ready", lambda: _ready(kube, ns, "rmqu", "app2"), timeout=120, interval=2)
     result = _run_job(kube, ns, broker_image, "renewed", "app2-credentials")  # verifies against the new CA
     assert result == {"refused": False, "acked": COUNT, "consumed": COUNT}, result
+
+
+@pytest.mark.timeout(2400)  # three rolls of the cluster, each in the operator's safe order
+def test_rotating_the_operators_credentials_keeps_the_cluster_serving(
+    k8s_node: Kube, ns: str, broker_image: str, cluster: dict[str, Any], operator: OperatorProcess
+) -> None:
+    kube, name = k8s_node, f"{CLUSTER}-operator-credentials"
+    user = {
+        "apiVersion": "rocketcluster.io/v1alpha1",
+        "kind": "RocketUser",
+        "metadata": {"name": "app3"},
+        "spec": {
+            "clusterRef": CLUSTER,
+            "acls": [
+                {"resource": {"type": "Topic", "name": TOPIC}, "actions": ["Pub", "Sub"]},
+                {"resource": {"type": "Group", "name": "app-", "patternType": "Prefixed"}, "actions": ["Sub"]},
+            ],
+        },
+    }
+    kube.apply(json.dumps(user), namespace=ns)
+    kube.wait_for("the user Ready", lambda: _ready(kube, ns, "rmqu", "app3"), timeout=120, interval=2)
+    old = _secret(kube, ns, name)
+    assert old["accessKey"] == "rocketcluster-operator"
+    kube.run("patch", "secret", name, "-n", ns, "--type=json", "-p", '[{"op":"remove","path":"/data/secretKey"}]')
+    kube.wait_for(
+        "the new user made on the master (the first roll starts)",
+        lambda: _secret(kube, ns, name).get("accessKey") == "rocketcluster-operator-g2" or None,
+        timeout=300,
+        interval=2,
+    )
+    # No Job runs during the rolls: with one NameServer, a client that starts while it restarts finds no route
+    # until the brokers register again (any roll does that); tests/operator/test_credentials_rotation.py shows
+    # with the servers' auth code that every mixed state accepts the registrations and the operator.
+
+    def finished() -> dict[str, str] | None:
+        now = _secret(kube, ns, name)
+        # the last state: both users of auth.properties are the new one, and the old user is removed
+        both = now.get("auth.properties", "").count("rocketcluster-operator-g2") == 2
+        done = now.get("accessKey") == "rocketcluster-operator-g2" and both and "retiredAccessKey" not in now
+        return now if done and _ready(kube, ns, "rmq", CLUSTER) else None
+
+    new = kube.wait_for("the rotation's three rolls and the old user's removal", finished, timeout=1800, interval=5)
+    changed = new["secretKey"] != old["secretKey"] and old["secretKey"] not in new["auth.properties"]
+    assert changed, "the new Secret still holds the old secret key"  # (no secret in the assertion's output)
+    after = _run_job(kube, ns, broker_image, "after-rotation", "app3-credentials")
+    assert after == {"refused": False, "acked": COUNT, "consumed": COUNT}, after
+    # the operator signs with the new user: a new topic gets Ready
+    topic = {
+        "apiVersion": "rocketcluster.io/v1alpha1",
+        "kind": "RocketTopic",
+        "metadata": {"name": "after-rotation"},
+        "spec": {"clusterRef": CLUSTER, "queues": 2},
+    }
+    kube.apply(json.dumps(topic), namespace=ns)
+    kube.wait_for("a topic Ready after the rotation", lambda: _ready(kube, ns, "rmqt", "after-rotation"), timeout=120)
+    # the old operator user is gone from the brokers
+    kube.run("create", "secret", "generic", "-n", ns, "old-operator", "--from-literal=accessKey=rocketcluster-operator",
+             f"--from-literal=secretKey={old['secretKey']}")  # fmt: skip
+    stale = _run_job(kube, ns, broker_image, "old-operator", "old-operator")
+    leaked = old["secretKey"] in stale.get("error", "")
+    assert stale["refused"] is True and not leaked, {k: v for k, v in stale.items() if k != "error"}
+    for text in (kube.run("get", "events", "-n", ns, "-o", "json"), operator.tail(10**7)):
+        leaked = new["secretKey"] in text or old["secretKey"] in text
+        assert not leaked, "an operator secret key is in the Events or the operator's log"
