@@ -5,19 +5,25 @@ NetworkPolicies) with `broker.grpc.enabled`. A Job in the cluster's namespace (e
 GRPC_ENDPOINT from the connection ConfigMap as its one access point: QueryRoute goes through the `<name>-broker-grpc`
 Service, every other call to the broker's pod IP at the gRPC port, as the route names it. It sends 50 messages and
 receives and acks all of them with the SimpleConsumer. The host is not in the pod network, so the client runs in a
-pod. Then the endpoint is turned off: the access point Service, GRPC_ENDPOINT and enableProxy go. The operator's
-log must hold no traceback.
+pod. Then the endpoint is turned off: the access point Service, GRPC_ENDPOINT and enableProxy go.
+
+A second cluster has `externalAccess: {type: LoadBalancer}` too. The test plays the cloud's controller (it writes
+the Services' load balancer addresses, which kube-proxy then programs) and, from the host, outside the pod
+network, the same SDK takes the broker's load balancer address at the gRPC port as its endpoint: the route names
+the broker there, and 20 messages go and come back. The operator's log must hold no traceback.
 """
 
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from broker.client import BlockingAdmin
 from e2e.operator_harness import CRD_FILE, OperatorProcess, running_operator
 from tests.peers import REPO
 
@@ -136,3 +142,69 @@ def test_turned_off_the_access_point_and_the_address_go(k8s_node: Kube, ns: str,
     kube.wait_for("the gRPC Service, address and keys gone", gone, 120, 2)
     headless = kube.get("-n", ns, "service", f"{CLUSTER}-broker")
     assert [p["port"] for p in headless["spec"]["ports"]] == [10911, 10912]
+
+
+LB_CLUSTER = "grpclb"
+# addresses no other test of the harness gives its load balancers
+LB_NAMESRV_IP, LB_BROKER_IP = "10.250.0.211", "10.250.0.212"
+LB_COUNT = 20
+
+
+def test_load_balancer_clients_outside_use_the_brokers_address_at_the_grpc_port(
+    k8s_node: Kube, ns: str, broker_image: str, operator: OperatorProcess
+) -> None:
+    from rocketmq import ClientConfiguration, Credentials, FilterExpression, Message, Producer, SimpleConsumer
+
+    kube = k8s_node
+    spec = {
+        "image": broker_image,
+        "imagePullPolicy": "Never",
+        "nameServer": {"replicas": 1},
+        "broker": {"groups": 1, "slavesPerGroup": 0, "grpc": {"enabled": True}},
+        "storage": {"type": "ephemeral", "size": "1Gi"},
+        "externalAccess": {"type": "LoadBalancer"},
+    }
+    body = {"apiVersion": "rocketcluster.io/v1alpha1", "kind": "RocketCluster", "metadata": {"name": LB_CLUSTER}}
+    kube.apply(json.dumps(body | {"spec": spec}), namespace=ns)
+    service = f"{LB_CLUSTER}-broker-0-0-external"
+    kube.wait_for("the broker's external Service", lambda: kube.run("get", "-n", ns, "svc", service, check=False))
+    ports = [p["port"] for p in kube.get("-n", ns, "svc", service)["spec"]["ports"]]
+    assert ports == [10911, 8081]
+    for name, ip in ((f"{LB_CLUSTER}-nameserver-external", LB_NAMESRV_IP), (service, LB_BROKER_IP)):
+        patch = {"status": {"loadBalancer": {"ingress": [{"ip": ip}]}}}
+        kube.run("patch", "-n", ns, "svc", name, "--subresource=status", "--type=merge", "-p", json.dumps(patch))
+
+    def ready() -> dict[str, Any] | None:
+        obj = kube.get("-n", ns, "rmq", LB_CLUSTER)
+        status = obj.get("status") or {}
+        ok = next((c["status"] for c in status.get("conditions", []) if c["type"] == "Ready"), None) == "True"
+        return status if ok and status.get("observedGeneration") == obj["metadata"]["generation"] else None
+
+    kube.wait_for("the LoadBalancer cluster Ready", ready, timeout=300, interval=2)
+    topic = "GrpcLb"
+    with BlockingAdmin(f"{LB_NAMESRV_IP}:9876") as admin:
+        admin.create_topic(topic, cluster=LB_CLUSTER, read_queue_nums=4, write_queue_nums=4)
+    config = ClientConfiguration(f"{LB_BROKER_IP}:8081", Credentials(), request_timeout=10)
+    consumer = SimpleConsumer(config, "GrpcLbGroup", {topic: FilterExpression()}, await_duration=5)
+    consumer.startup()
+    producer = Producer(config, (topic,))
+    producer.startup()
+    try:
+        sent = []
+        for i in range(LB_COUNT):
+            msg = Message()
+            msg.topic, msg.body = topic, f"lb {i}".encode()
+            receipt = producer.send(msg)
+            sent.append(msg.body)
+        # the route named the broker at its load balancer's address (the send went there)
+        assert f"{LB_BROKER_IP}:8081" in str(receipt.message_queue.endpoints), str(receipt.message_queue.endpoints)
+        got: dict[bytes, None] = {}
+        deadline = time.monotonic() + 90
+        while len(got) < LB_COUNT and time.monotonic() < deadline:
+            for m in consumer.receive(32, 15):
+                consumer.ack(m)
+                got[bytes(m.body)] = None
+        assert sorted(got) == sorted(sent)
+    finally:
+        producer.shutdown()
+        consumer.shutdown()
