@@ -327,6 +327,7 @@ class HAMaster:
         self._publish_scheduled = False
         self.port = 0
         self._server: Listener | None = None
+        self._closed = False
         self._status_task: asyncio.Task[None] | None = None
         # Controller mode: the SyncStateSet (broker.ha.sync_state); `on_sync_change` asks the broker to check it
         # against the controller's now (a member's connection ended)
@@ -365,6 +366,7 @@ class HAMaster:
         )
 
     async def close(self) -> None:
+        self._closed = True
         if self._server is not None:
             self._server.close()
         for conn in list(self.connections):
@@ -376,6 +378,12 @@ class HAMaster:
                 await asyncio.wait_for(self._server.wait_closed(), 1.0)
 
     def accepted(self, conn: HAConnection) -> None:
+        if self._closed:
+            # a socket the listener took just before close() can reach its protocol just after: a slave attached
+            # to a closed server would wait on it for good, never reconnecting to the one now on this port
+            log.info("%s: closed, dropping %s %s", self.kind, self.peer_name, conn.addr)
+            conn.close()
+            return
         self.connections.add(conn)
         log.info(
             "%s: %s connected from %s (%d connection(s))", self.kind, self.peer_name, conn.addr, len(self.connections)

@@ -7,14 +7,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 from pathlib import Path
 
 import pytest
 
+from broker.ha.master import SlaveLink
 from broker.ha.protocol import HEADER, HEADER_SIZE, encode_header, encode_report
+from broker.ha.restore_source import RestoreSource
+from broker.ha.settings import HASettings
 from broker.server.broker import BrokerController
+from broker.store.message_store import MessageStore
 from tests.ha.ha_harness import Pair, commit_log_bytes, eventually, pair
 from tests.ha.test_ha_inprocess import connected, produce, runtime_info
+from tests.store.store_helpers import small_config
 
 
 @pytest.fixture(autouse=True)
@@ -166,3 +172,23 @@ async def test_hostile_peers_change_nothing_on_the_slave(tmp_path: Path) -> None
         for peer in (garbage, huge, negative):
             with contextlib.suppress(Exception):
                 peer.close()
+
+
+async def test_a_peer_that_reaches_a_closed_restore_source_is_dropped(tmp_path: Path) -> None:
+    """The listener can take a socket just before close() and hand it to its protocol just after (a broker
+    turning master closes its restore source while a slave connects): that peer is closed at once, so it
+    reconnects to what now serves the port instead of waiting on a closed server for good."""
+    store = MessageStore(small_config(tmp_path / "slave", broker_role="SLAVE"))
+    await store.start()
+    source = RestoreSource(store, HASettings(role="SLAVE", listen_host="127.0.0.1", listen_port=0))
+    await source.start()
+    await source.close()
+    late, peer = socket.socketpair()
+    try:
+        await asyncio.get_running_loop().connect_accepted_socket(lambda: SlaveLink(source), late)
+        reader, writer = await asyncio.open_connection(sock=peer)
+        assert await asyncio.wait_for(reader.read(), 5) == b"", "the late peer must see the connection closed"
+        assert not source.connections
+        writer.close()
+    finally:
+        await store.shutdown()
