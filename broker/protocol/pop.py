@@ -22,6 +22,7 @@ __all__ = [
     "real_topic",
     "retry_flag",
     "retry_topic",
+    "revive_topic",
     "start_offset_info",
 ]
 
@@ -31,6 +32,11 @@ RETRY_FLAG_NORMAL = 0
 RETRY_FLAG_V1 = 1
 RETRY_FLAG_V2 = 2
 _RETRY_PREFIX = "%RETRY%"
+
+
+def revive_topic(cluster: str) -> str:
+    """The topic of a cluster's pop checkpoints and acks, which every broker of the cluster makes itself."""
+    return f"rmq_sys_REVIVE_LOG_{cluster}"
 
 
 def retry_topic(group: str, topic: str, *, v2: bool = False) -> str:

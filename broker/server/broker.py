@@ -31,6 +31,7 @@ from broker.ha.truncate import cut_commit_log, cut_torn_tail
 from broker.metrics.settings import QUEUE_READ_EVERY_S, MetricsSettings
 from broker.protocol.codes import RequestCode, ResponseCode
 from broker.protocol.command import RemotingCommand
+from broker.protocol.pop import revive_topic
 from broker.server.clients import ConsumerManager, ProducerManager
 from broker.server.config import BrokerConfig, LoadedConfig, store_config
 from broker.server.controller_mode import ControllerMode, GroupRole
@@ -41,7 +42,6 @@ from broker.server.locks import RebalanceLockManager
 from broker.server.message_counters import BrokerStats
 from broker.server.offsets import ConsumerOffsetManager
 from broker.server.pop.assembly import PopParts
-from broker.server.pop.records import revive_topic
 from broker.server.pop.service import PopService
 from broker.server.processors.admin import AdminProcessor
 from broker.server.processors.admin_routes import admin_routes

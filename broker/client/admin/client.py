@@ -356,6 +356,8 @@ class Admin:
             requests.get_all_delay_offsets(api, master),
         )
         made = broker_made_topics(config) - {SCHEDULE_TOPIC}
+        # the broker's own readers (pop revive, transaction checks) commit offsets on its own topics: not a lag
+        offsets = {key: table for key, table in offsets.items() if key[0] not in made}
         held = sorted(
             (name, queue_id)
             for name, tc in topics.items()

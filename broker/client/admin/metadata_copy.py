@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from broker.protocol.bodies import TopicConfig
+from broker.protocol.pop import revive_topic
 from broker.protocol.system_groups import SYSTEM_GROUPS as BROKER_SYSTEM_GROUPS
 
 __all__ = [
@@ -51,7 +52,7 @@ def broker_made_topics(broker_config: Mapping[str, str]) -> set[str]:
     made = set(SYSTEM_TOPICS)
     cluster = broker_config.get("brokerClusterName", "")
     if cluster:
-        made |= {cluster, f"{cluster}_REPLY_TOPIC"}
+        made |= {cluster, f"{cluster}_REPLY_TOPIC", revive_topic(cluster)}
     if broker_config.get("brokerName"):
         made.add(broker_config["brokerName"])
     if broker_config.get("msgTraceTopicName"):

@@ -24,7 +24,6 @@ __all__ = [
     "CheckPoint",
     "decode_record_body",
     "revive_message",
-    "revive_topic",
 ]
 
 CK_TAG = "ck"
@@ -34,10 +33,6 @@ BATCH_ACK_TAG = "bAck"
 REVIVE_GROUP = "CID_RMQ_SYS_REVIVE_GROUP"
 #: A checkpoint is released this long before its messages are due, so it is read before their acks.
 CK_LEAD_MS = 1000
-
-
-def revive_topic(cluster: str) -> str:
-    return f"rmq_sys_REVIVE_LOG_{cluster}"
 
 
 @dataclass(slots=True)

@@ -34,13 +34,14 @@ from broker.protocol.pop import (
     parse_extra_info,
     real_topic,
     retry_topic,
+    revive_topic,
     start_offset_info,
 )
 from broker.server.clients import parse_sub_string
 from broker.server.errors import RequestError
 from broker.server.pop.order import OrderInfoManager
 from broker.server.pop.polling import PopWaiters
-from broker.server.pop.records import CK_LEAD_MS, AckRecord, CheckPoint, revive_message, revive_topic
+from broker.server.pop.records import CK_LEAD_MS, AckRecord, CheckPoint, revive_message
 from broker.server.property_filter import compile_subscription, get_filtered
 from broker.server.topics import PERM_READ
 from broker.store.results import GetResult
