@@ -117,3 +117,17 @@ def running_operator(kube: Any, namespaces: list[str], log_dir: Path) -> Iterato
     finally:
         text = proc.finish(kube)
     assert "Traceback" not in text, text[-6000:]
+
+
+@contextmanager
+def crds_and_namespace(kube: Any, prefix: str) -> Iterator[str]:
+    """Every CRD of the chart applied and Established, then a new namespace `<prefix>-<6 hex>`, deleted after."""
+    name = f"{prefix}-{os.urandom(3).hex()}"
+    # --force-conflicts: the chart test may have installed the CRDs with helm (same files, another manager)
+    kube.run("apply", "--server-side", "--force-conflicts", "-f", str(CRD_FILE.parent))
+    kube.run("wait", "--for=condition=Established", "crd/rocketclusters.rocketcluster.io", "--timeout=60s")
+    kube.run("create", "namespace", name)
+    try:
+        yield name
+    finally:
+        kube.run("delete", "namespace", name, "--wait=false", check=False)

@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from broker.client import BlockingAdmin
-from e2e.operator_harness import CRD_FILE, OperatorProcess, running_operator
+from e2e.operator_harness import OperatorProcess, crds_and_namespace, running_operator
 from tests.peers import REPO
 
 if TYPE_CHECKING:
@@ -38,13 +37,8 @@ COUNT = 50
 
 @pytest.fixture(scope="module")
 def ns(k8s_node: Kube) -> Iterator[str]:
-    name = f"grpc-{uuid.uuid4().hex[:6]}"
-    # --force-conflicts: the chart test may have installed the CRDs with helm (same files, another manager)
-    k8s_node.run("apply", "--server-side", "--force-conflicts", "-f", str(CRD_FILE.parent))
-    k8s_node.run("wait", "--for=condition=Established", "crd/rocketclusters.rocketcluster.io", "--timeout=60s")
-    k8s_node.run("create", "namespace", name)
-    yield name
-    k8s_node.run("delete", "namespace", name, "--wait=false", check=False)
+    with crds_and_namespace(k8s_node, "grpc") as name:
+        yield name
 
 
 @pytest.fixture(scope="module")
