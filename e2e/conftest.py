@@ -100,6 +100,19 @@ class Kube:
             time.sleep(interval)
         raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last!r}")
 
+    def wait_established(self, *crds: str, timeout: float = 60) -> None:
+        """Wait until each CRD (``<plural>.<group>``) is Established. ``kubectl wait`` alone fails when it
+        looks before the API server has written the CRD's first conditions, so the wait is a poll."""
+        for crd in crds:
+            self.wait_for(
+                f"crd/{crd} Established",
+                lambda crd=crd: any(
+                    c.get("type") == "Established" and c.get("status") == "True"
+                    for c in (self.get(f"crd/{crd}").get("status") or {}).get("conditions") or []
+                ),
+                timeout=timeout,
+            )
+
     def host_address(self) -> str:
         """This machine's source address toward the cluster's nodes (and, routed through them, its pods)."""
         node_ip = next(

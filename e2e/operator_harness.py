@@ -125,7 +125,7 @@ def crds_and_namespace(kube: Any, prefix: str) -> Iterator[str]:
     name = f"{prefix}-{os.urandom(3).hex()}"
     # --force-conflicts: the chart test may have installed the CRDs with helm (same files, another manager)
     kube.run("apply", "--server-side", "--force-conflicts", "-f", str(CRD_FILE.parent))
-    kube.run("wait", "--for=condition=Established", "crd/rocketclusters.rocketcluster.io", "--timeout=60s")
+    kube.wait_established("rocketclusters.rocketcluster.io")
     kube.run("create", "namespace", name)
     try:
         yield name

@@ -47,7 +47,7 @@ MQADMIN = Path(sys.executable).parent / "mqadmin"
 def ns(k8s_node: Kube) -> Iterator[str]:
     name = f"brokerconf-{uuid.uuid4().hex[:6]}"
     k8s_node.run("apply", "--server-side", "-f", str(CRD_FILE.parent))
-    k8s_node.run("wait", "--for=condition=Established", "crd/rocketclusters.rocketcluster.io", "--timeout=60s")
+    k8s_node.wait_established("rocketclusters.rocketcluster.io")
     k8s_node.run("create", "namespace", name)
     yield name
     k8s_node.run("delete", "rmq", "--all", "-n", name, "--wait=true", "--timeout=90s", check=False, timeout=120)

@@ -64,7 +64,7 @@ def cert_manager(k8s_node: Kube, tmp_path_factory: pytest.TempPathFactory) -> It
     for crd in sorted((home / "crds").glob("*.yaml")):
         k8s_node.run("apply", "--server-side", "-f", str(crd))
     for crd in ("certificates", "certificaterequests", "issuers", "clusterissuers"):
-        k8s_node.run("wait", "--for=condition=Established", f"crd/{crd}.cert-manager.io", "--timeout=60s")
+        k8s_node.wait_established(f"{crd}.cert-manager.io")
     log = tmp_path_factory.mktemp("cert-manager") / "controller.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(
@@ -87,7 +87,7 @@ def cert_manager(k8s_node: Kube, tmp_path_factory: pytest.TempPathFactory) -> It
 def ns(k8s_node: Kube, cert_manager: Path) -> Iterator[str]:
     name = f"cert-manager-{uuid.uuid4().hex[:6]}"
     k8s_node.run("apply", "--server-side", "-f", str(CRD_FILE.parent))
-    k8s_node.run("wait", "--for=condition=Established", "crd/rocketclusters.rocketcluster.io", "--timeout=60s")
+    k8s_node.wait_established("rocketclusters.rocketcluster.io")
     k8s_node.run("create", "namespace", name)
     k8s_node.run("label", "namespace", name, "pod-security.kubernetes.io/enforce=restricted")
     k8s_node.run(

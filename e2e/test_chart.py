@@ -103,7 +103,7 @@ def crd(k8s_control_plane: Kube) -> Kube:
     kube = k8s_control_plane
     kube.run("apply", "--server-side", "-f", str(CRD_FILE.parent))  # every CRD: the examples use all three
     for crd_name in ("rocketclusters", "rockettopics", "rocketconsumergroups"):
-        kube.run("wait", "--for=condition=Established", f"crd/{crd_name}.rocketcluster.io", "--timeout=60s")
+        kube.wait_established(f"{crd_name}.rocketcluster.io")
     return kube
 
 

@@ -87,7 +87,7 @@ def test_install_run_upgrade_uninstall(
     system, workload = namespaces
     values = ["--set", "image.pullPolicy=Never", "--set", f"watchNamespaces={{{workload}}}"]
     helm(kube, "install", RELEASE, str(CHART), "-n", system, *values, "--wait", "--timeout", "180s")
-    kube.run("wait", "--for=condition=Established", "crd/rocketclusters.rocketcluster.io", "--timeout=60s")
+    kube.wait_established("rocketclusters.rocketcluster.io")
     pod = kube.get("-n", system, "pods")["items"][0]
     container = pod["spec"]["containers"][0]
     assert container["securityContext"]["readOnlyRootFilesystem"] is True

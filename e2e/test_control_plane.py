@@ -49,7 +49,7 @@ spec:
 def widgets(k8s_control_plane: Kube) -> Kube:
     kube = k8s_control_plane
     kube.apply(CRD)
-    kube.run("wait", "--for=condition=Established", f"crd/widgets.{GROUP}", "--timeout=30s")
+    kube.wait_established(f"widgets.{GROUP}")
     return kube
 
 

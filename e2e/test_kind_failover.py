@@ -41,7 +41,7 @@ CONTROL_PLANE_TAINT = {"key": "node-role.kubernetes.io/control-plane", "operator
 @pytest.fixture(scope="module")
 def ns(k8s_kind: Kube) -> Iterator[str]:
     k8s_kind.run("apply", "--server-side", "-f", str(CRD_FILE))
-    k8s_kind.run("wait", "--for=condition=Established", "crd/rocketclusters.rocketcluster.io", "--timeout=60s")
+    k8s_kind.wait_established("rocketclusters.rocketcluster.io")
     name = f"kind-fo-{uuid.uuid4().hex[:6]}"
     k8s_kind.run("create", "namespace", name)
     yield name

@@ -53,7 +53,7 @@ def _new_namespace(kube: Kube, prefix: str) -> str:
 @pytest.fixture(scope="module")
 def namespace(k8s_kind: Kube) -> Iterator[str]:
     k8s_kind.run("apply", "--server-side", "-f", str(CRD_FILE))
-    k8s_kind.run("wait", "--for=condition=Established", "crd/rocketclusters.rocketcluster.io", "--timeout=60s")
+    k8s_kind.wait_established("rocketclusters.rocketcluster.io")
     name = _new_namespace(k8s_kind, "rc-kind")
     yield name
     k8s_kind.run("delete", "rmq", "--all", "-n", name, "--wait=true", "--timeout=90s", check=False, timeout=120)

@@ -38,7 +38,7 @@ def manifest(name: str, **spec: Any) -> str:
 def crd(k8s_control_plane: Kube) -> Kube:
     kube = k8s_control_plane
     kube.run("apply", "--server-side", "-f", str(CRD_FILE))
-    kube.run("wait", "--for=condition=Established", "crd/rocketclusters.rocketcluster.io", "--timeout=60s")
+    kube.wait_established("rocketclusters.rocketcluster.io")
     return kube
 
 

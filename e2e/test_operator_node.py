@@ -33,7 +33,7 @@ pytestmark = [pytest.mark.k8s, pytest.mark.node]
 def namespace(k8s_node: Kube) -> Iterator[str]:
     name = f"rc-node-{uuid.uuid4().hex[:6]}"
     k8s_node.run("apply", "--server-side", "-f", str(CRD_FILE))
-    k8s_node.run("wait", "--for=condition=Established", "crd/rocketclusters.rocketcluster.io", "--timeout=60s")
+    k8s_node.wait_established("rocketclusters.rocketcluster.io")
     k8s_node.run("create", "namespace", name)
     yield name
     k8s_node.run("delete", "rmq", "--all", "-n", name, "--wait=true", "--timeout=60s", check=False, timeout=90)

@@ -38,7 +38,7 @@ def namespace(k8s_node: Kube) -> Iterator[str]:
     name = f"rc-peer-{uuid.uuid4().hex[:6]}"
     for crd, plural in ((CRD_FILE, "rocketclusters.rocketcluster.io"), (PEERING_CRD, "kopfpeerings.kopf.dev")):
         k8s_node.run("apply", "--server-side", "-f", str(crd))
-        k8s_node.run("wait", "--for=condition=Established", f"crd/{plural}", "--timeout=60s")
+        k8s_node.wait_established(plural)
     k8s_node.run("create", "namespace", name)
     peering = {"apiVersion": "kopf.dev/v1", "kind": "KopfPeering", "metadata": {"name": PEERING, "namespace": name}}
     k8s_node.apply(json.dumps(peering))

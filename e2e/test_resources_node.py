@@ -41,7 +41,7 @@ def ns(k8s_node: Kube) -> Iterator[str]:
     name = f"resources-{uuid.uuid4().hex[:6]}"
     k8s_node.run("apply", "--server-side", "-f", str(CRD_FILE.parent))  # all three CRDs
     for crd in ("rocketclusters", "rockettopics", "rocketconsumergroups"):
-        k8s_node.run("wait", "--for=condition=Established", f"crd/{crd}.rocketcluster.io", "--timeout=60s")
+        k8s_node.wait_established(f"{crd}.rocketcluster.io")
     k8s_node.run("create", "namespace", name)
     yield name
     for kind in ("rmqt", "rmqg", "rmq"):

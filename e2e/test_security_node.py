@@ -45,7 +45,7 @@ def ns(k8s_node: Kube) -> Iterator[str]:
     name = f"security-{uuid.uuid4().hex[:6]}"
     k8s_node.run("apply", "--server-side", "-f", str(CRD_FILE.parent))
     for crd in ("rocketclusters", "rockettopics", "rocketusers"):
-        k8s_node.run("wait", "--for=condition=Established", f"crd/{crd}.rocketcluster.io", "--timeout=60s")
+        k8s_node.wait_established(f"{crd}.rocketcluster.io")
     k8s_node.run("create", "namespace", name)
     k8s_node.run("label", "namespace", name, "pod-security.kubernetes.io/enforce=restricted")
     cert, key = self_signed_pem(("rocketcluster-test-ca",))

@@ -120,7 +120,7 @@ def env(k8s_node: Kube, broker_image: str, tmp_path_factory: pytest.TempPathFact
     logs = tmp_path_factory.mktemp("spark-k8s")
     print(f"\nlogs of the operator, spark-submit and the drivers: {logs}")
     kube.run("apply", "--server-side", "-f", str(CRD_FILE))
-    kube.run("wait", "--for=condition=Established", "crd/rocketclusters.rocketcluster.io", "--timeout=60s")
+    kube.wait_established("rocketclusters.rocketcluster.io")
     kube.run("create", "namespace", ns)
     operator = OperatorProcess(kube.kubeconfig, [ns], logs / "operator.log")
     operator.start()

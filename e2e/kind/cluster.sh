@@ -65,6 +65,25 @@ pod_routes() { # add|del: route each node's pod CIDR via the node, so host proce
   done < <($kc get nodes -o jsonpath='{range .items[*]}{.spec.podCIDR} {.status.addresses[?(@.type=="InternalIP")].address}{"\n"}{end}' 2>/dev/null)
 }
 
+healthy() { # every node container runs, still has the address its node registered, and the API answers.
+  # A restart of the Docker engine stops kind's containers or gives them new addresses, and a cluster
+  # left by an earlier run must then be made anew rather than reused.
+  local node running ip registered kc="$CACHE/kubernetes-$K8S_VERSION/bin/kubectl"
+  for node in $("$KIND" get nodes --name "$NAME" 2>/dev/null); do
+    running=$(/usr/bin/docker inspect -f '{{.State.Running}}' "$node" 2>/dev/null || echo false)
+    [[ $running == true ]] || { log "node $node is not running"; return 1; }
+  done
+  publish_kubeconfig 2>/dev/null || { log "no kubeconfig from the control plane"; return 1; }
+  timeout 30 "$kc" --kubeconfig "$KUBECONFIG_OUT" get --raw /readyz >/dev/null 2>&1 ||
+    { log "the API server does not answer"; return 1; }
+  for node in $("$KIND" get nodes --name "$NAME"); do
+    ip=$(/usr/bin/docker inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' "$node")
+    registered=$("$kc" --kubeconfig "$KUBECONFIG_OUT" get node "$node" \
+      -o jsonpath='{.status.addresses[?(@.type=="InternalIP")].address}' 2>/dev/null || true)
+    [[ $ip == "$registered" ]] || { log "node $node has address $ip, registered as '$registered'"; return 1; }
+  done
+}
+
 load() {
   local img
   for img in "$@"; do
@@ -80,6 +99,10 @@ up() {
   bash "$E2E/deps.sh" images
   bash "$E2E/build.sh" kind >&2
   image=$(bash "$HERE/build-node.sh")
+  if exists && ! healthy; then
+    log "cluster $NAME exists but is not healthy (above): deleting it to start afresh"
+    down
+  fi
   if exists; then
     local have
     have=$("$KIND" get nodes --name "$NAME" | wc -l)
