@@ -38,7 +38,7 @@ test: $(SPARK_STAMP) peers system-deps
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports --no-cache
-	$(BIN)/pytest
+	$(BIN)/pytest --durations=25
 
 # mypy follows the operator's and the Spark source's imports (kopf, aiohttp, pyspark): lint needs every extra
 lint: $(SPARK_STAMP)
