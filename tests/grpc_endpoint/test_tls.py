@@ -1,0 +1,140 @@
+"""TLS on the gRPC port: with `tls.server.mode=enforcing` the port speaks TLS only, with the broker's certificate.
+
+The official Python SDK (rocketmq-python-client 5.1.2, unchanged) with `tls_enable=True` verifies the server
+against gRPC's default roots (`grpc.ssl_channel_credentials()` with no arguments). To make it trust the test CA
+without changing it, the SDK runs in a subprocess whose environment sets GRPC_DEFAULT_SSL_ROOTS_FILE_PATH to the
+CA file (grpc core reads that variable once, when the process first needs its roots, so it cannot be set inside
+this test process). The certificate's key is encrypted, read with `tls.server.keyPassword` as the remoting port
+reads it. A plaintext client and a TLS client that does not trust the CA both fail at the transport, and the
+port keeps serving.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+from rocketmq.grpc_protocol import service_pb2, service_pb2_grpc
+
+from broker.transport.tls import client_context
+from tests.grpc_endpoint.grpc_harness import GrpcServers, client_metadata, create_topic, raw_channel
+from tests.tls_certs import Pki, make_pki
+
+TOPIC = f"GrpcTlsTopic{uuid.uuid4().hex[:6]}"
+
+# Sends 3 messages and receives them back, both over TLS; prints the ids sent and the bodies received as JSON.
+SDK_SCRIPT = """
+import json, sys, time
+from rocketmq import ClientConfiguration, Credentials, FilterExpression, Message, Producer, SimpleConsumer
+
+endpoint, topic, group = sys.argv[1:4]
+config = ClientConfiguration(endpoint, Credentials(), request_timeout=10)
+producer = Producer(config, (topic,), tls_enable=True)
+producer.startup()
+sent = []
+try:
+    for i in range(3):
+        msg = Message()
+        msg.topic = topic
+        msg.body = f"over TLS #{i}".encode()
+        sent.append(producer.send(msg).message_id)
+finally:
+    producer.shutdown()
+consumer = SimpleConsumer(config, group, {topic: FilterExpression()}, await_duration=5, tls_enable=True)
+consumer.startup()
+got = {}
+try:
+    deadline = time.monotonic() + 60
+    while len(got) < len(sent) and time.monotonic() < deadline:
+        for message in consumer.receive(32, 15) or ():
+            got[message.message_id] = message.body.decode()
+            consumer.ack(message)
+finally:
+    consumer.shutdown()
+print("RESULT " + json.dumps({"sent": sent, "got": got}))
+"""
+
+
+@pytest.fixture(scope="module")
+def tls_grpc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[GrpcServers, Pki]]:
+    root = tmp_path_factory.mktemp("grpc-tls")
+    pki = make_pki(root / "pki")
+    cert, key = pki.issue("broker", key_password="broker-key-pw")
+    keys = {
+        "tls.server.mode": "enforcing",
+        "tls.server.certPath": str(cert),
+        "tls.server.keyPath": str(key),
+        "tls.server.keyPassword": "broker-key-pw",
+        "tls.test.mode.enable": "false",
+    }
+    servers = GrpcServers(root, extra=keys)
+    try:
+        servers.start()
+        # the remoting port is TLS-only too (enforcing): the admin client speaks TLS (not verifying: the
+        # NameServer's certificate is its own self-signed one, and the remoting port is not what is tested here)
+        create_topic(servers, TOPIC, tls=client_context(verify=False))
+        yield servers, pki
+    finally:
+        servers.stop()
+
+
+def _tls_route(servers: GrpcServers, pki: Pki) -> service_pb2.QueryRouteResponse:
+    credentials = grpc.ssl_channel_credentials(root_certificates=pki.ca_cert.read_bytes())
+    with grpc.secure_channel(servers.grpc_endpoint, credentials) as channel:
+        stub = service_pb2_grpc.MessagingServiceStub(channel)
+        request = service_pb2.QueryRouteRequest()
+        request.topic.name = TOPIC
+        return stub.QueryRoute(request, metadata=client_metadata(), timeout=10)
+
+
+def test_sdk_with_tls_enable_sends_and_receives(tls_grpc: tuple[GrpcServers, Pki], tmp_path: Path) -> None:
+    servers, pki = tls_grpc
+    env = {**os.environ, "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH": str(pki.ca_cert)}
+    group = f"GID-grpc-tls-{uuid.uuid4().hex[:6]}"
+    done = subprocess.run(
+        [sys.executable, "-c", SDK_SCRIPT, servers.grpc_endpoint, TOPIC, group],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=tmp_path,
+    )
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    assert done.returncode == 0 and lines, f"SDK over TLS failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    result = json.loads(lines[-1][len("RESULT ") :])
+    assert sorted(result["got"]) == sorted(result["sent"]) and len(result["sent"]) == 3
+    assert sorted(result["got"].values()) == [f"over TLS #{i}" for i in range(3)]
+
+
+def test_plaintext_client_fails_against_the_tls_port(tls_grpc: tuple[GrpcServers, Pki]) -> None:
+    servers, pki = tls_grpc
+    channel, stub = raw_channel(servers.grpc_endpoint)
+    with channel:
+        request = service_pb2.QueryRouteRequest()
+        request.topic.name = TOPIC
+        with pytest.raises(grpc.RpcError) as info:
+            stub.QueryRoute(request, metadata=client_metadata(), timeout=5)
+    # the server closes the plaintext HTTP/2 preface: the client sees the transport fail, not an answer
+    assert info.value.code() == grpc.StatusCode.UNAVAILABLE, info.value
+    assert _tls_route(servers, pki).status.code == 20000  # and the port still serves TLS clients
+
+
+def test_tls_client_not_trusting_the_ca_fails(tls_grpc: tuple[GrpcServers, Pki], tmp_path: Path) -> None:
+    servers, pki = tls_grpc
+    other = make_pki(tmp_path / "other", name="other-ca")
+    credentials = grpc.ssl_channel_credentials(root_certificates=other.ca_cert.read_bytes())
+    with grpc.secure_channel(servers.grpc_endpoint, credentials) as channel:
+        stub = service_pb2_grpc.MessagingServiceStub(channel)
+        request = service_pb2.QueryRouteRequest()
+        request.topic.name = TOPIC
+        with pytest.raises(grpc.RpcError) as info:
+            stub.QueryRoute(request, metadata=client_metadata(), timeout=5)
+    assert info.value.code() == grpc.StatusCode.UNAVAILABLE, info.value
+    assert _tls_route(servers, pki).status.code == 20000
