@@ -253,9 +253,10 @@ class GrpcSpec(_Wire):
 
     enabled: bool = False
     """Serve apache.rocketmq.v2.MessagingService on every broker pod (enableProxy=true): the port is on the
-    pods, the broker Services and the NetworkPolicy, and the connection ConfigMap gains GRPC_ENDPOINT. Plaintext
-    and without authentication, so it needs spec.security's authentication and TLS off, and it does not work
-    with externalAccess type NodePort (see docs/kubernetes.md)."""
+    pods, the broker Services and the NetworkPolicy, and the connection ConfigMap gains GRPC_ENDPOINT. With
+    spec.security.authentication on, every RPC is checked against the brokers' users and ACLs (the SDK signs
+    with its credentials); with spec.security.tls on, the port speaks TLS only, with the brokers' certificate.
+    It does not work with externalAccess type NodePort (see docs/kubernetes.md)."""
     port: int = Field(default=8081, ge=1024, le=65535)
     """The gRPC port of every broker (grpcServerPort); one for all, as the route the endpoint answers names
     every broker at this port."""
@@ -604,10 +605,8 @@ class RocketClusterSpec(_Wire):
         grpc = self.broker.grpc
         if not grpc.enabled:
             return self
-        # The endpoint serves plaintext without authentication (the broker refuses to start it with
-        # authenticationEnabled), and its route names every broker at brokerIP1:port: a node's IP under NodePort.
-        if self.security.authentication.enabled or self.security.tls.enabled:
-            raise ValueError("broker.grpc.enabled needs security.authentication and security.tls off (not yet)")
+        # The endpoint's route names every broker at brokerIP1:port: a node's IP under NodePort. Authentication
+        # and TLS apply to it as to the remoting port (broker.grpc.auth, broker.grpc.tls).
         if self.external_access is not None and self.external_access.type == "NodePort":
             raise ValueError("broker.grpc.enabled does not work with externalAccess type NodePort (not yet)")
         if self.metrics.enabled and self.metrics.port == grpc.port:

@@ -123,12 +123,6 @@ _REFUSED: list[tuple[str, dict[str, Any], str]] = [
         {"broker": {"grpc": {"enabled": True}}, "externalAccess": {"type": "NodePort", "nodePortBase": 30100}},
         "NodePort",
     ),
-    (
-        "authentication",
-        {"broker": {"grpc": {"enabled": True}}, "security": {"authentication": {"enabled": True}}},
-        "authentication",
-    ),
-    ("TLS", {"broker": {"grpc": {"enabled": True}}, "security": _TLS}, "tls off"),
 ]
 
 
@@ -144,9 +138,24 @@ def test_the_model_refuses(raw: dict[str, Any], words: str) -> None:
     [
         {"broker": {"grpc": {"enabled": False}}, "externalAccess": {"type": "NodePort", "nodePortBase": 30100}},
         {"broker": {"grpc": {"enabled": False}}, "security": _TLS},
+        # the endpoint checks signatures and ACLs, and speaks TLS with the brokers' certificate
+        {"broker": {"grpc": {"enabled": True}}, "security": {"authentication": {"enabled": True}}},
+        {"broker": {"grpc": {"enabled": True}}, "security": _TLS},
+        {"broker": {"grpc": {"enabled": True}}, "security": {"authentication": {"enabled": True}, **_TLS}},
         {"broker": {"grpc": {"enabled": True, "port": 5557}}},  # metrics off: its port is free
         {"broker": {"grpc": {"enabled": True}, "config": {"grpcMaxInboundMessageSize": "8388608"}}},
     ],
 )
 def test_the_model_accepts(raw: dict[str, Any]) -> None:
     parse_spec(raw)
+
+
+def test_with_authentication_and_tls_the_brokers_check_and_encrypt_the_grpc_port() -> None:
+    """The gRPC endpoint reads the same broker.conf keys as the remoting port: authentication on, and TLS
+    enforcing with the mounted certificate, which the broker also serves on the gRPC port."""
+    spec = _spec({"enabled": True}, security={"authentication": {"enabled": True}, **_TLS})
+    conf = broker_conf_properties(CLUSTER, spec, 0, 0)
+    assert (conf["enableProxy"], conf["grpcServerPort"]) == ("true", "8081")
+    assert conf["authenticationEnabled"] == "true"
+    assert conf["tls.server.mode"] == "enforcing"
+    assert conf["tls.server.certPath"] and conf["tls.server.keyPath"]
