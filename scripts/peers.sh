@@ -3,12 +3,15 @@
 #   PyPI rocketmq==0.4.4 (C++ 1.x core), PyPI rocketmq-python-cvs==2.1.0.3 (C++ 2.x core),
 #   npm ali-ons@3.12.0 (pure JS), and Maven Central's Apache RocketMQ Java client 5.3.3
 #   (rocketmq-client + rocketmq-tools with their dependencies, and tests/peers/java compiled against them),
-#   and the Go client rocketmq-client-go/v2 from the Go module proxy (tests/peers/go built against it).
+#   and the Go client rocketmq-client-go/v2 from the Go module proxy (tests/peers/go built against it),
+#   and Maven Central's Apache RocketMQ Java 5.x gRPC client rocketmq-client-java 5.0.8 (one shaded jar, gRPC inside;
+#   tests/peers/java/grpc compiled against it).
 # Each goes into its own prefix under ~/.cache/rocketcluster/, keyed by version (both Python
 # packages install a module named `rocketmq`, so they cannot share a venv). A `.ok` stamp written
 # only after a check makes a second run a fast no-op. Called by `make peers` / `make test`;
 # tests/peers/__init__.py and tests/interop/java_harness.py find the clients at the same paths.
-# `peers.sh java` / `peers.sh go` install only that peer (what its interop tests ask for when it is missing).
+# `peers.sh java` / `peers.sh go` / `peers.sh java5grpc` install only that peer (what its interop tests ask for
+# when it is missing).
 set -euo pipefail
 
 PEERS_DIR="${ROCKETCLUSTER_PEERS_DIR:-${HOME}/.cache/rocketcluster/peers}"
@@ -20,6 +23,8 @@ ALI_ONS_VERSION="3.12.0"
 JAVA_ROCKETMQ_VERSION="5.3.3"
 JAVA_DIR="${ROCKETCLUSTER_JAVA_DIR:-${HOME}/.cache/rocketcluster/java-rocketmq-${JAVA_ROCKETMQ_VERSION}}"
 JAVA_SOURCES="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/tests/peers/java"
+JAVA_GRPC_VERSION="5.0.8"
+JAVA_GRPC_DIR="${ROCKETCLUSTER_JAVA_GRPC_DIR:-${HOME}/.cache/rocketcluster/java-grpc-client-${JAVA_GRPC_VERSION}}"
 
 die() { echo "peers.sh: error: $*" >&2; exit 1; }
 
@@ -126,6 +131,57 @@ install_java() {
     touch "$classes/.ok"
 }
 
+# The Java 5.x gRPC client: rocketmq-client-java is one shaded jar (gRPC, protobuf and Netty inside), so its runtime
+# scope is that jar alone. The driver is tests/peers/java/grpc/*.java plus ../Json.java, compiled into a directory
+# named by a hash of those sources (the hash tests/interop/java_grpc_harness.py computes).
+install_java_grpc_jar() {
+    local lib="$JAVA_GRPC_DIR/lib"
+    [[ -f "$lib/.ok" ]] && return 0
+    echo "peers.sh: fetching rocketmq-client-java $JAVA_GRPC_VERSION into $lib"
+    local work
+    work="$(mktemp -d)"
+    cat >"$work/pom.xml" <<POM
+<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>io.rocketcluster.peers</groupId>
+  <artifactId>java-grpc-peer</artifactId>
+  <version>1</version>
+  <packaging>pom</packaging>
+  <dependencies>
+    <dependency><groupId>org.apache.rocketmq</groupId><artifactId>rocketmq-client-java</artifactId><version>$JAVA_GRPC_VERSION</version></dependency>
+  </dependencies>
+</project>
+POM
+    rm -rf "$lib"
+    (cd "$work" && mvn -q -B dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$lib") \
+        >"$work/mvn.log" 2>&1 || { tail -30 "$work/mvn.log" >&2; rm -rf "$work"; die "mvn could not fetch rocketmq-client-java"; }
+    rm -rf "$work"
+    [[ -f "$lib/rocketmq-client-java-$JAVA_GRPC_VERSION.jar" ]] \
+        || die "mvn finished but $lib lacks rocketmq-client-java-$JAVA_GRPC_VERSION.jar"
+    touch "$lib/.ok"
+}
+
+java_grpc_sources_hash() {
+    local LC_ALL=C files=() f
+    for f in "$JAVA_SOURCES"/grpc/*.java; do files+=("grpc/$(basename "$f")"); done
+    files+=("Json.java")
+    (cd "$JAVA_SOURCES" && { printf '%s\n' "${files[@]}"; cat "${files[@]}"; } | sha256sum | cut -c1-16)
+}
+
+install_java_grpc() {
+    ensure_jdk
+    install_java_grpc_jar
+    local classes
+    classes="$JAVA_GRPC_DIR/classes-$(java_grpc_sources_hash)"
+    [[ -f "$classes/.ok" ]] && return 0
+    echo "peers.sh: compiling $JAVA_SOURCES/grpc into $classes"
+    find "$JAVA_GRPC_DIR" -mindepth 1 -maxdepth 1 -name 'classes-*' -exec rm -rf {} +
+    mkdir -p "$classes"
+    javac -encoding UTF-8 -nowarn -cp "$JAVA_GRPC_DIR/lib/*" -d "$classes" "$JAVA_SOURCES"/grpc/*.java "$JAVA_SOURCES/Json.java" \
+        || die "javac failed on $JAVA_SOURCES/grpc"
+    touch "$classes/.ok"
+}
+
 # The Go client (github.com/apache/rocketmq-client-go/v2 at the version tests/peers/go/go.mod pins) from
 # the Go module proxy into its own module cache, and tests/peers/go built against it into a binary named
 # by a hash of its sources (the hash tests/interop/go_harness.py computes, as for the Java classes).
@@ -171,6 +227,11 @@ if [[ "${1:-all}" == "go" ]]; then
     echo "peers.sh: Go peer ready in $GO_DIR"
     exit 0
 fi
+if [[ "${1:-all}" == "java5grpc" ]]; then
+    install_java_grpc
+    echo "peers.sh: Java 5.x gRPC peer ready in $JAVA_GRPC_DIR"
+    exit 0
+fi
 if [[ "${1:-all}" == "java" ]]; then
     install_java
     echo "peers.sh: Java peer ready in $JAVA_DIR"
@@ -180,5 +241,6 @@ install_py "rocketmq-$ROCKETMQ_VERSION" "rocketmq==$ROCKETMQ_VERSION"
 install_py "rocketmq-python-cvs-$CVS_VERSION" "rocketmq-python-cvs==$CVS_VERSION"
 install_node
 install_java
+install_java_grpc
 install_go
-echo "peers.sh: peers ready in $PEERS_DIR, $JAVA_DIR and $GO_DIR"
+echo "peers.sh: peers ready in $PEERS_DIR, $JAVA_DIR, $JAVA_GRPC_DIR and $GO_DIR"
