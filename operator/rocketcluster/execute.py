@@ -32,6 +32,7 @@ from rocketcluster.plan import (
     DeleteGroup,
     DeletePod,
     ElectMaster,
+    ForceDeletePod,
     RecreateStatefulSet,
     ResizeClaims,
     UpdateBrokerConfig,
@@ -93,6 +94,8 @@ async def execute(ctx: PassContext, action: Action) -> list[str]:
         return await _apply_all(kube, body, render_broker_group(cluster, spec, action.group))
     if isinstance(action, DeletePod):
         await kube.delete("v1", "Pod", ns, action.pod)
+    elif isinstance(action, ForceDeletePod):
+        await _force_delete(ctx, action)
     elif isinstance(action, CopyMetadata):
         source = _master_addr(ctx.facts, action.source)
         target = _master_addr(ctx.facts, action.group)
@@ -191,6 +194,16 @@ async def _elect_master(ctx: PassContext, action: ElectMaster) -> None:
         what = f"the controller did not elect {action.pod} master of {broker_name}: {exc}"
         log.warning("%s/%s: %s", ctx.cluster.namespace, ctx.cluster.name, what)
         await ctx.kube.post_event(ctx.body, "Warning", "MasterHandoverFailed", what[:1000])
+
+
+async def _force_delete(ctx: PassContext, action: ForceDeletePod) -> None:
+    """Delete the pod on a lost node with grace period 0, that incarnation only (the uid precondition: a pod
+    the StatefulSet already recreated under the same name is left alone)."""
+    gone = await ctx.kube.delete("v1", "Pod", ctx.cluster.namespace, action.pod, uid=action.uid, grace_period_seconds=0)
+    what = "force-deleted" if gone else "already gone or recreated:"
+    log.warning(
+        "%s/%s: %s pod %s (node %s lost)", ctx.cluster.namespace, ctx.cluster.name, what, action.pod, action.node
+    )
 
 
 def _master_addr(facts: BrokerFacts, group: int) -> str:

@@ -20,11 +20,11 @@ from broker.client.admin import Admin
 from rocketcluster import controller_access, names
 from rocketcluster.broker_keys import LIVE_KEYS
 from rocketcluster.cluster_access import CERT_MANAGER_CRD, AdminAccess, cert_manager_installed
-from rocketcluster.kube import Kube
+from rocketcluster.kube import ApiError, Kube
 from rocketcluster.model import RocketClusterSpec
-from rocketcluster.observe import BrokerFacts, GroupFacts, claim_size, registered_everywhere
+from rocketcluster.observe import BrokerFacts, GroupFacts, claim_size, node_names, registered_everywhere
 
-__all__ = ["ADMIN_TIMEOUT", "AdminSession", "unbuildable", "volume_expansion"]
+__all__ = ["ADMIN_TIMEOUT", "AdminSession", "broker_nodes", "unbuildable", "volume_expansion"]
 
 log = logging.getLogger("rocketcluster.operator")
 
@@ -171,3 +171,21 @@ async def unbuildable(kube: Kube, spec: RocketClusterSpec) -> tuple[str, str] | 
             "(install cert-manager, or give spec.security.tls.secretName)"
         )
     return None
+
+
+async def broker_nodes(kube: Kube, spec: RocketClusterSpec, pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """With spec.failover, the Nodes the broker pods are bound to (a get each: listing would read every node of a
+    large cluster on every pass). A node that no longer exists is left out. A refusal (an operator installed by
+    an older chart, without the right to read nodes) is logged, and the node-loss planner then has no input: it
+    acts on no pod."""
+    if not spec.failover.enabled:
+        return []
+    wanted = node_names(pods)
+    try:
+        found = await asyncio.gather(*(kube.get("v1", "Node", None, n) for n in wanted))
+    except ApiError as exc:
+        if exc.status != 403:
+            raise
+        log.warning("cannot read the broker pods' nodes (%s): pods on a lost node are not fenced", exc)
+        return []
+    return [node for node in found if node is not None]

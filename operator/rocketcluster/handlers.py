@@ -31,7 +31,7 @@ import kopf
 from rocketcluster import cluster_access, controller_access, credentials_rotation, metrics, names
 from rocketcluster.execute import PassContext, execute
 from rocketcluster.external import sync_external
-from rocketcluster.gather import AdminSession, unbuildable, volume_expansion
+from rocketcluster.gather import AdminSession, broker_nodes, unbuildable, volume_expansion
 from rocketcluster.kube import ApiError, Kube
 from rocketcluster.main import watched_namespaces
 from rocketcluster.model import SpecError, parse_spec
@@ -40,7 +40,7 @@ from rocketcluster.pass_scheduler import PassScheduler
 from rocketcluster.peering import LIFETIME_SECONDS, Leadership, choose_priority, own_identity, peering_arguments
 from rocketcluster.plan import Wait, plan
 from rocketcluster.pod_watch import watch_paths, watch_pods
-from rocketcluster.report import differs, now_iso, report_problem
+from rocketcluster.report import announce_refusal, differs, now_iso, report_problem
 
 __all__ = ["Outcome", "reconcile"]
 
@@ -265,6 +265,7 @@ async def _reconcile(body: kopf.Body) -> Outcome:
         return Outcome(Wait("SecretMissing", str(exc), 30))
     external_hosts = await sync_external(kube, cluster, spec, pods)
     expansion = await volume_expansion(kube, namespace, label, spec, statefulsets)
+    nodes = await broker_nodes(kube, spec, pods)  # spec.failover: pods on a lost node are fenced
     rejected: list[str] = []
     async with AdminSession(ready_nameserver_addrs(pods), access) as admin:
         facts = await admin.facts(spec.effective_cluster_name(name), spec, pods)
@@ -280,8 +281,10 @@ async def _reconcile(body: kopf.Body) -> Outcome:
             status=status,
             volume_expansion=expansion,
             external_hosts=external_hosts,
+            nodes=nodes,
         )
         decided = plan(observed)
+        await announce_refusal(kube, body, status, decided)
         context = PassContext(kube, body, cluster, spec, facts, admin, OPERATOR_NAMESPACE)
         try:
             for action in decided.actions:

@@ -38,6 +38,7 @@ _PLURALS = {
     "Event": "events",
     "KopfPeering": "kopfpeerings",
     "NetworkPolicy": "networkpolicies",
+    "Node": "nodes",
     "PersistentVolumeClaim": "persistentvolumeclaims",
     "Pod": "pods",
     "PodDisruptionBudget": "poddisruptionbudgets",
@@ -51,7 +52,7 @@ _PLURALS = {
     "StatefulSet": "statefulsets",
     "StorageClass": "storageclasses",
 }
-_CLUSTER_SCOPED = {"ClusterKopfPeering", "CustomResourceDefinition", "StorageClass"}
+_CLUSTER_SCOPED = {"ClusterKopfPeering", "CustomResourceDefinition", "Node", "StorageClass"}
 # Sent once more when the server dropped the connection under it: server-side apply is idempotent, but
 # aiohttp retries only GET, HEAD, OPTIONS, TRACE, PUT and DELETE itself
 _RETRIED_HERE = frozenset(("PATCH",))
@@ -218,16 +219,20 @@ class Kube:
         *,
         uid: str | None = None,
         orphan: bool = False,
+        grace_period_seconds: int | None = None,
     ) -> bool:
         """Delete one object (background propagation); False when it was already gone.
 
         With `uid`, only that incarnation: a pod the StatefulSet already recreated is left alone. With
-        `orphan`, what the object owns stays (a StatefulSet's pods keep running, without an owner).
+        `orphan`, what the object owns stays (a StatefulSet's pods keep running, without an owner). With
+        `grace_period_seconds` 0, a pod goes at once, without its kubelet's confirmation (a force delete).
         """
         propagation = "Orphan" if orphan else "Background"
         body: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": propagation}
         if uid:
             body["preconditions"] = {"uid": uid}
+        if grace_period_seconds is not None:
+            body["gracePeriodSeconds"] = grace_period_seconds
         try:
             await self.request("DELETE", resource_path(api_version, kind, namespace, name), body=body)
         except ApiError as exc:

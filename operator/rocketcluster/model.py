@@ -480,6 +480,11 @@ class Failover(_Wire):
     controller_storage_size: Quantity = "1Gi"
     """Size of each NameServer pod's controller volume (the Raft log; a PVC unless storage.type is
     ephemeral)."""
+    node_lost_grace_seconds: int = Field(default=30, ge=0, le=3600)
+    """How long a broker pod's node may be NotReady or unreachable before the operator acts: it makes sure an
+    in-sync replica took over a master there, then force-deletes the pod so that its StatefulSet recreates it
+    (docs/design/failover.md). Counted from when the node's Ready condition left True (or its unreachable or
+    not-ready taint was added), which Kubernetes itself reports only after its node-monitor grace period."""
 
 
 # NodePorts: the API server's default service-node-port-range. Every broker pod of a group gets a nodePort of

@@ -7,6 +7,7 @@ answered over the wire), so the handler stays glue and these are tested by table
 from __future__ import annotations
 
 import dataclasses
+import datetime
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +20,7 @@ from rocketcluster.plan import (
     GroupObservation,
     LiveConfigObservation,
     NameServerObservation,
+    NodeObservation,
     Observed,
     Plan,
     PodObservation,
@@ -37,6 +39,8 @@ __all__ = [
     "build_status",
     "claim_size",
     "merge_conditions",
+    "node_names",
+    "node_observation",
     "pod_ip",
     "pod_observation",
     "pod_ready",
@@ -45,6 +49,8 @@ __all__ = [
 ]
 
 _REVISION_LABEL = "controller-revision-hash"
+# The taints the node lifecycle controller puts on a node whose kubelet stopped reporting or reports NotReady.
+_LOST_NODE_TAINTS = frozenset({"node.kubernetes.io/unreachable", "node.kubernetes.io/not-ready"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,15 +121,20 @@ def _waiting_reason(pod: Mapping[str, Any]) -> str | None:
 
 
 def pod_observation(
-    pod: Mapping[str, Any], facts: GroupFacts | None = None, advertised: str | None = None, failover: bool = False
+    pod: Mapping[str, Any],
+    facts: GroupFacts | None = None,
+    advertised: str | None = None,
+    failover: bool = False,
+    terminating: bool = False,
 ) -> PodObservation | None:
-    """One pod as the planner sees it; None for a pod without an ordinal (not one of ours) or being deleted.
-    `advertised`: the address the broker should register (render_external.advertised_address); by default its pod
-    IP and port 10911. `failover`: the controller hands out the broker ids, so the pod's id is the one its address
-    is registered under (0: the master), not its ordinal."""
+    """One pod as the planner sees it; None for a pod without an ordinal (not one of ours) or being deleted
+    (unless `terminating`: then only pods being deleted). `advertised`: the address the broker should register
+    (render_external.advertised_address); by default its pod IP and port 10911. `failover`: the controller hands
+    out the broker ids, so the pod's id is the one its address is registered under (0: the master), not its
+    ordinal."""
     meta = pod.get("metadata") or {}
     ordinal = _ordinal(pod)
-    if ordinal is None or meta.get("deletionTimestamp"):
+    if ordinal is None or bool(meta.get("deletionTimestamp")) != terminating:
         return None
     ip = pod_ip(pod)
     if advertised is None and ip is not None:
@@ -162,7 +173,46 @@ def pod_observation(
         broker_id=broker_id,
         master=(broker_id == 0) if failover else None,
         in_sync_set=in_sync_set,
+        node=str(node) if (node := (pod.get("spec") or {}).get("nodeName")) else None,
     )
+
+
+def _epoch(timestamp: object) -> float | None:
+    """An RFC 3339 time of the API server ("2026-11-29T05:17:29Z") as seconds since the epoch; None if it is none."""
+    if not isinstance(timestamp, str) or not timestamp:
+        return None
+    try:
+        parsed = datetime.datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return (parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.UTC)).timestamp()
+
+
+def node_observation(node: Mapping[str, Any]) -> NodeObservation:
+    """A Node as the node-loss planner sees it: its Ready condition and when it last changed, and when the
+    earliest unreachable or not-ready taint was added."""
+    ready = next((c for c in (node.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"), None)
+    taints = (node.get("spec") or {}).get("taints") or []
+    # the NoExecute taints carry timeAdded; one without it tells nothing the Ready condition does not
+    added = [_epoch(t.get("timeAdded")) for t in taints if t.get("key") in _LOST_NODE_TAINTS]
+    tainted = [a for a in added if a is not None]
+    return NodeObservation(
+        name=str((node.get("metadata") or {}).get("name", "")),
+        ready=None if ready is None else str(ready.get("status")),
+        ready_since=None if ready is None else _epoch(ready.get("lastTransitionTime")),
+        tainted_since=min(tainted) if tainted else None,
+    )
+
+
+def node_names(pods: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The nodes the broker pods are bound to, sorted: the Nodes a pass reads with spec.failover."""
+    found = {
+        str(node)
+        for pod in pods
+        if _label(pod, names.LABEL_COMPONENT) == names.COMPONENT_BROKER
+        and (node := (pod.get("spec") or {}).get("nodeName"))
+    }
+    return sorted(found)
 
 
 def _label(obj: Mapping[str, Any], key: str) -> str | None:
@@ -198,9 +248,11 @@ def build_observed(
     status: Mapping[str, Any],
     volume_expansion: bool | None = None,
     external_hosts: Mapping[str, str] | None = None,
+    nodes: Sequence[Mapping[str, Any]] = (),
 ) -> Observed:
     """The planner's input for one reconcile. `volume_expansion`: the claims' StorageClass allows it.
-    `external_hosts`: the external Services' load balancer hosts by Service name (spec.externalAccess)."""
+    `external_hosts`: the external Services' load balancer hosts by Service name (spec.externalAccess).
+    `nodes`: with spec.failover, the Nodes the broker pods are bound to (the node-loss planner's input)."""
     ns_sts: Mapping[str, Any] | None = None
     group_sts: dict[int, Mapping[str, Any]] = {}
     for sts in statefulsets:
@@ -212,6 +264,7 @@ def build_observed(
 
     ns_pods: list[PodObservation] = []
     group_pods: dict[int, list[PodObservation]] = {}
+    group_terminating: dict[int, list[PodObservation]] = {}
     for pod in pods:
         component = _label(pod, names.LABEL_COMPONENT)
         if component == names.COMPONENT_NAMESERVER:
@@ -222,9 +275,12 @@ def build_observed(
             advertised = None
             if ordinal is not None and spec.external_access is not None:
                 advertised = advertised_address(spec, name, g, ordinal, pod, external_hosts or {}) or ""
-            obs = pod_observation(pod, facts.groups.get(g, GroupFacts()), advertised, spec.failover.enabled)
+            f = facts.groups.get(g, GroupFacts())
+            obs = pod_observation(pod, f, advertised, spec.failover.enabled)
             if obs is not None:
                 group_pods.setdefault(g, []).append(obs)
+            elif spec.failover.enabled and (obs := pod_observation(pod, f, advertised, True, True)) is not None:
+                group_terminating.setdefault(g, []).append(obs)
 
     groups = []
     for g in sorted(set(group_sts) | set(group_pods)):
@@ -237,6 +293,7 @@ def build_observed(
                 and not (group_set.get("metadata") or {}).get("deletionTimestamp"),
                 update_revision=_update_revision(group_set),
                 pods=tuple(sorted(group_pods.get(g, []), key=lambda p: p.ordinal)),
+                terminating=tuple(sorted(group_terminating.get(g, []), key=lambda p: p.ordinal)),
                 metadata_copied=f.metadata_copied,
                 writable=f.writable,
                 consumer_lag=f.consumer_lag,
@@ -280,6 +337,8 @@ def build_observed(
         progress=Progress.from_dict(status),  # the planner's record: status.rollout, .scaling and .created
         live_wanted=tuple(live_wanted(spec, _managed_live_keys(status)).items()),
         failover=spec.failover.enabled,
+        nodes=tuple(node_observation(n) for n in nodes) if spec.failover.enabled else (),
+        node_lost_grace_seconds=float(spec.failover.node_lost_grace_seconds),
     )
 
 

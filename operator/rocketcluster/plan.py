@@ -27,6 +27,7 @@ from typing import Final
 from rocketcluster import names
 from rocketcluster.plan_config import plan_live_config
 from rocketcluster.plan_failover import plan_master_moves
+from rocketcluster.plan_node_loss import plan_node_loss
 from rocketcluster.plan_progress import DrainProgress, Progress, RollProgress
 from rocketcluster.plan_roll import MANUAL_ROLLING_UPDATE, POD_HAS_OLD_REVISION, POD_STUCK, RollStep, plan_roll
 from rocketcluster.plan_scale import ScaleInStep, ScaleOutStep, plan_scale_in, plan_scale_out
@@ -43,9 +44,11 @@ from rocketcluster.plan_types import (
     DeleteGroup,
     DeletePod,
     ElectMaster,
+    ForceDeletePod,
     GroupObservation,
     LiveConfigObservation,
     NameServerObservation,
+    NodeObservation,
     Observed,
     Plan,
     PodObservation,
@@ -75,9 +78,11 @@ __all__ = [
     "DeletePod",
     "DrainProgress",
     "ElectMaster",
+    "ForceDeletePod",
     "GroupObservation",
     "LiveConfigObservation",
     "NameServerObservation",
+    "NodeObservation",
     "Observed",
     "Plan",
     "PodObservation",
@@ -123,12 +128,19 @@ def plan(observed: Observed) -> Plan:
     storage = plan_storage(view, busy=bool(view.removing) or progress.roll is not None or roll.restarting is not None)
 
     moves = plan_master_moves(view)
+    # A lost node is fenced beside anything else: its pods are down either way, and only this step brings them back.
+    handing_over = {a.group for a in moves.actions}
+    loss = plan_node_loss(view)
+    fencing = tuple(a for a in loss.actions if not (isinstance(a, ElectMaster) and a.group in handing_over))
 
     actions: list[Action] = [ApplyChildren(view.kept, claim_sizes=storage.kept_sizes, held_replicas=moves.held)]
-    actions += scale_out.actions + scale_in.actions + roll.actions + storage.actions + moves.actions
+    actions += scale_out.actions + scale_in.actions + roll.actions + storage.actions + moves.actions + fencing
     degraded = _degraded(view, roll, scale_in, scale_out)
+    if loss.blocked:
+        degraded.insert(0, ("MasterOnLostNode", "; ".join(loss.blocked)))
     settled = (
         len(actions) == 1
+        and loss.wait is None
         and roll.wait is None
         and scale_out.wait is None
         and scale_in.wait is None
@@ -149,7 +161,9 @@ def plan(observed: Observed) -> Plan:
         progressing.append(("ResizingVolumes", storage.status))
     if moves.wait is not None:
         progressing.append(("MasterHandover", moves.wait.message))
-    wait = _merge_waits([roll.wait, scale_in.wait, scale_out.wait, moves.wait])
+    if loss.status is not None:
+        progressing.append(("NodeLost", loss.status))
+    wait = _merge_waits([roll.wait, scale_in.wait, scale_out.wait, moves.wait, loss.wait])
     if wait is None and progressing:
         reason, message = progressing[0]
         wait = Wait(_event_reason(reason), message, _PROGRESS_POLL_SECONDS)

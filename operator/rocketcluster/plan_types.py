@@ -25,9 +25,11 @@ __all__ = [
     "DeleteGroup",
     "DeletePod",
     "ElectMaster",
+    "ForceDeletePod",
     "GroupObservation",
     "LiveConfigObservation",
     "NameServerObservation",
+    "NodeObservation",
     "Observed",
     "Plan",
     "PodObservation",
@@ -94,6 +96,7 @@ class PodObservation:
     broker_id: int | None = None
     master: bool | None = None
     in_sync_set: bool | None = None
+    node: str | None = None  # spec.nodeName: the node it is bound to (None: not scheduled)
 
     @property
     def is_master(self) -> bool:
@@ -151,6 +154,21 @@ class GroupObservation:
     unread: tuple[tuple[str, int], ...] | None = None
     claim_size: str | None = None  # the data volumes' size in the StatefulSet's volumeClaimTemplates
     live_config: tuple[LiveConfigObservation, ...] = ()  # the brokers that answered GET_BROKER_CONFIG
+    # pods with a deletionTimestamp (left out of `pods`): on a lost node they stay until someone force-deletes them
+    terminating: tuple[PodObservation, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class NodeObservation:
+    """A node a broker pod is bound to. `ready` is its Ready condition's status ("True", "False", "Unknown"; None
+    when it has none) and `ready_since` that condition's lastTransitionTime; `tainted_since` is when the earliest
+    of its `node.kubernetes.io/unreachable` and `node.kubernetes.io/not-ready` taints was added (None: neither).
+    Times are seconds since the epoch, like `Observed.now`."""
+
+    name: str
+    ready: str | None = "True"
+    ready_since: float | None = None
+    tainted_since: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,6 +215,9 @@ class Observed:
     live_wanted: tuple[tuple[str, str], ...] = ()
     # spec.failover: the controller decides each group's master; a master is handed over before it restarts
     failover: bool = False
+    # spec.failover: the nodes the broker pods are bound to, and how long one may be lost before the operator acts
+    nodes: tuple[NodeObservation, ...] = ()
+    node_lost_grace_seconds: float = 30.0
 
 
 # -- what the planner decided: actions, in the order the handler executes them --------------------------------------
@@ -358,6 +379,26 @@ class ElectMaster:
 
 
 @dataclass(frozen=True, slots=True)
+class ForceDeletePod:
+    """spec.failover: delete pod `pod` (that incarnation: `uid`) of group `group` with grace period 0. Its node
+    `node` is lost, so the kubelet there can neither stop it nor confirm a deletion; removing the object lets the
+    StatefulSet recreate the pod elsewhere, and the old process, if it still runs, is left without a pod (its
+    address and its volume claim go to the new one). Never planned for its group's master."""
+
+    pod: str
+    uid: str
+    group: int
+    node: str
+    reason: str = "NODE_LOST"
+
+    def describe(self) -> str:
+        return (
+            f"force-delete pod {self.pod} of broker group {self.group}: its node {self.node} is lost "
+            "(grace period 0; its StatefulSet recreates it)"
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class Wait:
     """Nothing more to do now: reconcile again in `retry_after_seconds` (kopf.TemporaryError(delay=...))."""
 
@@ -382,6 +423,7 @@ Action: TypeAlias = (
     | ClearManualRollRequest
     | UpdateBrokerConfig
     | ElectMaster
+    | ForceDeletePod
     | Wait
 )
 

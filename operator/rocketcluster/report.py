@@ -7,17 +7,22 @@ from __future__ import annotations
 import datetime
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 import kopf
 
 from rocketcluster import metrics
 from rocketcluster.kube import Kube
 from rocketcluster.observe import merge_conditions
+from rocketcluster.plan import Plan
 
-__all__ = ["differs", "now_iso", "report_problem"]
+__all__ = ["ANNOUNCED_REASONS", "announce_refusal", "differs", "now_iso", "report_problem"]
 
 log = logging.getLogger("rocketcluster.operator")
+
+# Degraded reasons a plan reports that need a person (a step the operator refuses to take by itself): each new
+# one gets a Warning Event and a log line beside the condition.
+ANNOUNCED_REASONS: Final = frozenset({"MasterOnLostNode"})
 
 
 def now_iso() -> str:
@@ -59,3 +64,17 @@ def differs(new: Mapping[str, Any], old: Mapping[str, Any]) -> bool:
         elif old.get(key) != value:
             return True
     return False
+
+
+async def announce_refusal(kube: Kube, body: kopf.Body, status: Mapping[str, Any], plan: Plan) -> None:
+    """A Warning Event and a log line when the plan's Degraded condition names a refusal (ANNOUNCED_REASONS)
+    that the status does not show yet with that message: once per new refusal, not once per pass."""
+    degraded = plan.condition("Degraded")
+    if degraded is None or degraded.status != "True" or degraded.reason not in ANNOUNCED_REASONS:
+        return
+    before: Mapping[str, Any] = next((c for c in status.get("conditions") or [] if c.get("type") == "Degraded"), {})
+    if before.get("reason") == degraded.reason and before.get("message") == degraded.message:
+        return
+    meta = body["metadata"]
+    log.warning("%s/%s: %s: %s", meta["namespace"], meta["name"], degraded.reason, degraded.message)
+    await kube.post_event(body, "Warning", degraded.reason, degraded.message[:1000])

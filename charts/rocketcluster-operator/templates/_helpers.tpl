@@ -167,11 +167,16 @@ Cluster-scoped reads, needed in both modes:
   claims Pending;
 - CustomResourceDefinitions: kopf watches them to notice the RocketCluster CRD changing (without it, kopf
   logs a permission warning and sees the CRD only at start); the operator gets cert-manager's to know whether
-  spec.security.tls.issuerRef can be served.
+  spec.security.tls.issuerRef can be served;
+- Nodes (get, one by one): with spec.failover a pass reads the nodes its broker pods are bound to, to fence
+  (force-delete) a pod whose node is lost, once an in-sync replica took over its mastership.
 */}}
 {{- define "rocketcluster-operator.clusterRules" -}}
 - apiGroups: ["storage.k8s.io"]
   resources: ["storageclasses"]
+  verbs: ["get"]
+- apiGroups: [""]
+  resources: ["nodes"]
   verbs: ["get"]
 - apiGroups: ["apiextensions.k8s.io"]
   resources: ["customresourcedefinitions"]
