@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import ipaddress
 import time
 import zlib
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ __all__ = [
     "SendRequest",
     "grpc_code",
     "message_type_of",
+    "peer_address",
     "timestamp_ms",
     "to_grpc_message",
     "to_send_request",
@@ -144,6 +146,30 @@ def _born_host(text: str) -> tuple[str, int] | None:
     parts = host.split(".")
     if len(parts) == 4 and all(p.isdigit() and int(p) < 256 for p in parts):
         return host, int(port) if port.isdigit() and int(port) < 65536 else 0
+    return None
+
+
+def peer_address(peer: str) -> tuple[str, int] | None:
+    """The IP and port of a gRPC peer string (`ipv4:10.0.0.7:5000`, `ipv6:[::1]:5000`), None for others (`unix:`).
+
+    A message's born host is this when the client sends none or a host name (the Java 5.x client sends its host name).
+    """
+    kind, _, rest = peer.partition(":")
+    host, sep, port = rest.rpartition(":")
+    if not sep or not port.isdigit() or int(port) > 65535:
+        return None
+    if kind == "ipv4":
+        parts = host.split(".")
+        if len(parts) == 4 and all(p.isdigit() and int(p) < 256 for p in parts):
+            return host, int(port)
+        return None
+    if kind == "ipv6" and host.startswith("[") and host.endswith("]"):
+        try:
+            address = ipaddress.ip_address(host[1:-1].split("%", 1)[0])
+        except ValueError:
+            return None
+        mapped = address.ipv4_mapped if isinstance(address, ipaddress.IPv6Address) else None
+        return str(mapped or address), int(port)
     return None
 
 

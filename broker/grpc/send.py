@@ -15,7 +15,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from broker.grpc.conversions import SendLimits, SendRefused, grpc_code, to_send_request
+from broker.grpc.conversions import SendLimits, SendRefused, grpc_code, peer_address, to_send_request
 from broker.grpc.local import LocalBroker
 from broker.grpc.pb import definition, service
 from broker.grpc.route import accept_types
@@ -119,8 +119,10 @@ class Sender:
             entry.status.CopyFrom(_status(exc.code, exc.message))
             return entry
         request.ext_fields["queueId"] = str(self._queue_id(msg))
+        # without an IP from the message, the connection's address (the send processor cannot parse gRPC's form)
+        born_host = request.born_host or peer_address(peer) or ("127.0.0.1", 0)
         response = await self.local.invoke(
-            RequestCode.SEND_MESSAGE, request.ext_fields, request.body, peer=peer, born_host=request.born_host
+            RequestCode.SEND_MESSAGE, request.ext_fields, request.body, peer=peer, born_host=born_host
         )
         if response.code != ResponseCode.SUCCESS:
             entry.status.CopyFrom(_status(grpc_code(response.code), response.remark or "send failed"))

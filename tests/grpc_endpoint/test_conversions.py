@@ -11,7 +11,7 @@ import pytest
 from rocketmq.grpc_protocol import definition_pb2, service_pb2
 
 from broker.client.route import BrokerData, QueueData, TopicRouteData
-from broker.grpc.conversions import SendRefused, grpc_code, to_grpc_message, to_send_request
+from broker.grpc.conversions import SendRefused, grpc_code, peer_address, to_grpc_message, to_send_request
 from broker.grpc.receive import parse_handle
 from broker.grpc.route import accept_types, message_queues
 from broker.grpc.settings import settings_reply
@@ -152,3 +152,23 @@ def test_settings_reply_and_handles() -> None:
     for bad in ("", "1 2 3", "a b c d e f g h i", "5 1 2 3 9 b 3 7 1"):
         with pytest.raises(ValueError):
             parse_handle(bad)
+
+
+@pytest.mark.parametrize(
+    ("peer", "address"),
+    [
+        ("ipv4:127.0.0.1:43560", ("127.0.0.1", 43560)),
+        ("ipv6:[::1]:5000", ("::1", 5000)),
+        ("ipv6:[::ffff:10.0.0.7]:5000", ("10.0.0.7", 5000)),
+        ("ipv6:[fe80::1%eth0]:5000", ("fe80::1", 5000)),
+        ("unix:/tmp/grpc.sock", None),
+        ("ipv4:999.0.0.1:1", None),
+        ("ipv4:127.0.0.1:99999", None),
+        ("ipv6:[zz::1]:1", None),
+        ("grpc", None),
+        ("", None),
+    ],
+)
+def test_peer_address(peer: str, address: tuple[str, int] | None) -> None:
+    """The born host of a message whose client sent a host name (Java 5.x) is its connection's address."""
+    assert peer_address(peer) == address
