@@ -12,10 +12,12 @@ from typing import Any
 import pytest
 from rocketmq.grpc_protocol import definition_pb2, service_pb2
 
+from broker.auth.checker import AuthChecker, AuthSettings
 from broker.auth.model import Action, AuthError, Resource
-from broker.auth.plain import ANY, PUB, SUB
+from broker.auth.plain import ANY, PUB, SUB, PlainAcl
+from broker.auth.store import AuthStore
 from broker.config.errors import ConfigError
-from broker.grpc.auth import needs_of, parse_authorization, peer_ip, v1_needs
+from broker.grpc.auth import GrpcAuth, needs_of, parse_authorization, peer_ip, v1_needs
 from broker.grpc.tls import grpc_tls_on, server_credentials
 from broker.transport.tls import TlsSettings
 from tests.tls_certs import make_pki
@@ -149,3 +151,20 @@ def test_tls_only_when_enforcing_and_credentials_name_the_bad_key(tmp_path: Path
         server_credentials(TlsSettings(test_mode=True, need_client_auth="require"))
     with pytest.raises(ConfigError, match=r"tls\.server\.certPath and tls\.server\.keyPath"):
         server_credentials(TlsSettings(test_mode=False))
+
+
+def test_v1_global_whitelist_needs_no_signature(tmp_path: Path) -> None:
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "plain_acl.yml").write_text(
+        "globalWhiteRemoteAddresses: ['10.0.0.*']\naccounts:\n  - accessKey: carol-v1\n    secretKey: carol-secret\n"
+    )
+    plain = PlainAcl(tmp_path)
+    assert plain.load()
+    auth = GrpcAuth(AuthChecker(AuthSettings(), AuthStore(None)), plain)
+    route = _req("QueryRouteRequest", topic__name="T")
+    assert auth.refusal({}, route, "ipv4:10.0.0.5:4000") is None
+    assert "No accessKey is configured" in (auth.refusal({}, route, "ipv4:10.0.1.5:4000") or "")
+    assert "No default permission for topic:T" in (
+        auth.refusal(_metadata("carol-v1", "carol-secret"), route, "ipv4:10.0.1.5:1") or ""
+    )
+    assert auth.refused == 2
