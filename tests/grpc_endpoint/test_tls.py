@@ -5,8 +5,9 @@ against gRPC's default roots (`grpc.ssl_channel_credentials()` with no arguments
 without changing it, the SDK runs in a subprocess whose environment sets GRPC_DEFAULT_SSL_ROOTS_FILE_PATH to the
 CA file (grpc core reads that variable once, when the process first needs its roots, so it cannot be set inside
 this test process). The certificate's key is encrypted, read with `tls.server.keyPassword` as the remoting port
-reads it. A plaintext client and a TLS client that does not trust the CA both fail at the transport, and the
-port keeps serving.
+reads it. Authentication is on too (the auth tests' keys): the SDK signs as the init SUPER user, and a wrong
+secret over TLS gets UNAUTHORIZED. A plaintext client and a TLS client that does not trust the CA both fail at
+the transport, and the port keeps serving.
 """
 
 from __future__ import annotations
@@ -24,7 +25,9 @@ import pytest
 from rocketmq.grpc_protocol import service_pb2, service_pb2_grpc
 
 from broker.transport.tls import client_context
+from tests.auth.auth_harness import ROOT, SECURED
 from tests.grpc_endpoint.grpc_harness import GrpcServers, client_metadata, create_topic, raw_channel
+from tests.grpc_endpoint.test_auth import signed_metadata
 from tests.tls_certs import Pki, make_pki
 
 TOPIC = f"GrpcTlsTopic{uuid.uuid4().hex[:6]}"
@@ -34,8 +37,8 @@ SDK_SCRIPT = """
 import json, sys, time
 from rocketmq import ClientConfiguration, Credentials, FilterExpression, Message, Producer, SimpleConsumer
 
-endpoint, topic, group = sys.argv[1:4]
-config = ClientConfiguration(endpoint, Credentials(), request_timeout=10)
+endpoint, topic, group, ak, sk = sys.argv[1:6]
+config = ClientConfiguration(endpoint, Credentials(ak, sk), request_timeout=10)
 producer = Producer(config, (topic,), tls_enable=True)
 producer.startup()
 sent = []
@@ -73,25 +76,26 @@ def tls_grpc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[GrpcSer
         "tls.server.keyPath": str(key),
         "tls.server.keyPassword": "broker-key-pw",
         "tls.test.mode.enable": "false",
+        **SECURED,
     }
     servers = GrpcServers(root, extra=keys)
     try:
         servers.start()
         # the remoting port is TLS-only too (enforcing): the admin client speaks TLS (not verifying: the
         # NameServer's certificate is its own self-signed one, and the remoting port is not what is tested here)
-        create_topic(servers, TOPIC, tls=client_context(verify=False))
+        create_topic(servers, TOPIC, signer=ROOT, tls=client_context(verify=False))
         yield servers, pki
     finally:
         servers.stop()
 
 
-def _tls_route(servers: GrpcServers, pki: Pki) -> service_pb2.QueryRouteResponse:
+def _tls_route(servers: GrpcServers, pki: Pki, secret: str = ROOT.secret_key) -> service_pb2.QueryRouteResponse:
     credentials = grpc.ssl_channel_credentials(root_certificates=pki.ca_cert.read_bytes())
     with grpc.secure_channel(servers.grpc_endpoint, credentials) as channel:
         stub = service_pb2_grpc.MessagingServiceStub(channel)
         request = service_pb2.QueryRouteRequest()
         request.topic.name = TOPIC
-        return stub.QueryRoute(request, metadata=client_metadata(), timeout=10)
+        return stub.QueryRoute(request, metadata=signed_metadata(ROOT.access_key, secret), timeout=10)
 
 
 def test_sdk_with_tls_enable_sends_and_receives(tls_grpc: tuple[GrpcServers, Pki], tmp_path: Path) -> None:
@@ -99,7 +103,7 @@ def test_sdk_with_tls_enable_sends_and_receives(tls_grpc: tuple[GrpcServers, Pki
     env = {**os.environ, "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH": str(pki.ca_cert)}
     group = f"GID-grpc-tls-{uuid.uuid4().hex[:6]}"
     done = subprocess.run(
-        [sys.executable, "-c", SDK_SCRIPT, servers.grpc_endpoint, TOPIC, group],
+        [sys.executable, "-c", SDK_SCRIPT, servers.grpc_endpoint, TOPIC, group, ROOT.access_key, ROOT.secret_key],
         env=env,
         capture_output=True,
         text=True,
@@ -137,4 +141,11 @@ def test_tls_client_not_trusting_the_ca_fails(tls_grpc: tuple[GrpcServers, Pki],
         with pytest.raises(grpc.RpcError) as info:
             stub.QueryRoute(request, metadata=client_metadata(), timeout=5)
     assert info.value.code() == grpc.StatusCode.UNAVAILABLE, info.value
+    assert _tls_route(servers, pki).status.code == 20000
+
+
+def test_wrong_secret_over_tls_gets_unauthorized(tls_grpc: tuple[GrpcServers, Pki]) -> None:
+    servers, pki = tls_grpc
+    reply = _tls_route(servers, pki, secret="not-roots-secret")
+    assert reply.status.code == 40100 and "check signature failed" in reply.status.message
     assert _tls_route(servers, pki).status.code == 20000
