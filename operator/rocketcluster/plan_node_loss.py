@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from rocketcluster.plan_types import ElectMaster, ForceDeletePod, NodeObservation, PodObservation, Wait
-from rocketcluster.plan_view import ClusterView, eligible
+from rocketcluster.plan_view import ClusterView, Member, eligible
 
 __all__ = ["NodeLossStep", "lost_since", "plan_node_loss"]
 
@@ -98,11 +98,7 @@ def plan_node_loss(view: ClusterView) -> NodeLossStep:
                 actions.append(ForceDeletePod(pod.name, pod.uid, g, node))
                 messages.append(f"force-deleting {pod.name} (node {node} lost)")
                 continue
-            targets = [
-                (m, i)
-                for m in view.in_sync_slaves(g)
-                if (i := m.pod.broker_id) is not None and eligible(m) and m.name not in lost_names
-            ]
+            targets = [(m, i) for m in _takers(view, g, lost_names) if (i := m.pod.broker_id) is not None]
             if targets:
                 target, broker_id = min(targets, key=lambda t: (t[0].pod.lag_bytes or 0, t[0].pod.ordinal))
                 actions.append(ElectMaster(g, target.name, broker_id, master.name, reason="MASTER_ON_LOST_NODE"))
@@ -114,7 +110,8 @@ def plan_node_loss(view: ClusterView) -> NodeLossStep:
             else:
                 blocked.append(
                     f"broker group {g}: its master {master.name} is on lost node {node} and no in-sync replica "
-                    "can take over; it is not force-deleted (that could lose acknowledged messages)"
+                    "can take over (none ready on another node in the controller's SyncStateSet or caught up); "
+                    "it is not force-deleted (that could lose acknowledged messages)"
                 )
     if not retry and not actions and not blocked:
         return NodeLossStep()
@@ -123,6 +120,19 @@ def plan_node_loss(view: ClusterView) -> NodeLossStep:
         retry.append(_POLL_SECONDS)
     wait = Wait("NODE_LOST", status or "", max(1.0, math.ceil(min(retry)))) if retry else None
     return NodeLossStep(tuple(actions), wait, status, tuple(blocked))
+
+
+def _takers(view: ClusterView, group: int, lost: set[str]) -> list[Member]:
+    """The slaves that may take over from a master on a lost node: ready and registered, on a node that is not
+    lost, and either in the controller's SyncStateSet (with allAckInSyncStateSet every member holds every
+    acknowledged message, and a master that does not answer has no lag to ask it for) or, when the controller
+    could not be asked, caught up and served by the master as the planned handover requires."""
+    return [
+        m
+        for m in view.members
+        if m.group == group and m.is_slave and m.pod.ready and m.pod.registered and m.name not in lost
+        if m.pod.in_sync_set is True or (m.pod.in_sync_set is None and view.caught_up(m) and eligible(m))
+    ]
 
 
 def _seconds(value: float) -> int:

@@ -53,6 +53,7 @@ class Row:
     terminating: set[tuple[int, int]] = field(default_factory=set)
     on: dict[tuple[int, int], str] = field(default_factory=dict)
     failover: bool = True
+    sets_known: bool = True  # False: the controller could not be asked for its SyncStateSets
 
     def node_of(self, g: int, o: int) -> str:
         return self.on.get((g, o), f"n{o}-{g}")
@@ -79,7 +80,9 @@ class Row:
                     lag_bytes=None if is_master or master is None else self.lag.get((g, o), 0),
                     broker_id=bid if master is not None else None,
                     master=is_master if self.failover else None,
-                    in_sync_set=None if is_master or master is None else (g, o) not in self.outside,
+                    in_sync_set=None
+                    if is_master or master is None or not self.sets_known
+                    else (g, o) not in self.outside,
                     node=node,
                 )
                 (terminating if (g, o) in self.terminating else pods).append(pod)
@@ -147,10 +150,20 @@ ROWS = {
         [("elect", bk(0, 2))],
         5.0,
     ),
-    "no in-sync replica: refuse (no force-delete, no election)": (
-        Row(nodes={"n0-0": not_ready(45)}, lag={(0, 1): None, (0, 2): 8192}),
+    "no SyncStateSet known and no slave caught up: refuse (no force-delete, no election)": (
+        Row(nodes={"n0-0": not_ready(45)}, lag={(0, 1): None, (0, 2): 8192}, sets_known=False),
         [],
         None,
+    ),
+    "no SyncStateSet known, a slave caught up: elect it": (
+        Row(nodes={"n0-0": not_ready(45)}, lag={(0, 1): None, (0, 2): 0}, sets_known=False),
+        [("elect", bk(0, 2))],
+        5.0,
+    ),
+    "a silent master (no lag known), a slave in the controller's SyncStateSet: elect it": (
+        Row(nodes={"n0-0": not_ready(45)}, lag={(0, 1): None, (0, 2): None}, outside={(0, 1)}),
+        [("elect", bk(0, 2))],
+        5.0,
     ),
     "slaves outside the SyncStateSet cannot take over: refuse": (
         Row(nodes={"n0-0": not_ready(45)}, outside={(0, 1), (0, 2)}),
@@ -204,7 +217,7 @@ def test_node_loss(row: Row, expected: list[tuple[str, str]], retry: float | Non
 
 
 def test_a_refusal_is_reported_as_degraded_naming_the_master_and_the_node() -> None:
-    p = plan(Row(nodes={"n0-0": not_ready(45)}, lag={(0, 1): None, (0, 2): None}).observed())
+    p = plan(Row(nodes={"n0-0": not_ready(45)}, outside={(0, 1), (0, 2)}).observed())
     degraded = p.condition("Degraded")
     assert degraded is not None and degraded.status == "True" and degraded.reason == "MasterOnLostNode"
     assert bk(0, 0) in degraded.message and "n0-0" in degraded.message and "no in-sync replica" in degraded.message
