@@ -109,13 +109,13 @@ def check_properties(text: str) -> str | None:
 
 # Every property `batch_message_problem` looks at: a message with none of them (nearly all) is checked
 # with one set operation
-_BATCH_CHECKED = frozenset({Prop.DELAY, Prop.TRAN_MSG, *TIMER_PROPERTIES})
+BATCH_CHECKED = frozenset({Prop.DELAY, Prop.TRAN_MSG, *TIMER_PROPERTIES})
 
 
 def batch_message_problem(props: dict[str, str]) -> str | None:
     """Why a message cannot be part of a batch (the seed's limits: no delay, no transaction; and no
     delivery time), or None."""
-    if props.keys().isdisjoint(_BATCH_CHECKED):
+    if props.keys().isdisjoint(BATCH_CHECKED):
         return None
     if props.get(Prop.DELAY, "0") not in ("", "0"):
         return "delayed messages cannot be sent in a batch"

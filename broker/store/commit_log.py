@@ -270,7 +270,11 @@ class CommitLog:
         return encode_record(ext)
 
     def append_messages(self, msgs: list[MessageToStore]) -> PutResult | None:
-        """A batch: same topic and queue, one file, consecutive queue offsets (None: roll, as above)."""
+        """A batch: same topic and queue, one file, consecutive queue offsets (None: roll, as above).
+
+        The records are those `append_message` writes for each message in turn, with one store timestamp;
+        their ConsumeQueue units go to the sink as one run (`DispatchSink.appended_run`) when the batch
+        shares one sysFlag and has no prepared-transaction offset (every batch a producer sends)."""
         if not msgs:
             return PutResult(PutStatus.MESSAGE_ILLEGAL)
         files = self.queue.files
@@ -278,82 +282,106 @@ class CommitLog:
             return None
         mf = files[-1]
         first = msgs[0]
-        topic_field = self._topic_field(first.topic)
+        topic, queue_id, born_host = first.topic, first.queue_id, first.born_host
+        topic_field = self._topics.get(topic) or self._topic_field(topic)
         if topic_field is None:
             return PutResult(PutStatus.MESSAGE_ILLEGAL)
-        encoded: list[tuple[MessageToStore, bytes, int, bytes]] = []
-        needed = 0
+        born_field = self._born_fields.get(born_host) or self._born_field(born_host)
+        if len(born_field) != 8:
+            return PutResult(PutStatus.MESSAGE_ILLEGAL)  # batches from IPv6 producers: not supported
         fixed_size = _SIZE_BESIDES + len(topic_field)
         max_size = self.max_message_size
-        born_host = first.born_host
-        born_field = self._born_field(born_host)  # a batch comes from one producer: looked up once
+        sys_flag = first.sys_flag & _NO_LAYOUT_BITS
+        props_list: list[bytes] = []
+        totals: list[int] = []
+        uniform = True  # one born host, one sysFlag, no prepared offset: the run's common case
         for msg in msgs:
-            if msg.topic != first.topic or msg.queue_id != first.queue_id:
+            if msg.topic != topic or msg.queue_id != queue_id:
                 return PutResult(PutStatus.MESSAGE_ILLEGAL)
             props = msg.properties_bytes
             if props is None:
                 props = encode_properties(msg.properties).encode() if msg.properties else b""
             if len(props) > MAX_PROPERTIES_LENGTH:
                 return PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED)
-            if len(msg.body) > max_size:
+            body_len = len(msg.body)
+            if body_len > max_size:
                 return PutResult(PutStatus.MESSAGE_ILLEGAL)
-            if msg.born_host != born_host:
-                born_host = msg.born_host
-                born_field = self._born_field(born_host)
-            if len(born_field) != 8:
-                return PutResult(PutStatus.MESSAGE_ILLEGAL)  # batches from IPv6 producers: not supported
-            total = fixed_size + len(msg.body) + len(props)
-            encoded.append((msg, props, total, born_field))
-            needed += total
+            if uniform and (
+                msg.born_host != born_host
+                or msg.sys_flag & _NO_LAYOUT_BITS != sys_flag
+                or msg.prepared_transaction_offset
+            ):
+                uniform = False
+            props_list.append(props)
+            totals.append(fixed_size + body_len + len(props))
+        born_fields = [born_field] * len(msgs)
+        if not uniform:
+            for i, msg in enumerate(msgs):
+                born_fields[i] = self._born_field(msg.born_host)
+                if len(born_fields[i]) != 8:
+                    return PutResult(PutStatus.MESSAGE_ILLEGAL)
+        needed = sum(totals)
         if needed + END_FILE_MIN_BLANK_LENGTH > mf.file_size:
             return PutResult(PutStatus.MESSAGE_ILLEGAL)
         pos = mf.wrote_position
         if needed + END_FILE_MIN_BLANK_LENGTH > mf.file_size - pos:
             return self._write_blank(mf)
-        key = (first.topic, first.queue_id)
+        key = (topic, queue_id)
         queue_offset = self.topic_queue_table.get(key, 0)
         store_ts = time.time_ns() // 1_000_000
         if pos + needed > mf.reserve_trigger and not mf.make_room(pos + needed):
             return PutResult(PutStatus.DISK_FULL)
         mm = mf.mm
-        start_phy = mf.file_from_offset + pos
+        base = mf.file_from_offset
+        start_phy = base + pos
         offsets: list[int] = []
         pack_into = FIXED_V4_HOSTS.pack_into
-        for i, (msg, props, total, born_field) in enumerate(encoded):
-            phy = mf.file_from_offset + pos
-            offsets.append(phy)
+        host_field = self.store_host_field
+        cq_offset = queue_offset
+        for msg, props, total, born in zip(msgs, props_list, totals, born_fields, strict=True):
+            offsets.append(base + pos)
             body = msg.body
+            body_len = len(body)
             pack_into(
-                mm, pos, total, MESSAGE_MAGIC_CODE, crc32(body) & 0x7FFFFFFF, msg.queue_id, msg.flag,
-                queue_offset + i, phy, msg.sys_flag & _NO_LAYOUT_BITS, msg.born_timestamp, born_field, store_ts,
-                self.store_host_field, msg.reconsume_times, msg.prepared_transaction_offset, len(body),
+                mm, pos, total, MESSAGE_MAGIC_CODE, crc32(body) & 0x7FFFFFFF, queue_id, msg.flag, cq_offset,
+                base + pos, msg.sys_flag & _NO_LAYOUT_BITS, msg.born_timestamp, born, store_ts, host_field,
+                msg.reconsume_times, msg.prepared_transaction_offset, body_len,
             )  # fmt: skip
-            p = pos + FIXED_SIZE_V4 + len(body)
+            p = pos + FIXED_SIZE_V4 + body_len
             mm[pos + FIXED_SIZE_V4 : p] = body
-            mm[p : pos + total] = topic_field + len(props).to_bytes(2, "big") + props
             pos += total
+            mm[p:pos] = topic_field + len(props).to_bytes(2, "big") + props
+            cq_offset += 1
         mf.wrote_position = pos
         mf.store_timestamp = store_ts
-        self.topic_queue_table[key] = queue_offset + len(encoded)
-        appended = self._appended
-        for i, (msg, props, total, _) in enumerate(encoded):
+        self.topic_queue_table[key] = cq_offset
+        codes: list[int] = []
+        founds: list[tuple[object, str | None, str | None]] = []
+        last_tags: str | None = None
+        last_code = 0
+        for msg, props in zip(msgs, props_list, strict=True):
             known = msg.dispatch_keys  # (TAGS, KEYS, UNIQ_KEY) when the send path looked them up
-            found: tuple[object, str | None, str | None]
             if known is not None:
                 tags = known[0]
-                code = java_string_hash(tags) if tags else 0
-                found = known
+                if tags != last_tags:  # a batch's messages mostly share their tags: hashed once
+                    last_tags = tags
+                    last_code = java_string_hash(tags) if tags else 0
+                codes.append(last_code)
+                founds.append(known)
             else:
-                fields = dispatch_fields(first.topic, props.decode(), store_ts, self._delay_levels)
-                code = fields[0]
-                found = fields
-            appended(
-                key, offsets[i], total, code, store_ts, queue_offset + i, msg.sys_flag & _NO_LAYOUT_BITS, found,
-                msg.prepared_transaction_offset,
-            )  # fmt: skip
-        return PutResult(
-            PUT_OK, start_phy, needed, queue_offset, store_ts, len(encoded), offsets, self.store_host_prefix
-        )
+                fields = dispatch_fields(topic, props.decode(), store_ts, self._delay_levels)
+                codes.append(fields[0])
+                founds.append(fields)
+        if uniform:
+            self.sink.appended_run(key, offsets, totals, codes, store_ts, queue_offset, sys_flag, founds)
+        else:
+            appended = self._appended
+            for i, msg in enumerate(msgs):
+                appended(
+                    key, offsets[i], totals[i], codes[i], store_ts, queue_offset + i,
+                    msg.sys_flag & _NO_LAYOUT_BITS, founds[i], msg.prepared_transaction_offset,
+                )  # fmt: skip
+        return PutResult(PUT_OK, start_phy, needed, queue_offset, store_ts, len(msgs), offsets, self.store_host_prefix)
 
     def _current_file(self) -> MappedFile | None:
         files = self.queue.files

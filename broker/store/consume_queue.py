@@ -118,6 +118,21 @@ class ConsumeQueue:
         self.max_physic_offset = phy_offset + size
         return True
 
+    def put_run(self, offsets: list[int], sizes: list[int], tags_codes: list[int], cq_offset: int) -> bool:
+        """`put_next` of a batch's units, the one at `cq_offset` first, in one copy; False (nothing written)
+        unless all of them are `put_next`'s common case in the last file."""
+        mf = self._last
+        if mf is None:
+            return False
+        pos = mf.wrote_position
+        end = pos + len(offsets) * CQ_STORE_UNIT_SIZE
+        if end > mf.file_size or mf.file_from_offset + pos != cq_offset * CQ_STORE_UNIT_SIZE:
+            return False
+        mf.mm[pos:end] = b"".join(map(UNIT.pack, offsets, sizes, tags_codes))
+        mf.wrote_position = end
+        self.max_physic_offset = offsets[-1] + sizes[-1]
+        return True
+
     def _put_slow(self, phy_offset: int, size: int, tags_code: int, expect: int) -> bool:
         queue = self.queue
         try:

@@ -161,6 +161,46 @@ class ReputService:
         if not self._scheduled:
             self._schedule()
 
+    def appended_run(
+        self,
+        key: tuple[str, int],
+        offsets: list[int],
+        sizes: list[int],
+        tags_codes: list[int],
+        store_ts: int,
+        cq_offset: int,
+        sys_flag: int,
+        founds: list[tuple[object, str | None, str | None]],
+    ) -> None:
+        """A batch's records (DispatchSink): when the first is next in line, their units are written with
+        one `ConsumeQueue.put_run` and each listener hears once per distinct tags code, of the offset after
+        the last (no held pull waits inside a batch appended in one step); otherwise each goes through
+        `appended`."""
+        if (
+            self._direct
+            and offsets[0] == self.reput_from_offset
+            and not sys_flag & NO_QUEUE_OFFSET
+            and (cq := self._unit_queues.get(key)) is not None
+            and cq.put_run(offsets, sizes, tags_codes, cq_offset)
+        ):
+            self.reput_from_offset = offsets[-1] + sizes[-1]
+            self.last_dispatch_timestamp = store_ts
+            if self._listeners:
+                topic, queue_id = key
+                after = cq_offset + len(sizes)
+                for code in dict.fromkeys(tags_codes):
+                    for listener in self._listeners:
+                        try:
+                            listener(topic, queue_id, after, code, None)
+                        except Exception:  # a listener bug must not stop dispatch
+                            log.exception("arrival listener failed")
+            if not self._scheduled:
+                self._schedule()
+            return
+        appended = self.appended
+        for i, phy in enumerate(offsets):
+            appended(key, phy, sizes[i], tags_codes[i], store_ts, cq_offset + i, sys_flag, founds[i], 0)
+
     def written(self, end: int) -> None:
         """Bytes up to `end` were appended without their records (DispatchSink): the pass reads them."""
         if not self._scheduled:

@@ -96,6 +96,9 @@ class DispatchSink(Protocol):
     has at hand (no request object is built for it; the sink builds one only if it must keep it).
     `found` holds KEYS at [1] and UNIQ_KEY at [2]: the send path's `MessageToStore.dispatch_keys` as it
     is, or `dispatch_fields`' result (no new tuple a put).
+    `appended_run`: a batch's records, back to back in one queue, with one store timestamp and sysFlag
+    and no prepared-transaction offset: what `appended` of each in turn (queue offsets from `cq_offset`)
+    would be told, in one call.
     `written`: bytes up to `end` were appended whose records were not handed over one by one (a slave's
     replicated bytes): the sink reads them from the CommitLog.
     """
@@ -111,6 +114,18 @@ class DispatchSink(Protocol):
         sys_flag: int,
         found: tuple[object, str | None, str | None],
         prepared_offset: int,
+    ) -> None: ...
+
+    def appended_run(
+        self,
+        key: tuple[str, int],
+        offsets: list[int],
+        sizes: list[int],
+        tags_codes: list[int],
+        store_ts: int,
+        cq_offset: int,
+        sys_flag: int,
+        founds: list[tuple[object, str | None, str | None]],
     ) -> None: ...
 
     def written(self, end: int) -> None: ...

@@ -64,6 +64,20 @@ class RecordingSink:
             )
         )
 
+    def appended_run(
+        self,
+        key: tuple[str, int],
+        offsets: list[int],
+        sizes: list[int],
+        tags_codes: list[int],
+        store_ts: int,
+        cq_offset: int,
+        sys_flag: int,
+        founds: list[tuple[object, str | None, str | None]],
+    ) -> None:
+        for i, phy in enumerate(offsets):
+            self.appended(key, phy, sizes[i], tags_codes[i], store_ts, cq_offset + i, sys_flag, founds[i], 0)
+
     def written(self, end: int) -> None:
         self.written_to.append(end)
 

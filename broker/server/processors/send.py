@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, NamedTuple
 import orjson
 
 from broker.metrics.message_types import TYPED_PROPERTIES, message_type
-from broker.protocol.batch import MAX_PROPERTIES_LENGTH, BatchFormatError, decode_batch, merge_batch_properties
 from broker.protocol.codes import CURRENT_VERSION, FLAG_RESPONSE, RequestCode, ResponseCode
 from broker.protocol.command import RemotingCommand, frame
 from broker.protocol.headers import SendMessageRequestHeader, parse_send_request_header
@@ -32,11 +31,10 @@ from broker.protocol.message import SENDER_SYS_FLAGS, SysFlag, sender_sys_flag
 from broker.protocol.properties import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, Prop
 from broker.protocol.reply import REPLY_TO_CLIENT
 from broker.protocol.uniq_key import UniqKeyGenerator
+from broker.server.batch_send import BatchSend, batch_messages
 from broker.server.errors import RequestError
 from broker.server.put_rules import (
     PUT_STATUS_CODES,
-    batch_dispatch_keys,
-    batch_message_problem,
     checked_properties,
     rewrite_for_delay,
     stored_properties,
@@ -341,10 +339,6 @@ class SendProcessor:
             )
         if header.sys_flag & SysFlag.TRANSACTION_MASK == SysFlag.TRANSACTION_PREPARED_TYPE:
             raise RequestError(ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot be transactional")
-        try:
-            inner = decode_batch(cmd.body)
-        except BatchFormatError as exc:
-            raise RequestError(ResponseCode.MESSAGE_ILLEGAL, f"malformed batch body: {exc}") from None
         batch_props = header.properties or ""
         try:
             batch_level_props = checked_properties(batch_props)
@@ -352,43 +346,11 @@ class SendProcessor:
             raise RequestError(exc.code, f"batch header: {exc.remark}") from None
         if batch_props and not batch_props.endswith(PROPERTY_SEPARATOR):  # as `process` does: CLUSTER stays its own
             batch_props += PROPERTY_SEPARATOR
-        batch_level = batch_props + self._cluster_prop
-        max_size = self.config.max_message_size
-        topic, sys_flag, born_timestamp = header.topic, header.sys_flag, header.born_timestamp
-        messages: list[MessageToStore] = []
-        uniq_ids: list[str] = []
-        for index, m in enumerate(inner):
-            if len(m.body) > max_size:
-                raise RequestError(
-                    ResponseCode.MESSAGE_ILLEGAL,
-                    f"batch message {index}: body size {len(m.body)} exceeds the maximum {max_size}",
-                )
-            try:
-                props = checked_properties(m.properties)
-            except RequestError as exc:
-                raise RequestError(exc.code, f"batch message {index}: {exc.remark}") from None
-            problem = batch_message_problem(props)
-            if problem is not None:
-                raise RequestError(ResponseCode.MESSAGE_ILLEGAL, f"batch message {index}: {problem}")
-            text = m.properties
-            uniq = props.get(Prop.UNIQ_KEY)
-            if not uniq:
-                uniq = self.uniq.next()
-                if text and not text.endswith(PROPERTY_SEPARATOR):
-                    text += PROPERTY_SEPARATOR
-                text += f"{Prop.UNIQ_KEY}{NAME_VALUE_SEPARATOR}{uniq}{PROPERTY_SEPARATOR}"
-            uniq_ids.append(uniq)
-            # 4.9.x-5.3.x append the batch-level properties to every inner message; clients read them.
-            merged = merge_batch_properties(text, batch_level).encode()
-            if len(merged) > MAX_PROPERTIES_LENGTH:
-                raise RequestError(ResponseCode.MESSAGE_ILLEGAL, f"batch message {index}: properties too long")
-            # positional, as in `process`; the dispatch hint saves the CommitLog a search of the text
-            messages.append(
-                MessageToStore(
-                    topic, queue_id, m.body, m.flag, {}, sys_flag, born_timestamp, born_host, 0, 0, merged,
-                    batch_dispatch_keys(props, uniq, batch_level_props),
-                )
-            )  # fmt: skip
+        send = BatchSend(
+            header.topic, queue_id, header.sys_flag, header.born_timestamp, born_host, self.config.max_message_size,
+            batch_level_props, batch_props + self._cluster_prop,
+        )  # fmt: skip
+        messages, uniq_ids = batch_messages(cmd.body, send, self.uniq.next)
         wait = batch_level_props.get(Prop.WAIT) != "false"
         uniq = ",".join(uniq_ids)
         if self.meters is not None and not batch_level_props.keys().isdisjoint(TYPED_PROPERTIES):
