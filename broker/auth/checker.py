@@ -22,6 +22,7 @@ import functools
 import logging
 import time
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -183,13 +184,27 @@ class AuthChecker:
         username = fields.get(ACCESS_KEY)
         if not username:
             raise AuthError(f"username cannot be null. (request code {cmd.code} carries no AccessKey)")
-        user = self.store.users.get(username)
-        if user is None:
-            raise AuthError(f"User:{_shown(username)} is not found.")
-        if not user.enabled:
-            raise AuthError(f"User:{username} is disabled.")
+        user = self._user(username, "is not found.")
         if not self._signed(user, cmd, conn):
             raise AuthError(f"check signature failed. (User:{username}, request code {cmd.code})")
+
+    def authenticate_signed(self, username: str, signed: Callable[[str], bool], what: str) -> None:
+        """Authentication of a request signed otherwise than the remoting way (the gRPC endpoint's
+        `authorization` metadata): `signed(password)` says whether the user's password made its signature;
+        `what` names the request in the refusal. Raises AuthError with RocketMQ's messages."""
+        if not username:
+            raise AuthError(f"username cannot be null. ({what} carries no AccessKey)")
+        user = self._user(username, "is not found.")
+        if not signed(user.password):
+            raise AuthError(f"check signature failed. (User:{username}, {what})")
+
+    def _user(self, username: str, missing: str) -> User:
+        user = self.store.users.get(username)
+        if user is None:
+            raise AuthError(f"User:{_shown(username)} {missing}")
+        if not user.enabled:
+            raise AuthError(f"User:{username} is disabled.")
+        return user
 
     def _signed(self, user: User, cmd: RemotingCommand, conn: Any) -> bool:
         """Whether `cmd` carries `user`'s good signature, or (stateful) `conn` carried one recently."""
@@ -218,18 +233,9 @@ class AuthChecker:
         username = cmd.ext_fields.get(ACCESS_KEY)
         if not username:
             raise AuthError(f"username cannot be null. (request code {cmd.code} carries no AccessKey)")
-        store = self.store
-        user = store.users.get(username)
-        if user is None:
-            raise AuthError(f"User:{_shown(username)} not found.")
-        if not user.enabled:
-            raise AuthError(f"User:{username} is disabled.")
-        if user.is_super:
+        if self._user(username, "not found.").is_super:
             return
-        if self._decisions_of != store.data_version.counter or len(self._decisions) > _DECISIONS_CACHED:
-            self._decisions.clear()
-            self._sends.clear()
-            self._decisions_of = store.data_version.counter
+        self._fresh_decisions()
         topic_key = _SEND_TOPIC.get(cmd.code)
         if topic_key is not None:  # the hot path: a send to a plain topic, decided once per (user, topic, ip)
             topic = cmd.ext_fields.get(topic_key)
@@ -243,7 +249,27 @@ class AuthChecker:
                     if allowed:
                         return
                 raise AuthError(self._denial(username, Resource.topic(topic), _PUB, ip))
-        needs = derive(cmd, self.settings.cluster)
+        self._authorize_needs(username, derive(cmd, self.settings.cluster), ip)
+
+    def authorize_needs(self, username: str, needs: list[Need], ip: str, what: str = "the request") -> None:
+        """Authorization of a request whose needs its caller derived (the gRPC endpoint's RPCs): the user's
+        existence and status, SUPER users through, then each need against the ACLs (decisions cached as for
+        remoting requests). Raises AuthError with RocketMQ's messages."""
+        if not username:
+            raise AuthError(f"username cannot be null. ({what} carries no AccessKey)")
+        if self._user(username, "not found.").is_super:
+            return
+        self._fresh_decisions()
+        self._authorize_needs(username, needs, ip)
+
+    def _fresh_decisions(self) -> None:
+        counter = self.store.data_version.counter
+        if self._decisions_of != counter or len(self._decisions) > _DECISIONS_CACHED:
+            self._decisions.clear()
+            self._sends.clear()
+            self._decisions_of = counter
+
+    def _authorize_needs(self, username: str, needs: list[Need], ip: str) -> None:
         if not needs:
             return
         decisions = self._decisions

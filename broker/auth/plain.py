@@ -41,7 +41,17 @@ from broker.protocol.codes import RequestCode
 from broker.protocol.command import RemotingCommand
 from broker.protocol.signature import ACCESS_KEY, verify
 
-__all__ = ["MAX_FILE_BYTES", "PlainAcl", "PlainAclError", "address_matcher", "migrate_to_v2"]
+__all__ = [
+    "ANY",
+    "MAX_FILE_BYTES",
+    "PUB",
+    "RETRY",
+    "SUB",
+    "PlainAcl",
+    "PlainAclError",
+    "address_matcher",
+    "migrate_to_v2",
+]
 
 log = logging.getLogger(__name__)
 
@@ -337,12 +347,31 @@ class PlainAcl:
 
     def check(self, cmd: RemotingCommand, ip: str) -> str | None:
         """None when v1 accepts the request, else the SYSTEM_ERROR remark (AclException text)."""
+        fields = cmd.ext_fields
+        return self.check_access(
+            fields.get(ACCESS_KEY),
+            lambda secret: verify(secret, fields, cmd.body, cmd.version),
+            lambda: needed_perms(cmd),
+            ip,
+            cmd.code,
+        )
+
+    def check_access(
+        self,
+        access_key: str | None,
+        signed: Callable[[str], bool],
+        needed_of: Callable[[], dict[str, int]],
+        ip: str,
+        code: int | None = None,
+    ) -> str | None:
+        """The v1 check of one request, however it was signed: `signed(secret)` says whether the account's
+        secret made its signature, `needed_of()` gives what it needs (resource -> PUB/SUB; a group as
+        %RETRY%<group>), `code` the remoting request code (None for a gRPC RPC, which is never an admin code).
+        None when v1 accepts it, else the AclException text."""
         config = self.config
         for white in config.global_white:
             if white(ip):
                 return None
-        fields = cmd.ext_fields
-        access_key = fields.get(ACCESS_KEY)
         if not access_key:
             return f"{EXCEPTION}: No accessKey is configured"
         account = config.accounts.get(access_key)
@@ -350,15 +379,15 @@ class PlainAcl:
             return f"{EXCEPTION}: No acl config for {access_key[:64]}"
         if account.white(ip):
             return None
-        if not verify(account.secret_key, fields, cmd.body, cmd.version):
+        if not signed(account.secret_key):
             return f"{EXCEPTION}: Check signature failed for accessKey={access_key}"
-        needed = needed_perms(cmd)
+        needed = needed_of()
         if needed.get(TRACE_TOPIC, 0) & PUB:
             return None
         if account.admin:
             return None
-        if cmd.code in ADMIN_CODES:
-            return f"{EXCEPTION}: Need admin permission for request code={cmd.code}, but accessKey={access_key} is not"
+        if code is not None and code in ADMIN_CODES:
+            return f"{EXCEPTION}: Need admin permission for request code={code}, but accessKey={access_key} is not"
         for resource, perm in needed.items():
             is_group = resource.startswith(RETRY)
             explicit = (account.group_perms if is_group else account.topic_perms).get(resource)

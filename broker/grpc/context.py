@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from broker.auth.service import ServerAuth
     from broker.server.clients import ConsumerManager, ProducerManager
     from broker.server.config import BrokerConfig
     from broker.server.groups import SubscriptionGroupManager
@@ -18,7 +19,7 @@ __all__ = ["BrokerView"]
 
 class BrokerView(Protocol):
     """The running broker: its configuration, tables, remoting server (whose processors answer every RPC), and
-    its own client (NameServer route lookups) and its POP service."""
+    its own client (NameServer route lookups), its POP service and its auth (users, ACLs, plain_acl.yml)."""
 
     @property
     def config(self) -> BrokerConfig: ...
@@ -34,6 +35,8 @@ class BrokerView(Protocol):
     def consumers(self) -> ConsumerManager: ...
     @property
     def client(self) -> RemotingClient: ...
+    @property
+    def auth(self) -> ServerAuth: ...
     @property
     def pop(self) -> PopService:
         """The POP service (exists once the broker started)."""

@@ -1,9 +1,9 @@
 """GrpcEndpoint: the grpcio asyncio server of `MessagingService`, on the broker's own event loop.
 
-Started by mqbroker after the broker (its processors answer every RPC) and stopped before it. Plaintext only:
-grpcio cannot serve TLS and plaintext on one port as RocketMQ's proxy does (clients use `enableSsl(false)` /
-the Python SDK's default). With authentication or ACL on, the endpoint does not start: the gRPC metadata
-signature is not checked yet, and serving without it would bypass the broker's access control.
+Started by mqbroker after the broker (its processors answer every RPC) and stopped before it. With the broker's
+authenticationEnabled, authorizationEnabled or aclEnable on, every RPC is checked against the broker's users,
+ACLs and plain_acl.yml (broker.grpc.auth). The port is plaintext, or TLS only with `tls.server.mode=enforcing`
+(broker.grpc.tls: grpcio cannot serve both on one port as RocketMQ's proxy does).
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ import logging
 
 import grpc
 
+from broker.config.errors import ConfigError
+from broker.grpc.auth import GrpcAuth
 from broker.grpc.context import BrokerView
 from broker.grpc.conversions import SendLimits
 from broker.grpc.local import LocalBroker
@@ -22,7 +24,9 @@ from broker.grpc.pb import service_grpc
 from broker.grpc.receive import Receiver
 from broker.grpc.send import Sender
 from broker.grpc.service import MessagingService
+from broker.grpc.tls import grpc_tls_on, server_credentials
 from broker.log_limit import LimitedLog
+from broker.transport.tls import TlsSettings
 
 __all__ = ["GrpcEndpoint", "GrpcEndpointError"]
 
@@ -57,15 +61,18 @@ class GrpcEndpoint:
 
     async def start(self) -> None:
         c = self.broker.config
-        if c.authentication_enabled or c.acl_enable:
-            raise GrpcEndpointError(
-                "enableProxy: the gRPC endpoint does not check request signatures yet, so it cannot run with "
-                "authenticationEnabled or aclEnable on"
-            )
+        tls = TlsSettings.of(c)
+        credentials: grpc.ServerCredentials | None = None
+        if grpc_tls_on(tls):
+            try:
+                credentials = server_credentials(tls)
+            except ConfigError as exc:
+                raise GrpcEndpointError(f"enableProxy with tls.server.mode=enforcing: {exc}") from None
+        checker = self.broker.auth.checker
         local = LocalBroker(self._dispatcher)
         sender = Sender(local, self.broker.topics.get, SendLimits(max_body_size=c.max_message_size))
         receiver = Receiver(self.broker.pop, local, self.broker.groups)
-        self.service = MessagingService(self.broker, local, sender, receiver)
+        self.service = MessagingService(self.broker, local, sender, receiver, GrpcAuth(checker, checker.plain))
         server = grpc.aio.server(
             maximum_concurrent_rpcs=MAX_CONCURRENT_RPCS,
             options=[
@@ -79,7 +86,10 @@ class GrpcEndpoint:
         service_grpc.add_MessagingServiceServicer_to_server(self.service, server)
         address = f"{c.bind_address}:{c.grpc_server_port}"
         try:
-            port = server.add_insecure_port(address)
+            if credentials is None:
+                port = server.add_insecure_port(address)
+            else:
+                port = server.add_secure_port(address, credentials)
         except RuntimeError as exc:
             raise GrpcEndpointError(f"cannot listen on {address}: {exc}") from None
         if not port:
@@ -89,7 +99,13 @@ class GrpcEndpoint:
         self.server, self.port = server, port
         self.service.port = port
         self._expiry = asyncio.get_running_loop().create_task(self._expire_clients())
-        log.info("gRPC endpoint (apache.rocketmq.v2.MessagingService) listening on %s:%d", c.bind_address, port)
+        log.info(
+            "gRPC endpoint (apache.rocketmq.v2.MessagingService) listening on %s:%d (%s, %s)",
+            c.bind_address,
+            port,
+            "TLS only" if credentials is not None else "plaintext",
+            "requests checked" if self.service.auth is not None else "no authentication",
+        )
 
     async def _expire_clients(self) -> None:
         assert self.service is not None

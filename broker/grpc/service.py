@@ -2,7 +2,9 @@
 
 RocketMQ's rules for the metadata: `x-mq-client-id` is required (CLIENT_ID_REQUIRED otherwise); the language and
 version are recorded. RPCs this endpoint does not serve answer NOT_IMPLEMENTED in their status (PullMessage and
-the offset RPCs are not served by RocketMQ's proxy either).
+the offset RPCs are not served by RocketMQ's proxy either). With authentication, authorization or ACL 1.0 on,
+every RPC and every Telemetry command is checked first (broker.grpc.auth): a refused one gets UNAUTHORIZED in its
+status and nothing else happens (a refused settings command registers nothing).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 import grpc
 
 from broker.client.route import BrokerData, QueueData, TopicRouteData, parse_route
+from broker.grpc.auth import GrpcAuth
 from broker.grpc.clients import Client, ClientRegistry, RegistrationError
 from broker.grpc.context import BrokerView
 from broker.grpc.conversions import grpc_code, to_grpc_message
@@ -25,6 +28,7 @@ from broker.grpc.receive import Receiver
 from broker.grpc.route import accept_types, message_queues
 from broker.grpc.send import Sender
 from broker.grpc.settings import settings_reply
+from broker.log_limit import LimitedLog
 from broker.protocol.codes import RequestCode, ResponseCode
 from broker.protocol.command import RemotingCommand
 from broker.protocol.headers import CheckTransactionStateRequestHeader
@@ -33,6 +37,7 @@ from broker.protocol.message import decode_record
 __all__ = ["MessagingService"]
 
 log = logging.getLogger(__name__)
+_refusals = LimitedLog(log)
 
 Code = definition.Code
 
@@ -53,8 +58,11 @@ def _metadata(context: Any) -> dict[str, str]:
 class MessagingService(service_grpc.MessagingServiceServicer):  # type: ignore[misc]
     """The servicer; `port` is the bound gRPC port (route entries of this broker name it)."""
 
-    def __init__(self, broker: BrokerView, local: LocalBroker, sender: Sender, receiver: Receiver) -> None:
+    def __init__(
+        self, broker: BrokerView, local: LocalBroker, sender: Sender, receiver: Receiver, auth: GrpcAuth | None = None
+    ) -> None:
         self.broker = broker
+        self.auth = auth if auth is not None and auth.active else None
         self.local = local
         self.sender = sender
         self.receiver = receiver
@@ -71,6 +79,31 @@ class MessagingService(service_grpc.MessagingServiceServicer):  # type: ignore[m
         return self.clients.client(
             client_id, context.peer() or "grpc", meta.get("x-mq-language", ""), meta.get("x-mq-client-version", "")
         )
+
+    def _refusal(self, context: Any, request: Any) -> str | None:
+        """None when the request may be served, else why not (the message of its UNAUTHORIZED status)."""
+        if self.auth is None:
+            return None
+        peer = context.peer() or ""
+        message = self.auth.refusal(_metadata(context), request, peer)
+        if message is not None:
+            _refusals.warning(
+                f"refused {type(request).__name__}",
+                "gRPC %s from %s refused: %s",
+                type(request).__name__,
+                peer,
+                message,
+            )
+        return message
+
+    def _refused(self, context: Any, request: Any, reply_type: Any) -> Any | None:
+        """A `reply_type` with status UNAUTHORIZED when the request is refused, else None."""
+        message = self._refusal(context, request)
+        if message is None:
+            return None
+        reply = reply_type()
+        reply.status.CopyFrom(_status(Code.UNAUTHORIZED, message))
+        return reply
 
     @staticmethod
     def _no_client(reply: Any) -> Any:
@@ -109,6 +142,8 @@ class MessagingService(service_grpc.MessagingServiceServicer):  # type: ignore[m
     # ------------------------------------------------------------------ route and clients
 
     async def QueryRoute(self, request: Any, context: Any) -> Any:
+        if (refused := self._refused(context, request, service.QueryRouteResponse)) is not None:
+            return refused
         reply = service.QueryRouteResponse()
         if self._client(context) is None:
             return self._no_client(reply)
@@ -128,6 +163,8 @@ class MessagingService(service_grpc.MessagingServiceServicer):  # type: ignore[m
         return reply
 
     async def Heartbeat(self, request: Any, context: Any) -> Any:
+        if (refused := self._refused(context, request, service.HeartbeatResponse)) is not None:
+            return refused
         reply = service.HeartbeatResponse()
         client = self._client(context)
         if client is None:
@@ -144,6 +181,8 @@ class MessagingService(service_grpc.MessagingServiceServicer):  # type: ignore[m
         return reply
 
     async def NotifyClientTermination(self, request: Any, context: Any) -> Any:
+        if (refused := self._refused(context, request, service.NotifyClientTerminationResponse)) is not None:
+            return refused
         reply = service.NotifyClientTerminationResponse()
         meta = _metadata(context)
         client_id = meta.get("x-mq-client-id", "").strip()
@@ -173,6 +212,12 @@ class MessagingService(service_grpc.MessagingServiceServicer):  # type: ignore[m
         async def read() -> None:
             try:
                 async for command in request_iterator:
+                    refusal = self._refusal(context, command)
+                    if refusal is not None:  # as the proxy: a status on the stream, which stays open
+                        refused = service.TelemetryCommand()
+                        refused.status.CopyFrom(_status(Code.UNAUTHORIZED, refusal))
+                        queue.put_nowait(refused)
+                        continue
                     if command.HasField("settings"):
                         try:
                             await self.clients.apply_settings(client, command.settings)
@@ -230,11 +275,15 @@ class MessagingService(service_grpc.MessagingServiceServicer):  # type: ignore[m
     # ------------------------------------------------------------------ producing
 
     async def SendMessage(self, request: Any, context: Any) -> Any:
+        if (refused := self._refused(context, request, service.SendMessageResponse)) is not None:
+            return refused
         if self._client(context) is None:
             return self._no_client(service.SendMessageResponse())
         return await self.sender.send(request, context.peer() or "grpc")
 
     async def EndTransaction(self, request: Any, context: Any) -> Any:
+        if (refused := self._refused(context, request, service.EndTransactionResponse)) is not None:
+            return refused
         if self._client(context) is None:
             return self._no_client(service.EndTransactionResponse())
         return await self.sender.end_transaction(request, context.peer() or "grpc")
@@ -244,6 +293,8 @@ class MessagingService(service_grpc.MessagingServiceServicer):  # type: ignore[m
     async def QueryAssignment(self, request: Any, context: Any) -> Any:
         """Per readable broker one queue with id -1 (receive pops every queue), or one per read queue for a FIFO
         group, as RocketMQ's proxy assigns."""
+        if (refused := self._refused(context, request, service.QueryAssignmentResponse)) is not None:
+            return refused
         reply = service.QueryAssignmentResponse()
         if self._client(context) is None:
             return self._no_client(reply)
@@ -273,6 +324,10 @@ class MessagingService(service_grpc.MessagingServiceServicer):  # type: ignore[m
         return reply
 
     async def ReceiveMessage(self, request: Any, context: Any) -> AsyncIterator[Any]:
+        refused = self._refused(context, request, service.ReceiveMessageResponse)
+        if refused is not None:
+            yield refused
+            return
         if self._client(context) is None:
             reply = service.ReceiveMessageResponse()
             yield self._no_client(reply)
@@ -281,16 +336,22 @@ class MessagingService(service_grpc.MessagingServiceServicer):  # type: ignore[m
             yield reply
 
     async def AckMessage(self, request: Any, context: Any) -> Any:
+        if (refused := self._refused(context, request, service.AckMessageResponse)) is not None:
+            return refused
         if self._client(context) is None:
             return self._no_client(service.AckMessageResponse())
         return await self.receiver.ack(request)
 
     async def ChangeInvisibleDuration(self, request: Any, context: Any) -> Any:
+        if (refused := self._refused(context, request, service.ChangeInvisibleDurationResponse)) is not None:
+            return refused
         if self._client(context) is None:
             return self._no_client(service.ChangeInvisibleDurationResponse())
         return await self.receiver.change_invisible(request)
 
     async def ForwardMessageToDeadLetterQueue(self, request: Any, context: Any) -> Any:
+        if (refused := self._refused(context, request, service.ForwardMessageToDeadLetterQueueResponse)) is not None:
+            return refused
         if self._client(context) is None:
             return self._no_client(service.ForwardMessageToDeadLetterQueueResponse())
         return await self.receiver.forward_to_dlq(request)

@@ -159,6 +159,12 @@ class Dispatcher:
     def get(self, code: int) -> Route | None:
         return self._routes.get(code, self._default)
 
+    def get_unguarded(self, code: int) -> Route | None:
+        """The route of `code` as registered, without the guard (and without the metrics' timing): for an
+        in-process caller that checked the request itself (the gRPC endpoint checks each RPC's signature and
+        ACL, then runs the broker's processors with requests that carry none)."""
+        return self._plain.get(code, self._default)
+
     @property
     def routes(self) -> dict[int, Route]:
         """Code -> route, read directly by the connection's hot loop (with `default_route` as fallback)."""

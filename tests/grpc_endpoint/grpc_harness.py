@@ -9,8 +9,10 @@ with the metadata the SDK sends, for hostile and field-level checks.
 from __future__ import annotations
 
 import asyncio
+import ssl
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -38,11 +40,23 @@ class GrpcServers(ServerPair):
         return f"127.0.0.1:{self.grpc_port}"
 
 
-def create_topic(servers: ServerPair, topic: str, message_type: str | None = None, queues: int = 4) -> None:
-    """UPDATE_AND_CREATE_TOPIC on the broker (with `+message.type=...`), then wait until the NameServer routes it."""
+Signer = Callable[[RemotingCommand], None]
+
+
+def create_topic(
+    servers: ServerPair,
+    topic: str,
+    message_type: str | None = None,
+    queues: int = 4,
+    *,
+    signer: Signer | None = None,
+    tls: ssl.SSLContext | None = None,
+) -> None:
+    """UPDATE_AND_CREATE_TOPIC on the broker (with `+message.type=...`), then wait until the NameServer routes it;
+    `signer` (broker.protocol.signature.Credentials) and `tls` for a secured broker."""
 
     async def create() -> None:
-        client = RemotingClient()
+        client = RemotingClient(signer=signer, tls=tls)
         ext = {
             "topic": topic,
             "defaultTopic": "TBW102",
@@ -73,11 +87,11 @@ def create_topic(servers: ServerPair, topic: str, message_type: str | None = Non
     asyncio.run(create())
 
 
-def create_group(servers: ServerPair, group: str, **config: object) -> None:
+def create_group(servers: ServerPair, group: str, *, signer: Signer | None = None, **config: object) -> None:
     """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP with SubscriptionGroupConfig keys (e.g. consumeMessageOrderly=True)."""
 
     async def create() -> None:
-        client = RemotingClient()
+        client = RemotingClient(signer=signer)
         body = orjson.dumps({"groupName": group, **config})
         try:
             cmd = RemotingCommand(code=RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=body)
