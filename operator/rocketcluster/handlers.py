@@ -129,6 +129,8 @@ async def close(**_: Any) -> None:
         if task is not None:
             task.cancel()
     passes.cancel_all()
+    for timer in _timers.values():
+        timer.cancel()
     # let passes under way finish their API calls before the session goes (kopf stops handlers first)
     for lock in list(locks.values()):
         with contextlib.suppress(TimeoutError):
@@ -146,6 +148,8 @@ async def on_change(body: kopf.Body, **_: Any) -> None:
         outcome = await reconcile(body)
     except OSError as exc:  # the API server dropped or refused the connection: retried, no traceback
         raise kopf.TemporaryError(str(exc), delay=5) from exc
+    meta = body["metadata"]
+    _pass_again_for((str(meta["namespace"]), str(meta["name"])), outcome.wait)
     # Waiting for pods needs no retry: their events start the next pass (on_pod). Anything else the plan
     # waits for (a slave catching up, a drain, a registration) is polled by retrying this handler.
     if outcome.wait is not None and not outcome.pods_settling:
@@ -163,6 +167,7 @@ async def track(type: str | None, body: kopf.Body, **_: Any) -> None:
         if uid is not None:
             locks.pop(uid, None)
         passes.forget(key)
+        _pass_again_for(key, None)
     else:
         _clusters[key] = str(meta["uid"])
 
@@ -189,7 +194,23 @@ async def _pass(key: tuple[str, str]) -> None:
     namespace, name = key
     raw = await kube_client().get(names.API_VERSION, names.KIND, namespace, name)
     if raw is not None and not raw["metadata"].get("deletionTimestamp"):
-        await reconcile(kopf.Body(cast(kopf.RawBody, raw)))
+        outcome = await reconcile(kopf.Body(cast(kopf.RawBody, raw)))
+        _pass_again_for(key, outcome.wait)
+
+
+# Waits whose end no event announces and that should not wait for the resync tick: a lost node's grace (its
+# pods turned not ready when the node was marked lost; nothing changes when the grace runs out).
+_TIMED_WAITS = frozenset({"NODE_LOST"})
+_timers: dict[tuple[str, str], asyncio.TimerHandle] = {}  # one pending pass per cluster at most
+
+
+def _pass_again_for(key: tuple[str, str], wait: Wait | None) -> None:
+    """Schedule one more pass when the plan's wait (a _TIMED_WAITS one) runs out; a newer pass replaces it."""
+    pending = _timers.pop(key, None)
+    if pending is not None:
+        pending.cancel()
+    if wait is not None and wait.reason in _TIMED_WAITS:
+        _timers[key] = asyncio.get_running_loop().call_later(wait.retry_after_seconds, passes.schedule, key)
 
 
 # Passes started by pod events and the resync loop; an API server that is away is retried by the next trigger.

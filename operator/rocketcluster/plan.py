@@ -163,7 +163,8 @@ def plan(observed: Observed) -> Plan:
         progressing.append(("MasterHandover", moves.wait.message))
     if loss.status is not None:
         progressing.append(("NodeLost", loss.status))
-    wait = _merge_waits([roll.wait, scale_in.wait, scale_out.wait, moves.wait, loss.wait])
+    # a lost node's wait first: its reason (NODE_LOST) makes the handler pass again when the grace runs out
+    wait = _merge_waits([loss.wait, roll.wait, scale_in.wait, scale_out.wait, moves.wait])
     if wait is None and progressing:
         reason, message = progressing[0]
         wait = Wait(_event_reason(reason), message, _PROGRESS_POLL_SECONDS)

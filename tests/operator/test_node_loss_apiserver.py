@@ -1,7 +1,7 @@
 """The node-loss glue against a real kube-apiserver (the fixture of test_crd_apiserver; no kubelet, no
 controllers run): a pass reads the broker pods' Nodes by name, and a ForceDeletePod removes a pod that a plain
 delete leaves Terminating (its node has no kubelet to confirm, which is the lost node's situation), only the
-incarnation it names."""
+incarnation it names; a refused fencing posts one Warning Event per new message."""
 
 from __future__ import annotations
 
@@ -18,8 +18,9 @@ from rocketcluster.gather import AdminSession, broker_nodes
 from rocketcluster.kube import Kube
 from rocketcluster.model import parse_spec
 from rocketcluster.observe import BrokerFacts, node_observation
-from rocketcluster.plan import ForceDeletePod
+from rocketcluster.plan import Condition, ForceDeletePod, Plan, Progress
 from rocketcluster.plan_node_loss import lost_since
+from rocketcluster.report import announce_refusal
 from tests.operator.test_crd_apiserver import NAMESPACE, Kubectl
 from tests.operator.test_crd_apiserver import kubectl as kubectl  # the module-scoped API server fixture
 
@@ -135,5 +136,28 @@ async def test_a_force_delete_removes_the_pod_a_plain_delete_leaves_terminating(
         events = json.loads(kubectl.ok("get", "events", "-o", "json"))["items"]
         reasons = [e["reason"] for e in events if e["involvedObject"].get("name") == CLUSTER]
         assert "NODE_LOST" in reasons
+    finally:
+        await kube.close()
+
+
+async def test_a_refusal_gets_one_warning_event_per_new_message(kubectl: Kubectl) -> None:
+    refusal = Condition("Degraded", "True", "MasterOnLostNode", "broker group 0: its master fence-broker-0-0 ...")
+    decided = Plan((), Progress(), (refusal,), 1)
+    kube = _kube(kubectl)
+
+    def warnings() -> int:
+        events = json.loads(kubectl.ok("get", "events", "-o", "json"))["items"]
+        return sum(1 for e in events if e["reason"] == "MasterOnLostNode" and e["type"] == "Warning")
+
+    try:
+        body = _context(kube).body
+        await announce_refusal(kube, body, {}, decided)
+        assert warnings() == 1
+        shown = {"conditions": [refusal.to_dict()]}  # the status the pass then wrote: no second Event
+        await announce_refusal(kube, body, shown, decided)
+        assert warnings() == 1
+        other = Condition("Degraded", "True", "PodStuck", "x: CrashLoopBackOff")  # not a refusal: no Event
+        await announce_refusal(kube, body, {}, Plan((), Progress(), (other,), 1))
+        assert warnings() == 1
     finally:
         await kube.close()
