@@ -171,7 +171,9 @@ def test_a_silent_masters_node_is_fenced_and_its_pod_returns_as_a_slave(
                 raise AssertionError(f"{master} not force-deleted:\n{operator.tail(4000)}") from None
             fenced = time.monotonic() - paused
             assert "NODE_LOST" in _event_reasons(kube, ns), "no NODE_LOST Event on the RocketCluster"
-            assert _status(kube, ns).get("masters") == new_pod
+            kube.wait_for(
+                f"status.masters to name {new_pod}", lambda: _status(kube, ns).get("masters") == new_pod, 120, 1
+            )
             producer.wait_for(len(producer.acked) + 100, timeout=180)  # writes go on after the fencing
             outage = {
                 "failed": len(producer.failures) - failed_before,
