@@ -29,6 +29,9 @@ log = logging.getLogger(__name__)
 MAX_QUEUED_COMMANDS = 1024
 #: Clients not heard from (heartbeat, telemetry, any RPC) for this long are forgotten.
 CLIENT_EXPIRY_S = 300.0
+#: A client without a telemetry stream and not heard from for this long counts as gone for auto-renew (the SDKs
+#: send a heartbeat every 10 s), so that its held messages go back to its group well before it is forgotten.
+CLIENT_GONE_S = 30.0
 
 
 class RegistrationError(Exception):
@@ -62,6 +65,16 @@ class ClientRegistry:
         self.local = local
         self.clients: dict[str, Client] = {}
         self._on_broker_request = on_broker_request
+        #: called with the client id of every client forgotten (auto-renew releases its handles)
+        self.on_forget: list[Callable[[str], Awaitable[object]]] = []
+
+    def gone(self, client_id: str, now: float | None = None) -> bool:
+        """Whether a client is forgotten, or has no telemetry stream and was not heard from for CLIENT_GONE_S."""
+        client = self.clients.get(client_id)
+        if client is None:
+            return True
+        now = time.monotonic() if now is None else now
+        return not client.streams and now - client.seen > CLIENT_GONE_S
 
     def client(self, client_id: str, peer: str, language: str = "", version: str = "") -> Client:
         """The client of this id, made on first sight."""
@@ -131,6 +144,11 @@ class ClientRegistry:
                     RequestCode.UNREGISTER_CLIENT, {"clientID": client_id, key: group}, channel=client.channel
                 )
         client.channel.closed = True
+        for forget in self.on_forget:
+            try:
+                await forget(client_id)
+            except Exception:
+                log.exception("releasing what gRPC client %s held failed", client_id)
         if end_streams:
             for queue in client.streams:
                 queue.put_nowait(None)  # ends the stream

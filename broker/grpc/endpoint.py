@@ -21,7 +21,9 @@ from broker.grpc.conversions import SendLimits
 from broker.grpc.local import LocalBroker
 from broker.grpc.malformed import GRPC_LOGGER, MalformedRequestFilter
 from broker.grpc.pb import service_grpc
+from broker.grpc.receipts import ReceiptHandles
 from broker.grpc.receive import Receiver
+from broker.grpc.renew_policy import RenewSettings
 from broker.grpc.send import Sender
 from broker.grpc.service import MessagingService
 from broker.grpc.tls import grpc_tls_on, server_credentials
@@ -51,6 +53,8 @@ class GrpcEndpoint:
         self.service: MessagingService | None = None
         self.port = 0
         self._expiry: asyncio.Task[None] | None = None
+        self._renewal: asyncio.Task[None] | None = None
+        self.handles: ReceiptHandles | None = None
         self._malformed = MalformedRequestFilter(LimitedLog(log))
 
     def _dispatcher(self) -> object:
@@ -71,8 +75,16 @@ class GrpcEndpoint:
         checker = self.broker.auth.checker
         local = LocalBroker(self._dispatcher)
         sender = Sender(local, self.broker.topics.get, SendLimits(max_body_size=c.max_message_size))
-        receiver = Receiver(self.broker.pop, local, self.broker.groups)
+        receiver = Receiver(
+            self.broker.pop, local, self.broker.groups, default_invisible_ms=c.default_invisible_time_mills
+        )
         self.service = MessagingService(self.broker, local, sender, receiver, GrpcAuth(checker, checker.plain))
+        if c.enable_proxy_auto_renew:
+            renew = RenewSettings(c.renew_ahead_time_millis, c.renew_max_time_millis, c.max_renew_retry_times)
+            clients = self.service.clients
+            self.handles = ReceiptHandles(self.broker.pop, renew, c.invisible_time_millis_when_clear, clients.gone)
+            receiver.handles = self.handles
+            clients.on_forget.append(self.handles.release)
         server = grpc.aio.server(
             maximum_concurrent_rpcs=MAX_CONCURRENT_RPCS,
             options=[
@@ -99,6 +111,8 @@ class GrpcEndpoint:
         self.server, self.port = server, port
         self.service.port = port
         self._expiry = asyncio.get_running_loop().create_task(self._expire_clients())
+        if self.handles is not None:
+            self._renewal = asyncio.get_running_loop().create_task(self.handles.run(c.renew_schedule_period_millis))
         log.info(
             "gRPC endpoint (apache.rocketmq.v2.MessagingService) listening on %s:%d (%s, %s)",
             c.bind_address,
@@ -117,10 +131,11 @@ class GrpcEndpoint:
                 log.exception("expiring gRPC clients failed")
 
     async def stop(self) -> None:
-        if self._expiry is not None:
-            self._expiry.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._expiry
+        for task in (self._expiry, self._renewal):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         if self.service is not None:
             await self.service.clients.close()
         if self.server is not None:

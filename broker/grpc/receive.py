@@ -5,13 +5,15 @@ A receipt handle is the POP handle (`ckQueueOffset popTime invisibleTime reviveQ
 queueOffset`) plus the message's commit-log offset, as RocketMQ's proxy writes it; a handle whose invisibility is
 over is refused (INVALID_RECEIPT_HANDLE). Receive pops from every read queue of the topic (the queue id of the
 request is ignored, as the proxy does), FIFO when the group is `consumeMessageOrderly`.
+With `auto_renew` (push consumers) and `handles`, each delivered message's handle is kept and renewed by the
+endpoint (broker.grpc.receipts); the client's ack, change or forward of it acts on the newest handle.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from broker.grpc.conversions import grpc_code, to_grpc_message
 from broker.grpc.local import LocalBroker
@@ -22,6 +24,9 @@ from broker.server.errors import RequestError
 from broker.server.groups import SubscriptionGroupManager
 from broker.server.pop.service import PopResult
 
+if TYPE_CHECKING:
+    from broker.grpc.receipts import ReceiptHandles
+
 __all__ = ["Handle", "PopApi", "Receiver", "parse_handle"]
 
 Code = definition.Code
@@ -29,7 +34,8 @@ Code = definition.Code
 MAX_BATCH = 32
 MIN_INVISIBLE_MS = 10_000
 MAX_INVISIBLE_MS = 12 * 3600 * 1000
-#: Without auto-renew the proxy's default; with auto_renew (push consumers) too, since renewal is not done here.
+#: The proxy's default (defaultInvisibleTimeMills): without `invisible_duration`, and the first invisible time of an
+#: auto-renewed message.
 DEFAULT_INVISIBLE_MS = 60_000
 MAX_POLL_MS = 20_000
 #: Kept back from the RPC's deadline so that the reply still reaches the client.
@@ -100,17 +106,27 @@ def _now_ms() -> int:
 class Receiver:
     """The consuming RPCs of one endpoint."""
 
-    def __init__(self, pop: PopApi, local: LocalBroker, groups: SubscriptionGroupManager) -> None:
+    def __init__(
+        self,
+        pop: PopApi,
+        local: LocalBroker,
+        groups: SubscriptionGroupManager,
+        handles: ReceiptHandles | None = None,
+        default_invisible_ms: int = DEFAULT_INVISIBLE_MS,
+    ) -> None:
         self.pop = pop
         self.local = local
         self.groups = groups
+        #: None: auto-renew off (enableProxyAutoRenew=false), push consumers' messages keep their invisible time
+        self.handles = handles
+        self.default_invisible_ms = default_invisible_ms
 
     def fifo(self, group: str) -> bool:
         """Whether the group consumes in order (consumeMessageOrderly): FIFO receives and per-queue assignments."""
         cfg = self.groups.find(group)
         return bool(cfg is not None and cfg.consume_message_orderly)
 
-    async def receive(self, request: Any, time_remaining: float | None) -> list[Any]:
+    async def receive(self, request: Any, time_remaining: float | None, client_id: str = "") -> list[Any]:
         """The stream's replies: one status, then the messages, then the delivery timestamp."""
         group, topic = request.group.name, request.message_queue.topic.name
         if request.HasField("long_polling_timeout"):
@@ -123,7 +139,7 @@ class Receiver:
         if poll_ms < 0:
             return [self._only_status(Code.ILLEGAL_POLLING_TIME, "the deadline leaves no time to poll")]
         if request.auto_renew or not request.HasField("invisible_duration"):
-            invisible_ms = DEFAULT_INVISIBLE_MS
+            invisible_ms = self.default_invisible_ms
         else:
             invisible_ms = request.invisible_duration.ToMilliseconds()
             if not MIN_INVISIBLE_MS <= invisible_ms <= MAX_INVISIBLE_MS:
@@ -161,6 +177,15 @@ class Receiver:
                     to_grpc_message(popped.message, receipt_handle=handle, delivery_attempt=popped.reconsume_times + 1)
                 )
                 replies.append(reply)
+                if request.auto_renew and self.handles is not None and client_id:
+                    self.handles.keep(
+                        client_id,
+                        group,
+                        topic,
+                        reply.message.system_properties.message_id,
+                        handle,
+                        popped.reconsume_times,
+                    )
         elif result.status == "POLLING_FULL":
             replies.append(self._only_status(Code.TOO_MANY_REQUESTS, "too many receive requests are waiting"))
         else:
@@ -176,20 +201,26 @@ class Receiver:
         reply.status.CopyFrom(_status(code, message))
         return reply
 
+    async def _newest(self, client_id: str, group: str, message_id: str, text: str) -> str:
+        """The handle to act on: the endpoint's newest one when it renews this message for the client."""
+        if self.handles is None or not client_id:
+            return text
+        return await self.handles.take(client_id, group, message_id, text)
+
     def _handle(self, text: str) -> Handle:
         handle = parse_handle(text)
         if handle.expired(_now_ms()):
             raise ValueError("receipt handle is expired")
         return handle
 
-    async def ack(self, request: Any) -> Any:
+    async def ack(self, request: Any, client_id: str = "") -> Any:
         reply = service.AckMessageResponse()
         group, topic = request.group.name, request.topic.name
         for entry in request.entries:
             out = reply.entries.add()
             out.message_id, out.receipt_handle = entry.message_id, entry.receipt_handle
             try:
-                handle = self._handle(entry.receipt_handle)
+                handle = self._handle(await self._newest(client_id, group, entry.message_id, entry.receipt_handle))
                 info = handle.info
                 await self.pop.ack(
                     group=group,
@@ -215,7 +246,7 @@ class Receiver:
             reply.status.CopyFrom(_status(Code.MULTIPLE_RESULTS, "the entries had different results"))
         return reply
 
-    async def change_invisible(self, request: Any) -> Any:
+    async def change_invisible(self, request: Any, client_id: str = "") -> Any:
         reply = service.ChangeInvisibleDurationResponse()
         group, topic = request.group.name, request.topic.name
         invisible_ms = request.invisible_duration.ToMilliseconds()
@@ -225,7 +256,7 @@ class Receiver:
             )
             return reply
         try:
-            handle = self._handle(request.receipt_handle)
+            handle = self._handle(await self._newest(client_id, group, request.message_id, request.receipt_handle))
             info = handle.info
             result = await self.pop.change_invisible(
                 group=group,
@@ -245,11 +276,11 @@ class Receiver:
         reply.status.CopyFrom(_status(Code.OK, "OK"))
         return reply
 
-    async def forward_to_dlq(self, request: Any) -> Any:
+    async def forward_to_dlq(self, request: Any, client_id: str = "") -> Any:
         reply = service.ForwardMessageToDeadLetterQueueResponse()
         group, topic = request.group.name, request.topic.name
         try:
-            handle = self._handle(request.receipt_handle)
+            handle = self._handle(await self._newest(client_id, group, request.message_id, request.receipt_handle))
         except ValueError as exc:
             reply.status.CopyFrom(_status(Code.INVALID_RECEIPT_HANDLE, str(exc)))
             return reply

@@ -328,30 +328,31 @@ class MessagingService(service_grpc.MessagingServiceServicer):  # type: ignore[m
         if refused is not None:
             yield refused
             return
-        if self._client(context) is None:
+        client = self._client(context)
+        if client is None:
             reply = service.ReceiveMessageResponse()
             yield self._no_client(reply)
             return
-        for reply in await self.receiver.receive(request, context.time_remaining()):
+        for reply in await self.receiver.receive(request, context.time_remaining(), client.channel.client_id):
             yield reply
 
     async def AckMessage(self, request: Any, context: Any) -> Any:
         if (refused := self._refused(context, request, service.AckMessageResponse)) is not None:
             return refused
-        if self._client(context) is None:
+        if (client := self._client(context)) is None:
             return self._no_client(service.AckMessageResponse())
-        return await self.receiver.ack(request)
+        return await self.receiver.ack(request, client.channel.client_id)
 
     async def ChangeInvisibleDuration(self, request: Any, context: Any) -> Any:
         if (refused := self._refused(context, request, service.ChangeInvisibleDurationResponse)) is not None:
             return refused
-        if self._client(context) is None:
+        if (client := self._client(context)) is None:
             return self._no_client(service.ChangeInvisibleDurationResponse())
-        return await self.receiver.change_invisible(request)
+        return await self.receiver.change_invisible(request, client.channel.client_id)
 
     async def ForwardMessageToDeadLetterQueue(self, request: Any, context: Any) -> Any:
         if (refused := self._refused(context, request, service.ForwardMessageToDeadLetterQueueResponse)) is not None:
             return refused
-        if self._client(context) is None:
+        if (client := self._client(context)) is None:
             return self._no_client(service.ForwardMessageToDeadLetterQueueResponse())
-        return await self.receiver.forward_to_dlq(request)
+        return await self.receiver.forward_to_dlq(request, client.channel.client_id)

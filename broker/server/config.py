@@ -175,6 +175,16 @@ class BrokerConfig(BrokerStoreKeys, TlsKeys):
     grpc_server_port: int = Field(8081, alias="grpcServerPort", ge=0, le=65535)
     # grpcio's default (4 MiB) is below a maxMessageSize body plus its envelope; the proxy's default is 130 MiB
     grpc_max_inbound_message_size: int = Field(130 << 20, alias="grpcMaxInboundMessageSize", gt=0)
+    # Auto-renew of push consumers' receipt handles (broker.grpc.receipts), the proxy's keys and defaults: the first
+    # invisible time, renewals from renewAhead before expiry (1 min, 3 min, ... 1 h steps) until renewMaxTime, a scan
+    # every renewSchedulePeriod, and the invisible time that hands a gone client's messages back to the group.
+    enable_proxy_auto_renew: bool = Field(True, alias="enableProxyAutoRenew")
+    default_invisible_time_mills: int = Field(60_000, alias="defaultInvisibleTimeMills", ge=1000, le=12 * 3600 * 1000)
+    renew_ahead_time_millis: int = Field(10_000, alias="renewAheadTimeMillis", ge=0)
+    renew_max_time_millis: int = Field(3 * 3600 * 1000, alias="renewMaxTimeMillis", gt=0)
+    renew_schedule_period_millis: int = Field(5000, alias="renewSchedulePeriodMillis", ge=100)
+    max_renew_retry_times: int = Field(3, alias="maxRenewRetryTimes", ge=1)
+    invisible_time_millis_when_clear: int = Field(1000, alias="invisibleTimeMillisWhenClear", ge=1)
     # Logs (broker.logs, docs/operations.md "Logs"): the format, and a size-rotated broker.log under logRoot
     # (empty: the console only, as in a container). RocketMQ's client property names, its broker.log defaults.
     log_format: LogFormatKey = Field("text", alias="logFormat")

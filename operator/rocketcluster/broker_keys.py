@@ -145,6 +145,14 @@ BROKER_KEYS: Final[Mapping[str, ValueKind]] = MappingProxyType(
         "reviveInterval": _INT,
         "reviveQueueNum": _INT,
         "serverLoadBalancerEnable": _BOOL,
+        # Auto-renew of gRPC push consumers' receipt handles (broker.grpc.receipts): RocketMQ proxy's keys
+        "defaultInvisibleTimeMills": _INT,
+        "enableProxyAutoRenew": _BOOL,
+        "invisibleTimeMillisWhenClear": _INT,
+        "maxRenewRetryTimes": _INT,
+        "renewAheadTimeMillis": _INT,
+        "renewMaxTimeMillis": _INT,
+        "renewSchedulePeriodMillis": _INT,
         # Authentication and authorization (broker.auth, docs/security.md): ACL 2.0's keys and 4.x's aclEnable
         "aclEnable": _BOOL,
         "authenticationEnabled": _BOOL,
