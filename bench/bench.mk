@@ -6,6 +6,8 @@
 #   make bench-put-ab BASE=<rev>      the put path of <rev> against the working tree, in one process
 #   make bench-vs-rocketmq [ARGS=...] ours beside Apache RocketMQ (fetched by scripts/reference-rocketmq.sh),
 #                                     the same Java client; minutes per round: a quiet machine's job
+#   make bench-vs-grpc [ARGS=...]     our gRPC endpoint beside Apache RocketMQ's proxy in local mode, driven by
+#                                     the Java 5.x SDK and the official Python SDK (python -m bench.vs_grpc)
 #   make bench-cost-growth [ARGS=...] both brokers' throughput and CPU per message against body size, topics
 #                                     and consumer groups, or a memory soak (ARGS="soak"); plots need the
 #                                     bench extra (matplotlib), which this target installs
@@ -13,7 +15,7 @@ ARGS ?=
 BASE ?=
 BENCHES := store broker net namesrv ha memory spark codec index sendpath timer hostspeed consume
 
-.PHONY: bench bench-put-ab bench-vs-rocketmq bench-cost-growth $(addprefix bench-,$(BENCHES))
+.PHONY: bench bench-put-ab bench-vs-rocketmq bench-vs-grpc bench-cost-growth $(addprefix bench-,$(BENCHES))
 
 BENCH_STAMP := $(VENV)/.installed-bench
 
@@ -38,6 +40,10 @@ bench-put-ab: $(STAMP)
 # Needs java, javac and mvn (scripts/peers.sh java installs them); never part of `make test` or CI.
 bench-vs-rocketmq: $(STAMP)
 	$(BIN)/python -m bench.vs_rocketmq $(ARGS)
+
+# The official Python SDK comes with the dev install (its grpc extra); fetches the proxy's jars and the Java gRPC client.
+bench-vs-grpc: $(STAMP)
+	$(BIN)/python -m bench.vs_grpc $(ARGS)
 
 $(BENCH_STAMP): $(STAMP)
 	$(BIN)/pip install --quiet -e '.[dev,bench]'

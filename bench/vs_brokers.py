@@ -2,8 +2,13 @@
 either ours (bench.cluster.server_command) or Apache RocketMQ's from the jars scripts/reference-rocketmq.sh
 fetched, each from the same broker.conf keys (bench.vs_table.broker_props) on free loopback ports.
 
+With `grpc` (bench/vs_grpc.py) the master serves RocketMQ 5's gRPC API too: ours with `enableProxy=true` and
+`grpcServerPort`, Apache's as its proxy in local mode (`ProxyStartup -pm local`, the broker inside the proxy's JVM,
+from the jars `scripts/reference-rocketmq.sh VERSION grpc` put in proxy-lib).
+
 "Ready" is the same test for both: the broker answers GET_BROKER_CONFIG on its port and its NameServer
-lists it in GET_BROKER_CLUSTER_INFO, timed from just before the process is spawned. (Not
+lists it in GET_BROKER_CLUSTER_INFO (with `grpc`, and the gRPC port accepts connections), timed from just before
+the process is spawned. (Not
 GET_BROKER_RUNTIME_INFO: Apache RocketMQ fails it until its store statistics have a first sample, ~1 s.)
 """
 
@@ -24,7 +29,7 @@ import orjson
 
 from bench.cluster import server_command
 from bench.proc import rss_mib
-from bench.vs_table import broker_props, conf_text, namesrv_props
+from bench.vs_table import broker_props, conf_text, grpc_props, namesrv_props, proxy_config
 from broker.protocol.codes import RequestCode
 from broker.protocol.command import RemotingCommand
 from broker.transport.client import connect
@@ -41,16 +46,20 @@ CACHE = Path(os.environ.get("ROCKETCLUSTER_REFERENCE_DIR", Path.home() / ".cache
 REFERENCE_JVM = ["-Xms1g", "-Xmx1g"]
 NAMESRV_MAIN = "org.apache.rocketmq.namesrv.NamesrvStartup"
 BROKER_MAIN = "org.apache.rocketmq.broker.BrokerStartup"
+PROXY_MAIN = "org.apache.rocketmq.proxy.ProxyStartup"
 
 
 def reference_dir(version: str) -> Path:
     return CACHE / f"apache-rocketmq-{version}"
 
 
-def ensure_reference(version: str) -> Path:
-    """scripts/reference-rocketmq.sh VERSION (a no-op once done): the jars and the compiled LoadGen."""
+def ensure_reference(version: str, grpc: bool = False) -> Path:
+    """scripts/reference-rocketmq.sh VERSION [grpc] (a no-op once done): the jars and the compiled LoadGen
+    (with `grpc`, also the proxy's jars and GrpcLoadGen)."""
     proc = subprocess.run(
-        ["bash", str(REPO / "scripts" / "reference-rocketmq.sh"), version], capture_output=True, text=True
+        ["bash", str(REPO / "scripts" / "reference-rocketmq.sh"), version, *(["grpc"] if grpc else [])],
+        capture_output=True,
+        text=True,
     )
     if proc.returncode != 0:
         raise SystemExit(f"scripts/reference-rocketmq.sh {version} failed:\n{proc.stderr[-2000:]}")
@@ -137,6 +146,21 @@ async def _until_ready(server: Server, addr: str, namesrv: str, timeout: float) 
         await asyncio.sleep(0.05)
 
 
+async def _until_listening(server: Server, port: int, timeout: float) -> None:
+    while True:
+        try:
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+        except OSError:
+            if not server.alive():
+                raise RuntimeError(f"{server.name} exited with {server.proc.returncode}:\n{server.tail()}") from None
+            if time.monotonic() - server.started > timeout:
+                raise RuntimeError(f"{server.name}: nothing on gRPC port {port} after {timeout:.0f} s") from None
+            await asyncio.sleep(0.05)
+            continue
+        writer.close()
+        return
+
+
 async def _until_gone(addr: str, namesrv: str, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and await _answers(namesrv, RequestCode.GET_BROKER_CLUSTER_INFO, addr.encode()):
@@ -170,6 +194,7 @@ class Cluster:
     reference: Path  # the version directory of scripts/reference-rocketmq.sh (its jars)
     flush: str = "ASYNC_FLUSH"
     role: str = "ASYNC_MASTER"
+    grpc: bool = False
     servers: dict[str, Server] = field(default_factory=dict)
     ports: dict[str, int] = field(default_factory=dict)
 
@@ -180,7 +205,11 @@ class Cluster:
     def addr(self, name: str = "master") -> str:
         return f"127.0.0.1:{self.ports[name]}"
 
-    def _spawn(self, name: str, java_main: str, conf: Path) -> Server:
+    @property
+    def grpc_endpoint(self) -> str:
+        return f"127.0.0.1:{self.ports['grpc']}"
+
+    def _spawn(self, name: str, java_main: str, conf: Path, java_args: list[str] | None = None) -> Server:
         home = self.root / f"home-{name}"
         (home / "conf").mkdir(parents=True, exist_ok=True)
         env = {**os.environ, "NAMESRV_ADDR": "", "HOME": str(home)}
@@ -189,8 +218,9 @@ class Cluster:
             shutil.copy(conf, home / "conf" / conf.name)
             env["ROCKETMQ_HOME"] = str(home)
             java = shutil.which("java") or "java"
-            cmd = [java, *REFERENCE_JVM, f"-Duser.home={home}", "-cp", f"{self.reference / 'lib'}/*", java_main]
-            cmd += ["-c", str(conf)]
+            lib = self.reference / ("proxy-lib" if java_main == PROXY_MAIN else "lib")
+            cmd = [java, *REFERENCE_JVM, f"-Duser.home={home}", "-cp", f"{lib}/*", java_main]
+            cmd += ["-c", str(conf)] if java_args is None else java_args
         else:
             cmd = server_command("mqnamesrv" if java_main == NAMESRV_MAIN else "mqbroker", conf)
         log = self.root / f"{name}.log"
@@ -228,10 +258,30 @@ class Cluster:
             role="SLAVE" if slave else self.role,
             master_ha=f"127.0.0.1:{self.ports['master'] + 1}" if slave else None,
         )
+        grpc = self.grpc and name == "master"
+        if grpc:
+            self.ports.setdefault("grpc", free_block(1))
+            props.update(grpc_props(self.ports["grpc"]))
         conf = self.root / f"{name}.conf"
         conf.write_text(conf_text(props))
-        server = self._spawn(name, BROKER_MAIN, conf)
-        return run(_until_ready(server, self.addr(name), self.namesrv, timeout))
+        if grpc and self.kind == "reference":
+            self.ports.setdefault("proxy_remoting", free_block(1))
+            pconf = self.root / "rmq-proxy.json"
+            pconf.write_bytes(
+                orjson.dumps(
+                    proxy_config(
+                        grpc_port=self.ports["grpc"], remoting_port=self.ports["proxy_remoting"], namesrv=self.namesrv
+                    )
+                )
+            )
+            server = self._spawn(name, PROXY_MAIN, conf, ["-pm", "local", "-bc", str(conf), "-pc", str(pconf)])
+        else:
+            server = self._spawn(name, BROKER_MAIN, conf)
+        ready = run(_until_ready(server, self.addr(name), self.namesrv, timeout))
+        if grpc:
+            run(_until_listening(server, self.ports["grpc"], timeout))
+            ready = time.monotonic() - server.started
+        return ready
 
     def kill_and_restart(self, timeout: float = 600.0) -> float:
         """kill -9 the master, wait until its NameServer has dropped it, start it again on the same store:

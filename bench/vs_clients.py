@@ -1,7 +1,8 @@
 """The clients of bench/vs_rocketmq.py, each a child process that prints one JSON line at the end:
 
 - `loadgen()`: bench/java/LoadGen.java (rocketmq-client, compiled by scripts/reference-rocketmq.sh), the
-  same JVM and jars against both brokers;
+  same JVM and jars against both brokers; `grpc_loadgen()`: bench/java/GrpcLoadGen.java (rocketmq-client-java,
+  compiled by `scripts/reference-rocketmq.sh VERSION grpc`) against a gRPC endpoint;
 - `pyclient()`: our Python SDK, `python -m bench.vs_clients send --namesrv A --topic T --inflight N
   --seconds S --size B [--warmup W] [--batch K]`: N sync sends in flight on one Producer (broker.client)
   for W + S seconds, the last S counted; with K > 1 each send is a batch of K messages (send_batch),
@@ -26,7 +27,7 @@ import orjson
 from broker.client import Message, Producer, SendStatus
 from broker.transport.loop import run
 
-__all__ = ["ClientError", "loadgen", "pyclient"]
+__all__ = ["ClientError", "child_json", "grpc_loadgen", "loadgen", "pyclient", "quantile"]
 
 #: The load generator's JVM: the same for both brokers.
 LOADGEN_JVM = ["-Xms512m", "-Xmx1g", "-XX:+UseG1GC"]
@@ -36,7 +37,8 @@ class ClientError(RuntimeError):
     """A client run that failed or printed no result."""
 
 
-def _result(cmd: list[str], timeout: float, env: dict[str, str] | None = None) -> dict[str, Any]:
+def child_json(cmd: list[str], timeout: float, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Run a client child process: the last line of its stdout that is a JSON object."""
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired as exc:
@@ -48,17 +50,31 @@ def _result(cmd: list[str], timeout: float, env: dict[str, str] | None = None) -
     return found
 
 
-def loadgen(reference: Path, mode: str, timeout: float, **options: object) -> dict[str, Any]:
-    """`LoadGen mode --key value ...` with the jars of `reference` (a scripts/reference-rocketmq.sh dir)."""
-    builds = sorted(reference.glob("loadgen-*/.ok"))
-    if not builds:
-        raise ClientError(f"no compiled LoadGen under {reference} (run scripts/reference-rocketmq.sh)")
-    classpath = f"{builds[-1].parent}:{reference / 'lib'}/*"
+def _java(classes: Path, lib: Path, main: str, mode: str, timeout: float, options: dict[str, object]) -> dict[str, Any]:
     args = [str(a) for key, value in options.items() for a in (f"--{key}", value)]
     with tempfile.TemporaryDirectory(prefix="vs-loadgen-") as home:
         java = shutil.which("java") or "java"
-        cmd = [java, *LOADGEN_JVM, f"-Duser.home={home}", "-cp", classpath, "LoadGen", mode, *args]
-        return _result(cmd, timeout, env={**os.environ, "HOME": home})
+        cmd = [java, *LOADGEN_JVM, f"-Duser.home={home}", "-cp", f"{classes}:{lib}/*", main, mode, *args]
+        return child_json(cmd, timeout, env={**os.environ, "HOME": home})
+
+
+def _build(reference: Path, prefix: str, how: str) -> Path:
+    builds = sorted(reference.glob(f"{prefix}-*/.ok"))
+    if not builds:
+        raise ClientError(f"no compiled {prefix} under {reference} (run {how})")
+    return builds[-1].parent
+
+
+def loadgen(reference: Path, mode: str, timeout: float, **options: object) -> dict[str, Any]:
+    """`LoadGen mode --key value ...` with the jars of `reference` (a scripts/reference-rocketmq.sh dir)."""
+    classes = _build(reference, "loadgen", "scripts/reference-rocketmq.sh")
+    return _java(classes, reference / "lib", "LoadGen", mode, timeout, options)
+
+
+def grpc_loadgen(reference: Path, client_lib: Path, mode: str, timeout: float, **options: object) -> dict[str, Any]:
+    """`GrpcLoadGen mode --key value ...` with rocketmq-client-java's jar in `client_lib`."""
+    classes = _build(reference, "grpc-loadgen", "scripts/reference-rocketmq.sh VERSION grpc")
+    return _java(classes, client_lib, "GrpcLoadGen", mode, timeout, options)
 
 
 def pyclient(
@@ -68,10 +84,11 @@ def pyclient(
     cmd = [sys.executable, "-m", "bench.vs_clients", "send", "--namesrv", namesrv, "--topic", topic]
     cmd += ["--inflight", str(inflight), "--seconds", str(seconds), "--size", str(size), "--warmup", str(warmup)]
     cmd += ["--batch", str(batch)]
-    return _result(cmd, seconds + warmup + 120)
+    return child_json(cmd, seconds + warmup + 120)
 
 
-def _quantile(ordered: list[float], q: float) -> float:
+def quantile(ordered: list[float], q: float) -> float:
+    """The q-quantile of sorted values (the element at rank floor(n * q)); 0 for none."""
     return ordered[min(len(ordered) - 1, int(len(ordered) * q))] if ordered else 0.0
 
 
@@ -113,8 +130,8 @@ async def _send(
         "count": count,
         "seconds": round(elapsed, 3),
         "msgs_per_s": round(count / elapsed, 1),
-        "p50_ms": round(_quantile(latencies, 0.5) * 1000, 3),
-        "p99_ms": round(_quantile(latencies, 0.99) * 1000, 3),
+        "p50_ms": round(quantile(latencies, 0.5) * 1000, 3),
+        "p99_ms": round(quantile(latencies, 0.99) * 1000, 3),
         "failures": failures,
     }
 

@@ -51,7 +51,7 @@ from bench.vs_brokers import KINDS, Cluster, ensure_reference, runtime_info
 from bench.vs_clients import ClientError, loadgen, pyclient
 from bench.vs_table import Sample, render, summarize
 
-__all__ = ["main"]
+__all__ = ["Runner", "main", "report", "run_rounds"]
 
 WORKLOADS = ("W1", "W2", "W3", "W4", "W5", "rss", "ready", "recovery")
 TOPIC, BACKLOG_TOPIC, RECOVERY_TOPIC = "VsBench", "VsBacklog", "VsRecovery"
@@ -61,7 +61,10 @@ RECORD_BYTES = 1024 + 200
 
 
 class Runner:
-    """Runs the sessions of one round on one broker kind and collects Samples and notes."""
+    """Runs the sessions of one round on one broker kind and collects Samples and notes; with `grpc` its
+    clusters' masters serve the gRPC API too (bench/vs_grpc.py)."""
+
+    grpc = False
 
     def __init__(self, args: argparse.Namespace, reference: Path, root: Path) -> None:
         self.args, self.reference, self.root = args, reference, root
@@ -88,7 +91,7 @@ class Runner:
         self, name: str, flush: str = "ASYNC_FLUSH", role: str = "ASYNC_MASTER"
     ) -> Iterator[tuple[Cluster, float]]:
         root = self.root / f"r{self.round}-{self.kind}-{name}"
-        cluster = Cluster(self.kind, root, self.reference, flush=flush, role=role)
+        cluster = Cluster(self.kind, root, self.reference, flush=flush, role=role, grpc=self.grpc)
         try:
             ready = cluster.start()
             yield cluster, ready
@@ -231,37 +234,61 @@ def _java_version() -> str:
     return (proc.stderr.splitlines() or ["?"])[0]
 
 
-def main(argv: list[str] | None = None) -> None:
-    args = parse_args(argv)
-    reference = ensure_reference(args.version)  # the Java load generator drives both brokers
-    load_before = os.getloadavg()
-    started = datetime.datetime.now(datetime.UTC)
-    tmp = Path(tempfile.mkdtemp(prefix="vs-rocketmq-", dir=args.dir))
+def run_rounds(args: argparse.Namespace, runner: Runner, sessions: list[tuple[str, Callable[[], None]]]) -> None:
+    """Every session of every round on each broker kind of args.kinds; a failed session is a note."""
+    err = Console(stderr=True)
+    with Progress(console=err, disable=not sys.stderr.isatty(), transient=True) as progress:
+        task = progress.add_task("vs Apache RocketMQ", total=args.rounds * len(args.kinds) * len(sessions))
+        for rnd in range(args.rounds):
+            for name, session in sessions:
+                # Alternate which broker goes first, so a slow minute of the host falls on both alike.
+                for kind in args.kinds if rnd % 2 == 0 else reversed(args.kinds):
+                    runner.round, runner.kind = rnd, kind
+                    progress.update(task, description=f"round {rnd + 1}/{args.rounds} {kind}: {name}")
+                    try:
+                        session()
+                    except (ClientError, RuntimeError) as exc:
+                        runner.note(f"{name} failed: {exc}")
+                    progress.advance(task)
+
+
+@contextlib.contextmanager
+def store_root(args: argparse.Namespace, prefix: str) -> Iterator[Path]:
+    """A temp dir for the stores and logs (in --dir), removed at the end unless --keep."""
+    tmp = Path(tempfile.mkdtemp(prefix=prefix, dir=args.dir))
     try:
-        runner = Runner(args, reference, tmp)
-        sessions = runner.sessions()
-        err = Console(stderr=True)
-        with Progress(console=err, disable=not sys.stderr.isatty(), transient=True) as progress:
-            task = progress.add_task("vs Apache RocketMQ", total=args.rounds * len(args.kinds) * len(sessions))
-            for rnd in range(args.rounds):
-                for name, session in sessions:
-                    # Alternate which broker goes first, so a slow minute of the host falls on both alike.
-                    for kind in args.kinds if rnd % 2 == 0 else reversed(args.kinds):
-                        runner.round, runner.kind = rnd, kind
-                        progress.update(task, description=f"round {rnd + 1}/{args.rounds} {kind}: {name}")
-                        try:
-                            session()
-                        except (ClientError, RuntimeError) as exc:
-                            runner.note(f"{name} failed: {exc}")
-                        progress.advance(task)
+        yield tmp
     finally:
         if args.keep:
             print(f"stores and logs kept in {tmp}", file=sys.stderr)
         else:
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    reference = ensure_reference(args.version)  # the Java load generator drives both brokers
+    load_before = os.getloadavg()
+    started = datetime.datetime.now(datetime.UTC)
+    with store_root(args, "vs-rocketmq-") as tmp:
+        runner = Runner(args, reference, tmp)
+        run_rounds(args, runner, runner.sessions())
+    report(args, runner, started, load_before, f"ours / Apache RocketMQ {args.version}")
+
+
+def report(
+    args: argparse.Namespace,
+    runner: Runner,
+    started: datetime.datetime,
+    load_before: tuple[float, float, float],
+    title: str,
+    extra: dict[str, object] | None = None,
+) -> None:
+    """The table (median [min-max] a broker, ours / reference) and the notes on stdout; with --json, every
+    sample, the rows, the notes, the host and its load before and after, and `extra`, into that file."""
     rows = summarize(runner.samples)
     cells = render(rows)
-    table = Table(title=escape(f"ours / Apache RocketMQ {args.version}: median [min-max] over {args.rounds} round(s)"))
+    table = Table(title=escape(f"{title}: median [min-max] over {args.rounds} round(s)"))
     for header in cells[0]:
         table.add_column(header, justify="left" if header in ("workload", "metric") else "right")
     for line in cells[1:]:
@@ -281,6 +308,7 @@ def main(argv: list[str] | None = None) -> None:
             "samples": [vars(s) for s in runner.samples],
             "rows": [row.as_dict() for row in rows],
             "notes": runner.notes,
+            **(extra or {}),
         }
         args.json.write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2))
 

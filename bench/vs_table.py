@@ -1,4 +1,5 @@
-"""The pure parts of bench/vs_rocketmq.py: the broker.conf both brokers get, and the table of ratios.
+"""The pure parts of bench/vs_rocketmq.py and bench/vs_grpc.py: the broker.conf both brokers get, the gRPC keys
+and Apache RocketMQ's proxy configuration (rmq-proxy.json), and the table of ratios.
 
 Nothing here starts a process, so tests/test_bench_vs_table.py checks it without Java.
 """
@@ -18,8 +19,10 @@ __all__ = [
     "Sample",
     "broker_props",
     "conf_text",
+    "grpc_props",
     "lower_is_better",
     "namesrv_props",
+    "proxy_config",
     "render",
     "summarize",
 ]
@@ -75,6 +78,32 @@ def broker_props(
     if master_ha is not None:
         props["haMasterAddress"] = master_ha
     return props
+
+
+def grpc_props(grpc_port: int) -> dict[str, object]:
+    """The broker.conf keys that turn our broker's gRPC endpoint on (Apache's broker ignores them: there the
+    proxy process serves gRPC, configured by `proxy_config`)."""
+    if not 0 < grpc_port < 65536:
+        raise ValueError(f"grpcServerPort {grpc_port}")
+    return {"enableProxy": "true", "grpcServerPort": grpc_port}
+
+
+def proxy_config(*, grpc_port: int, remoting_port: int, namesrv: str) -> dict[str, object]:
+    """rmq-proxy.json of Apache RocketMQ's proxy in local mode (`ProxyStartup -pm local -bc broker.conf -pc
+    rmq-proxy.json`): it runs the broker of broker.conf in its own JVM and serves gRPC on `grpc_port`, plaintext
+    and TLS on one port; `remoting_port` is its own remoting listener (8080 by default, so always set)."""
+    for name, port in (("grpcServerPort", grpc_port), ("remotingListenPort", remoting_port)):
+        if not 0 < port < 65536:
+            raise ValueError(f"{name} {port}")
+    if grpc_port == remoting_port:
+        raise ValueError("grpcServerPort and remotingListenPort must differ")
+    return {
+        "rocketMQClusterName": CLUSTER_NAME,
+        "proxyMode": "LOCAL",
+        "namesrvAddr": namesrv,
+        "grpcServerPort": grpc_port,
+        "remotingListenPort": remoting_port,
+    }
 
 
 @dataclass(frozen=True)
