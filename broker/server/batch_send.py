@@ -5,7 +5,8 @@ Each inner message is checked (size, properties, no delay, transaction or delive
 UNIQ_KEY (the sender's, or one the broker generates), and its properties as stored: its own followed by
 the batch-level ones and the broker's CLUSTER, as 4.9.x-5.3.x brokers store them.
 
-`batch_messages` is the broker's: one loop over the body's records that builds each MessageToStore
+`batch_messages` is the broker's: one loop over the body's records that fills a BatchToStore (the
+shared fields once, each message's body view, flag, stored properties and dispatch keys in lists)
 straight from the bytes. Whatever it does not take as it is (a malformed record, bad properties, a
 message a batch may not hold) goes to `batch_messages_reference`, the same written plainly in steps
 (decode_batch_reference, then each message in turn), which says what is wrong. tests/server/
@@ -27,7 +28,7 @@ from broker.protocol.codes import ResponseCode
 from broker.protocol.properties import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, Prop
 from broker.server.errors import RequestError
 from broker.server.put_rules import BATCH_CHECKED, batch_dispatch_keys, batch_message_problem, checked_properties
-from broker.store.results import MessageToStore
+from broker.store.results import BatchToStore, MessageToStore
 
 __all__ = ["BatchSend", "batch_messages", "batch_messages_reference"]
 
@@ -66,17 +67,22 @@ class BatchSend:
         self.batch_level = batch_level  # what is appended to each inner message's properties text
 
 
-def batch_messages(body: bytes, send: BatchSend, new_uniq: Callable[[], str]) -> tuple[list[MessageToStore], list[str]]:
-    """The messages to store and their UNIQ_KEYs, or a RequestError (MESSAGE_ILLEGAL and why)."""
+def batch_messages(body: bytes, send: BatchSend, new_uniq: Callable[[], str]) -> tuple[BatchToStore, list[str]]:
+    """The batch to store and its messages' UNIQ_KEYs, or a RequestError (MESSAGE_ILLEGAL and why). The
+    bodies are views into `body`, which the store copies into the CommitLog."""
     buf = body if type(body) is bytes else bytes(body)
+    view = memoryview(buf)
     size = len(buf)
     unpack_head, unpack_short = _HEAD.unpack_from, _SHORT.unpack_from
-    topic, queue_id, sys_flag = send.topic, send.queue_id, send.sys_flag
+    queue_id, sys_flag = send.queue_id, send.sys_flag
     born_timestamp, born_host, max_size = send.born_timestamp, send.born_host, send.max_size
     batch_level = send.batch_level
     get_level = send.batch_props.get
     level_tags, level_keys, level_uniq = get_level(_TAGS), get_level(_KEYS), get_level(_UNIQ)
-    messages: list[MessageToStore] = []
+    bodies: list[bytes | memoryview] = []
+    flags: list[int] = []
+    stored_props: list[bytes] = []
+    keys: list[tuple[str | None, str | None, str | None] | None] = []
     uniq_ids: list[str] = []
     pos = 0
     try:
@@ -107,20 +113,20 @@ def batch_messages(body: bytes, send: BatchSend, new_uniq: Callable[[], str]) ->
             if len(merged) > MAX_PROPERTIES_LENGTH:
                 break
             uniq_ids.append(uniq)
-            messages.append(
-                MessageToStore(
-                    topic, queue_id, buf[pos + 20 : props_at], flag, {}, sys_flag, born_timestamp, born_host, 0, 0,
-                    merged,
-                    (level_tags or props.get(_TAGS), level_keys or props.get(_KEYS), level_uniq or uniq),
-                )
-            )  # fmt: skip
+            bodies.append(view[pos + 20 : props_at])
+            flags.append(flag)
+            stored_props.append(merged)
+            keys.append((level_tags or props.get(_TAGS), level_keys or props.get(_KEYS), level_uniq or uniq))
             pos = end
         else:
-            if messages:
-                return messages, uniq_ids
+            if bodies:
+                return BatchToStore(
+                    send.topic, queue_id, sys_flag, born_timestamp, born_host, bodies, flags, stored_props, keys
+                ), uniq_ids
     except (UnicodeDecodeError, RequestError):
         pass
-    return batch_messages_reference(buf, send, new_uniq)
+    messages, uniq_ids = batch_messages_reference(buf, send, new_uniq)
+    return BatchToStore.of(messages), uniq_ids
 
 
 def batch_messages_reference(

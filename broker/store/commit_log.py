@@ -42,7 +42,7 @@ from broker.store.config import StoreConfig
 from broker.store.dispatch_request import DispatchSink, dispatch_fields
 from broker.store.mapped_file import MappedFile
 from broker.store.mapped_file_queue import MappedFileQueue
-from broker.store.results import PUT_OK, MessageToStore, PutResult, PutStatus
+from broker.store.results import PUT_OK, BatchToStore, MessageToStore, PutResult, PutStatus
 
 __all__ = ["END_FILE_MIN_BLANK_LENGTH", "CommitLog"]
 
@@ -272,55 +272,78 @@ class CommitLog:
     def append_messages(self, msgs: list[MessageToStore]) -> PutResult | None:
         """A batch: same topic and queue, one file, consecutive queue offsets (None: roll, as above).
 
-        The records are those `append_message` writes for each message in turn, with one store timestamp;
-        their ConsumeQueue units go to the sink as one run (`DispatchSink.appended_run`) when the batch
-        shares one sysFlag and has no prepared-transaction offset (every batch a producer sends)."""
+        The records are those `append_message` writes for each message in turn, with one store timestamp."""
         if not msgs:
             return PutResult(PutStatus.MESSAGE_ILLEGAL)
-        files = self.queue.files
-        if not files or files[-1].is_full:
-            return None
-        mf = files[-1]
         first = msgs[0]
-        topic, queue_id, born_host = first.topic, first.queue_id, first.born_host
-        topic_field = self._topics.get(topic) or self._topic_field(topic)
-        if topic_field is None:
-            return PutResult(PutStatus.MESSAGE_ILLEGAL)
-        born_field = self._born_fields.get(born_host) or self._born_field(born_host)
-        if len(born_field) != 8:
-            return PutResult(PutStatus.MESSAGE_ILLEGAL)  # batches from IPv6 producers: not supported
-        fixed_size = _SIZE_BESIDES + len(topic_field)
-        max_size = self.max_message_size
-        sys_flag = first.sys_flag & _NO_LAYOUT_BITS
+        topic, queue_id = first.topic, first.queue_id
         props_list: list[bytes] = []
-        totals: list[int] = []
-        uniform = True  # one born host, one sysFlag, no prepared offset: the run's common case
+        born_fields: list[bytes] = []
         for msg in msgs:
             if msg.topic != topic or msg.queue_id != queue_id:
                 return PutResult(PutStatus.MESSAGE_ILLEGAL)
             props = msg.properties_bytes
             if props is None:
                 props = encode_properties(msg.properties).encode() if msg.properties else b""
+            props_list.append(props)
+            born_fields.append(self._born_fields.get(msg.born_host) or self._born_field(msg.born_host))
+        sys_flags = [msg.sys_flag & _NO_LAYOUT_BITS for msg in msgs]
+        prepared = [msg.prepared_transaction_offset for msg in msgs]
+        return self._append_run(
+            topic, queue_id, [msg.body for msg in msgs], [msg.flag for msg in msgs], props_list, sys_flags,
+            [msg.born_timestamp for msg in msgs], born_fields, [msg.reconsume_times for msg in msgs], prepared,
+            [msg.dispatch_keys for msg in msgs],
+            len(set(born_fields)) == 1 and len(set(sys_flags)) == 1 and not any(prepared),
+        )  # fmt: skip
+
+    def append_batch(self, batch: BatchToStore) -> PutResult | None:
+        """A producer's batch (BatchToStore), stored as `append_messages` of its `messages()` (None: roll)."""
+        n = len(batch.bodies)
+        if not n:
+            return PutResult(PutStatus.MESSAGE_ILLEGAL)
+        born = batch.born_host
+        born_field = self._born_fields.get(born) or self._born_field(born)
+        return self._append_run(
+            batch.topic, batch.queue_id, batch.bodies, batch.flags, batch.properties,
+            [batch.sys_flag & _NO_LAYOUT_BITS] * n, [batch.born_timestamp] * n, [born_field] * n, None, None,
+            batch.dispatch_keys, True,
+        )  # fmt: skip
+
+    def _append_run(
+        self,
+        topic: str,
+        queue_id: int,
+        bodies: list[bytes | memoryview],
+        flags: list[int],
+        props_list: list[bytes],
+        sys_flags: list[int],
+        born_timestamps: list[int],
+        born_fields: list[bytes],
+        reconsumes: list[int] | None,
+        prepared: list[int] | None,
+        keys: list[tuple[str | None, str | None, str | None] | None],
+        uniform: bool,
+    ) -> PutResult | None:
+        """Records of one queue, back to back, from their fields in parallel lists (reconsume times and
+        prepared offsets None: all 0). `uniform`: one born host and sysFlag, no prepared offset, so the
+        ConsumeQueue units go to the sink as one run (`DispatchSink.appended_run`)."""
+        files = self.queue.files
+        if not files or files[-1].is_full:
+            return None
+        mf = files[-1]
+        topic_field = self._topics.get(topic) or self._topic_field(topic)
+        if topic_field is None:
+            return PutResult(PutStatus.MESSAGE_ILLEGAL)
+        max_size = self.max_message_size
+        for body, props, born in zip(bodies, props_list, born_fields, strict=True):
             if len(props) > MAX_PROPERTIES_LENGTH:
                 return PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED)
-            body_len = len(msg.body)
-            if body_len > max_size:
+            if len(body) > max_size or len(born) != 8:  # batches from IPv6 producers: not supported
                 return PutResult(PutStatus.MESSAGE_ILLEGAL)
-            if uniform and (
-                msg.born_host != born_host
-                or msg.sys_flag & _NO_LAYOUT_BITS != sys_flag
-                or msg.prepared_transaction_offset
-            ):
-                uniform = False
-            props_list.append(props)
-            totals.append(fixed_size + body_len + len(props))
-        born_fields = [born_field] * len(msgs)
-        if not uniform:
-            for i, msg in enumerate(msgs):
-                born_fields[i] = self._born_field(msg.born_host)
-                if len(born_fields[i]) != 8:
-                    return PutResult(PutStatus.MESSAGE_ILLEGAL)
+        fixed_size = _SIZE_BESIDES + len(topic_field)
+        totals = [fixed_size + len(body) + len(props) for body, props in zip(bodies, props_list, strict=True)]
         needed = sum(totals)
+        n = len(totals)
         if needed + END_FILE_MIN_BLANK_LENGTH > mf.file_size:
             return PutResult(PutStatus.MESSAGE_ILLEGAL)
         pos = mf.wrote_position
@@ -337,15 +360,18 @@ class CommitLog:
         offsets: list[int] = []
         pack_into = FIXED_V4_HOSTS.pack_into
         host_field = self.store_host_field
+        zeros = [0] * n
         cq_offset = queue_offset
-        for msg, props, total, born in zip(msgs, props_list, totals, born_fields, strict=True):
-            offsets.append(base + pos)
-            body = msg.body
+        for body, flag, props, total, sys_flag, born_ts, born, reconsume, prepared_offset in zip(
+            bodies, flags, props_list, totals, sys_flags, born_timestamps, born_fields, reconsumes or zeros,
+            prepared or zeros, strict=True,
+        ):  # fmt: skip
+            phy = base + pos
+            offsets.append(phy)
             body_len = len(body)
             pack_into(
-                mm, pos, total, MESSAGE_MAGIC_CODE, crc32(body) & 0x7FFFFFFF, queue_id, msg.flag, cq_offset,
-                base + pos, msg.sys_flag & _NO_LAYOUT_BITS, msg.born_timestamp, born, store_ts, host_field,
-                msg.reconsume_times, msg.prepared_transaction_offset, body_len,
+                mm, pos, total, MESSAGE_MAGIC_CODE, crc32(body) & 0x7FFFFFFF, queue_id, flag, cq_offset, phy,
+                sys_flag, born_ts, born, store_ts, host_field, reconsume, prepared_offset, body_len,
             )  # fmt: skip
             p = pos + FIXED_SIZE_V4 + body_len
             mm[pos + FIXED_SIZE_V4 : p] = body
@@ -359,9 +385,8 @@ class CommitLog:
         founds: list[tuple[object, str | None, str | None]] = []
         last_tags: str | None = None
         last_code = 0
-        for msg, props in zip(msgs, props_list, strict=True):
-            known = msg.dispatch_keys  # (TAGS, KEYS, UNIQ_KEY) when the send path looked them up
-            if known is not None:
+        for known, props in zip(keys, props_list, strict=True):
+            if known is not None:  # (TAGS, KEYS, UNIQ_KEY) as the send path looked them up
                 tags = known[0]
                 if tags != last_tags:  # a batch's messages mostly share their tags: hashed once
                     last_tags = tags
@@ -373,15 +398,15 @@ class CommitLog:
                 codes.append(fields[0])
                 founds.append(fields)
         if uniform:
-            self.sink.appended_run(key, offsets, totals, codes, store_ts, queue_offset, sys_flag, founds)
+            self.sink.appended_run(key, offsets, totals, codes, store_ts, queue_offset, sys_flags[0], founds)
         else:
             appended = self._appended
-            for i, msg in enumerate(msgs):
+            for i, phy in enumerate(offsets):
                 appended(
-                    key, offsets[i], totals[i], codes[i], store_ts, queue_offset + i,
-                    msg.sys_flag & _NO_LAYOUT_BITS, founds[i], msg.prepared_transaction_offset,
+                    key, phy, totals[i], codes[i], store_ts, queue_offset + i, sys_flags[i], founds[i],
+                    prepared[i] if prepared else 0,
                 )  # fmt: skip
-        return PutResult(PUT_OK, start_phy, needed, queue_offset, store_ts, len(msgs), offsets, self.store_host_prefix)
+        return PutResult(PUT_OK, start_phy, needed, queue_offset, store_ts, n, offsets, self.store_host_prefix)
 
     def _current_file(self) -> MappedFile | None:
         files = self.queue.files

@@ -31,6 +31,7 @@ from broker.store.populate import MIN_FILE_SIZE, PagePopulator
 from broker.store.recovery import RecoveryReport, recover_commit_log
 from broker.store.results import (
     PUT_OK,
+    BatchToStore,
     GetResult,
     GetStatus,
     MessageToStore,
@@ -373,10 +374,10 @@ class MessageStore:
         self._answer_at_once = self._refusal is None and self._replica is None and not self._sync
 
     def append(
-        self, msgs: MessageToStore | list[MessageToStore], *, wait: bool = True, report: bool = False
+        self, msgs: MessageToStore | list[MessageToStore] | BatchToStore, *, wait: bool = True, report: bool = False
     ) -> PutResult | asyncio.Future[PutResult]:
-        """Append one message, or a batch (a list: same topic and queue, consecutive offsets), to the
-        CommitLog now, with no coroutine per message: the send path's put.
+        """Append one message, or a batch (a list, or a producer's BatchToStore: same topic and queue,
+        consecutive offsets), to the CommitLog now, with no coroutine per message: the send path's put.
 
         Returns the PutResult at once when nothing remains to wait for (ASYNC_FLUSH and no SYNC_MASTER
         slave to wait for, a refusal, or `wait=False`: the message's WAIT=false property, which answers
@@ -399,16 +400,28 @@ class MessageStore:
             return self._after_append(result, wait)
         return self._append(self._appender(msgs, report), wait)
 
-    async def put(self, msgs: MessageToStore | list[MessageToStore], *, report: bool = False) -> PutResult:
+    async def put(
+        self, msgs: MessageToStore | list[MessageToStore] | BatchToStore, *, report: bool = False
+    ) -> PutResult:
         """`append`, awaited: the result once the message is as durable as the broker's flush and
         replication settings ask (or refused, or timed out waiting)."""
         result = self.append(msgs, report=report)
         return result if type(result) is PutResult else await result  # type: ignore[misc]
 
-    def _appender(self, msgs: MessageToStore | list[MessageToStore], report: bool) -> Callable[[], PutResult | None]:
+    def _appender(
+        self, msgs: MessageToStore | list[MessageToStore] | BatchToStore, report: bool
+    ) -> Callable[[], PutResult | None]:
         """The CommitLog append of `msgs` (None: the file must roll first), telling `put_reporter` when asked."""
         commit_log = self.commit_log
-        if isinstance(msgs, list):
+        if isinstance(msgs, BatchToStore):
+            batch = msgs
+            topic = batch.topic
+
+            def append_producer_batch() -> PutResult | None:
+                return commit_log.append_batch(batch)
+
+            append = append_producer_batch
+        elif isinstance(msgs, list):
             topic = msgs[0].topic if msgs else ""
 
             def append_batch() -> PutResult | None:

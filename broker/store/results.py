@@ -117,6 +117,49 @@ class MessageToStore:
         )
 
 
+@dataclass(slots=True)
+class BatchToStore:
+    """A producer's batch as the send path hands it to the store: what its messages share, once, and each
+    message's own fields in parallel lists (no object per message). Stored byte for byte as the list of
+    `messages()` would be: one topic and queue, consecutive queue offsets, reconsume times and
+    prepared-transaction offset 0."""
+
+    topic: str
+    queue_id: int
+    sys_flag: int
+    born_timestamp: int
+    born_host: tuple[str, int]
+    bodies: list[bytes | memoryview]
+    flags: list[int]
+    properties: list[bytes]  # each message's stored properties, UTF-8
+    # each message's (TAGS, KEYS, UNIQ_KEY), or None: as MessageToStore.dispatch_keys
+    dispatch_keys: list[tuple[str | None, str | None, str | None] | None]
+
+    @classmethod
+    def of(cls, messages: list[MessageToStore]) -> BatchToStore:
+        """The batch of `messages`, which share the first one's topic, queue, sysFlag, birth time and host
+        and carry their properties as bytes (`properties_bytes`)."""
+        first = messages[0]
+        if any(m.properties_bytes is None for m in messages):
+            raise ValueError("a batch's messages carry their properties as bytes")
+        return cls(
+            first.topic, first.queue_id, first.sys_flag, first.born_timestamp, first.born_host,
+            [m.body for m in messages], [m.flag for m in messages],
+            [m.properties_bytes or b"" for m in messages], [m.dispatch_keys for m in messages],
+        )  # fmt: skip
+
+    def messages(self) -> list[MessageToStore]:
+        """The same messages, one object each."""
+        fields = zip(self.bodies, self.flags, self.properties, self.dispatch_keys, strict=True)
+        return [
+            MessageToStore(
+                self.topic, self.queue_id, body, flag, {}, self.sys_flag, self.born_timestamp, self.born_host, 0, 0,
+                props, keys,
+            )
+            for body, flag, props, keys in fields
+        ]  # fmt: skip
+
+
 class PutResult(msgspec.Struct, gc=False):
     """Outcome of a put. A msgspec Struct because one is built per put on the hot path: its constructor
     is C (~80 ns here against ~180 for a slotted class's Python __init__); msg_ids are made on demand.

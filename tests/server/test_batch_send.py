@@ -29,6 +29,7 @@ from broker.server.batch_send import BatchSend, batch_messages, batch_messages_r
 from broker.server.errors import RequestError
 from broker.server.put_rules import checked_properties
 from broker.store import MessageStore, MessageToStore
+from broker.store.results import BatchToStore
 from tests.server.server_harness import cluster, messages
 from tests.store.store_helpers import dispatched, small_config
 
@@ -59,6 +60,8 @@ def outcome(fn: object, body: bytes, send: BatchSend) -> object:
 
 def assert_same(body: bytes, send: BatchSend) -> object:
     fast = outcome(batch_messages, body, send)
+    if isinstance(fast, tuple) and isinstance(fast[0], BatchToStore):
+        fast = (fast[0].messages(), fast[1])  # the same messages, one object each
     plain = outcome(batch_messages_reference, body, send)
     assert fast == plain
     return fast
@@ -152,7 +155,8 @@ def test_fast_path_equals_the_reference_on_generated_and_damaged_bodies(
 # -- the store: a batch append writes what one-by-one appends write ----------------------------------------
 
 
-def store_messages() -> list[MessageToStore]:
+def store_messages(shared_birth: bool = False) -> list[MessageToStore]:
+    """Varied messages of one queue; `shared_birth`: one born timestamp, as a producer's batch has."""
     texts = [
         "TAGS\x01a\x02KEYS\x01k1\x02UNIQ_KEY\x01U1\x02",
         "TAGS\x01a\x02UNIQ_KEY\x01U2\x02",
@@ -166,13 +170,14 @@ def store_messages() -> list[MessageToStore]:
         if i % 2 == 0:  # half with the send path's dispatch hint, half found by the CommitLog
             found = checked_properties(text)
             keys = (found.get("TAGS"), found.get("KEYS"), found.get("UNIQ_KEY"))
-        out.append(MessageToStore("Tópico", 1, bytes([i]) * (i * 37 % 300), i, {}, 0, 1_700_000_000_000 + i,
-                                  BORN, 0, 0, text.encode(), keys))  # fmt: skip
+        born = 1_700_000_000_000 + (0 if shared_birth else i)
+        out.append(MessageToStore("Tópico", 1, bytes([i]) * (i * 37 % 300), i, {}, 0, born, BORN, 0, 0,
+                                  text.encode(), keys))  # fmt: skip
     return out
 
 
 async def written(
-    root: Path, batches: list[list[MessageToStore]], one_by_one: bool, index: bool
+    root: Path, batches: list[list[MessageToStore]], how: str, index: bool
 ) -> tuple[bytes, bytes, list[tuple[int, int]]]:
     # the index off: the put path writes ConsumeQueue units itself (a batch's as one run); on, in this
     # process: every record goes through the reput pass
@@ -182,11 +187,11 @@ async def written(
     store.reput.add_arrival_listener(lambda _t, _q, after, code, _p: heard.append((after, code)))
     try:
         for batch in batches:
-            if one_by_one:
+            if how == "singles":
                 for msg in batch:
                     assert (await store.put(msg)).ok
             else:
-                result = await store.put(batch)
+                result = await store.put(batch if how == "list" else BatchToStore.of(batch))
                 assert result.ok and result.message_count == len(batch)
             await dispatched(store)  # caught up: the next put is next in line (a broker's reads are loop turns apart)
         await dispatched(store)
@@ -204,20 +209,24 @@ async def written(
 
 
 @pytest.mark.parametrize("index", [False, True], ids=["direct dispatch", "reput pass"])
-@pytest.mark.parametrize("mixed", [False, True], ids=["one producer", "mixed sysFlag and born host"])
+@pytest.mark.parametrize(
+    ("how", "mixed"),
+    [("list", False), ("list", True), ("batch", False)],
+    ids=["list", "list of mixed sysFlag and born host", "BatchToStore"],
+)
 def test_batch_append_writes_what_single_appends_write(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mixed: bool, index: bool
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str, mixed: bool, index: bool
 ) -> None:
     monkeypatch.setattr(commit_log_module, "time", types.SimpleNamespace(time_ns=lambda: 1_800_000_000_000_000_000))
-    msgs = store_messages()
+    msgs = store_messages(shared_birth=how == "batch")
     if mixed:
         msgs[3].born_host = ("10.9.9.9", 1)
         msgs[4].sys_flag = 2  # compressed
     batches = [msgs[:7], msgs[7:8], msgs[8:]]
 
     async def main() -> None:
-        batch_log, batch_cq, heard = await written(tmp_path / "batch", batches, one_by_one=False, index=index)
-        single_log, single_cq, _ = await written(tmp_path / "single", batches, one_by_one=True, index=index)
+        batch_log, batch_cq, heard = await written(tmp_path / "batch", batches, how, index)
+        single_log, single_cq, _ = await written(tmp_path / "single", batches, "singles", index)
         assert batch_log == single_log
         assert batch_cq == single_cq and len(batch_cq) == 20 * len(msgs)
         if not mixed and not index:  # a run tells each listener once per distinct tags code, of the offset after it
