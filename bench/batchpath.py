@@ -15,10 +15,15 @@ allocation threads) and the event loop's thread alone (where the send path runs)
 both paths see the same minutes of a loaded host; the least disturbed round (min) is the one to compare
 code with, the median says how much the host moved.
 
-`--base TREE`: instead, the batch path of two source trees (TREE, e.g. a `git archive` of an earlier
-commit, and this one), each tree's `broker` package imported into this process in turn and given its own
-broker, rounds alternating between them; prints each tree's times and the per-pair ratio (this / TREE) of
-the loop thread's CPU, which the host's speed swings cannot fake.
+`--pull`: instead, the consume path W4 exercises: a backlog of `--num` messages sent as batches (as W4 fills
+it), then rounds of PULL_MESSAGE (11) frames of 32 messages (as a push consumer asks: commit-offset,
+suspend and subscription flags, subscription "*"), `--per-read` pulls a read, each round reading the whole
+backlog from offset 0: CPU per message served (the store read, the reply's header and body join).
+
+`--base TREE`: instead, the batch path (with `--pull`: the consume path) of two source trees (TREE, e.g.
+a `git archive` of an earlier commit, and this one), each tree's `broker` package imported into this
+process in turn and given its own broker, rounds alternating between them; prints each tree's times and
+the per-pair ratio (this / TREE) of the loop thread's CPU, which the host's speed swings cannot fake.
 """
 
 from __future__ import annotations
@@ -34,7 +39,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.broker import QUEUES, TOPIC
 from bench.sendpath import CountingTransport, _batch_frames, _frames
+from broker.protocol.command import RemotingCommand, encode_binary
 
 __all__ = ["main"]
 
@@ -51,6 +58,7 @@ class FedBroker:
     reads: list[bytes]
     frames_per_read: int
     per_frame: int
+    reply_bytes: int = 150  # at least this much is written back per request frame (a send's reply ~200 B)
 
     @property
     def messages(self) -> int:
@@ -109,7 +117,7 @@ async def _open(
 async def _round(path: FedBroker) -> tuple[float, float]:
     """(process, loop thread) CPU µs per message of one pass over the path's reads."""
     transport = path.transport
-    expected = len(path.reads) * path.frames_per_read * 150  # every reply (~200 B each)
+    expected = len(path.reads) * path.frames_per_read * path.reply_bytes  # every reply
     before = transport.written
     cpu, thread = time.process_time(), time.thread_time()
     for data in path.reads:
@@ -124,6 +132,60 @@ async def _round(path: FedBroker) -> tuple[float, float]:
 async def _close(path: FedBroker) -> None:
     await path.broker.shutdown()
     shutil.rmtree(path.root, ignore_errors=True)
+
+
+def _pull_reads(per_queue: int, per_read: int) -> list[bytes]:
+    """PULL_MESSAGE frames of 32 over every queue's first `per_queue` messages, `per_read` frames a read."""
+    frames: list[bytes] = []
+    for offset in range(0, per_queue, 32):
+        for q in range(QUEUES):
+            ext = {
+                "consumerGroup": "BenchCG",
+                "topic": TOPIC,
+                "queueId": str(q),
+                "queueOffset": str(offset),
+                "maxMsgNums": "32",
+                "sysFlag": "7",  # commit offset, suspend, subscription: a push consumer's pull
+                "commitOffset": str(offset),
+                "suspendTimeoutMillis": "15000",
+                "subscription": "*",
+                "subVersion": "0",
+                "expressionType": "TAG",
+            }
+            frames.append(encode_binary(RemotingCommand(code=11, opaque=len(frames) + 1, ext_fields=ext)))
+    return [b"".join(frames[i : i + per_read]) for i in range(0, len(frames), per_read)]
+
+
+async def _open_backlog(name: str, modules: tuple[Any, Any], args: argparse.Namespace) -> FedBroker:
+    """A broker holding a backlog of `--num` messages sent as batches, and a consumer's connection into it
+    fed PULL_MESSAGE frames of 32 over every queue."""
+    fill = [_batch_frames(8, 1 + r * 8, args.batch) for r in range(args.num // args.batch // 8)]
+    sender = await _open(name, modules, args.flush, fill, 8, args.batch)
+    for data in fill[1:]:
+        sender.conn.data_received(data)
+        await asyncio.sleep(0)
+    store = sender.broker.store
+    per_queue = min(store.get_max_offset_in_queue(TOPIC, q) for q in range(QUEUES))
+    per_queue -= per_queue % 32
+    conn = sender.broker.server._create_protocol()
+    transport = CountingTransport()
+    conn.connection_made(transport)
+    reads = _pull_reads(per_queue, args.per_read)
+    # a found pull's reply carries 32 records of ~1.2 KiB
+    return FedBroker(name, sender.broker, sender.root, conn, transport, reads, args.per_read, 32, 32 * 1000)
+
+
+async def _pulls(args: argparse.Namespace) -> None:
+    fed = await _open_backlog("pull", _broker_modules(None), args)
+    try:
+        results = [await _round(fed) for _ in range(args.rounds)]
+    finally:
+        await _close(fed)
+    print(f"PULL_MESSAGE of 32, {args.per_read} pulls a read, {fed.messages} messages a round, {args.rounds} rounds:")
+    print(
+        f"  CPU us per message served: process {_summary([r[0] for r in results])}   "
+        f"loop thread {_summary([r[1] for r in results])}"
+    )
 
 
 def _summary(values: list[float]) -> str:
@@ -167,7 +229,10 @@ async def _ab(args: argparse.Namespace) -> None:
     trees = [args.base.resolve(), here]
     paths = []
     for tree in trees:
-        paths.append(await _open(str(tree), _broker_modules(tree), args.flush, reads, args.per_read, args.batch))
+        if args.pull:
+            paths.append(await _open_backlog(str(tree), _broker_modules(tree), args))
+        else:
+            paths.append(await _open(str(tree), _broker_modules(tree), args.flush, reads, args.per_read, args.batch))
     times: list[list[tuple[float, float]]] = [[], []]
     try:
         for n in range(args.rounds):
@@ -176,9 +241,8 @@ async def _ab(args: argparse.Namespace) -> None:
     finally:
         for path in paths:
             await _close(path)
-    print(
-        f"{args.flush} batch {args.batch} x{args.per_read} a read, {args.num} messages a round, {args.rounds} rounds:"
-    )
+    what = "PULL_MESSAGE of 32" if args.pull else f"batch {args.batch}"
+    print(f"{args.flush} {what} x{args.per_read} a read, {paths[0].messages} messages a round, {args.rounds} rounds:")
     for tree, t in zip(trees, times, strict=True):
         print(f"  {tree}: process {_summary([x[0] for x in t])}   loop thread {_summary([x[1] for x in t])} us/msg")
     ratios = sorted(b[1] / a[1] for a, b in zip(*times, strict=True))
@@ -194,10 +258,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batch", type=int, default=32, help="messages a SEND_BATCH_MESSAGE frame")
     parser.add_argument("--per-read", type=int, default=8, help="batch frames handed over per read")
     parser.add_argument("--base", type=Path, help="compare the batch path with this source tree's")
+    parser.add_argument("--pull", action="store_true", help="the consume path: PULL_MESSAGE of 32 from a backlog")
     args = parser.parse_args(argv)
     from broker.transport.loop import run
 
-    run(_ab(args) if args.base else _side_by_side(args))
+    run(_ab(args) if args.base else _pulls(args) if args.pull else _side_by_side(args))
 
 
 if __name__ == "__main__":
