@@ -166,3 +166,20 @@ def test_ack_waits_for_a_renewal_in_flight() -> None:
         assert newest != given  # the renewed handle, not the stale one
 
     asyncio.run(run())
+
+
+def test_held_past_the_max_time_goes_back_with_the_retry_delay() -> None:
+    async def run() -> None:
+        pop = _RecordingPop()
+        handles = ReceiptHandles(pop, RenewSettings(ahead_ms=2_000, max_time_ms=5_000), 1_000, lambda cid: False)
+        given = _handle(_now(), 1_500)
+        handles.keep("c1", "G", "T", "M1", given, 2)
+        await handles.scan()  # not yet held that long: renewed
+        assert [c[2] for c in pop.changes] == [60_000] and handles.total == 1
+        entry = handles.by_client["c1"][("G", "M1")]
+        entry.current = _handle(_now(), 6_000)  # due again 5 s after the first delivery
+        await handles.scan(now_ms=entry.received_at_ms + 5_000)
+        assert [c[2] for c in pop.changes] == [60_000, 10_000]  # the third attempt's retry delay
+        assert handles.total == 0
+
+    asyncio.run(run())
