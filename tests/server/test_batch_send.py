@@ -24,7 +24,8 @@ from hypothesis import strategies as st
 import broker.store.commit_log as commit_log_module
 from broker.protocol.batch import BatchMessage, encode_batch
 from broker.protocol.javahash import java_string_hash
-from broker.protocol.properties import encode_properties
+from broker.protocol.message import decode_record
+from broker.protocol.properties import decode_properties, encode_properties
 from broker.server.batch_send import BatchSend, batch_messages, batch_messages_reference
 from broker.server.errors import RequestError
 from broker.server.put_rules import checked_properties
@@ -260,3 +261,36 @@ async def test_malformed_batches_store_nothing_and_good_ones_are_pulled_back(tmp
             (f"m{i}".encode(), f"k{i}", f"UK{i}") for i in range(5)
         ]
         assert all(m.properties["WAIT"] == "true" and m.properties.get("CLUSTER") for m in pulled)
+
+
+def test_batches_roll_over_small_files_and_read_back(tmp_path: Path) -> None:
+    """A BatchToStore that does not fit the rest of a CommitLog file goes whole into the next one."""
+
+    async def main() -> None:
+        store = MessageStore(small_config(tmp_path, mapped_file_size_commit_log=8 * 1024, message_index_enable=False))
+        await store.start()
+        try:
+            sent: list[MessageToStore] = []
+            for n in range(20):
+                batch = store_messages(shared_birth=True)[: 3 + n % 5]
+                for i, msg in enumerate(batch):
+                    msg.body = bytes([n, i]) * (50 + 40 * i)
+                assert (await store.put(BatchToStore.of(batch))).ok
+                sent += batch
+                await dispatched(store)
+            assert len(store.commit_log.queue.files) > 3
+            got = []
+            offset = 0
+            while offset < store.get_max_offset_in_queue("Tópico", 1):
+                result = store.get_message("G", "Tópico", 1, offset, 32)
+                got += [decode_record(bytes(b), verify_crc=True) for b in result.buffers]
+                offset = result.next_begin_offset
+                result.release()
+            assert [(m.body, m.properties) for m in got] == [
+                (bytes(m.body), decode_properties((m.properties_bytes or b"").decode())) for m in sent
+            ]
+            assert [m.queue_offset for m in got] == list(range(len(sent)))
+        finally:
+            await store.shutdown()
+
+    asyncio.run(main())
