@@ -20,6 +20,7 @@ import asyncio
 import logging
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import TYPE_CHECKING, overload
 
 from broker.filter import SqlFilter
@@ -55,10 +56,7 @@ class RecordViews(Sequence[memoryview]):
 
     def __init__(self, body: bytes, sizes: list[int]) -> None:
         self._body = body
-        bounds = [0]
-        for size in sizes:
-            bounds.append(bounds[-1] + size)
-        self._bounds = bounds
+        self._bounds = [0, *accumulate(sizes)]
 
     def __len__(self) -> int:
         return len(self._bounds) - 1
