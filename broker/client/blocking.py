@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import io
 import logging
 import threading
 from collections.abc import Callable, Coroutine, Iterable, Sequence
@@ -27,6 +28,10 @@ from broker.transport.loop import new_event_loop
 __all__ = ["BlockingAdmin", "BlockingProducer", "BlockingPullConsumer", "BlockingPushConsumer", "LoopThread"]
 
 log = logging.getLogger(__name__)
+
+# Seconds a blocking shutdown waits for the client's own (drain 10 s, then commits and unregisters, each bounded
+# by the request timeout) before it gives up on it.
+SHUTDOWN_TIMEOUT = 60.0
 
 T = TypeVar("T")
 
@@ -50,6 +55,21 @@ class LoopThread:
 
     def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
         return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    def describe_tasks(self) -> str:
+        """The loop's pending tasks and where each one waits, for a log line."""
+
+        async def describe() -> str:
+            out = io.StringIO()
+            for task in asyncio.all_tasks():
+                if task is not asyncio.current_task():
+                    task.print_stack(limit=8, file=out)
+            return out.getvalue()
+
+        try:
+            return self.run(describe(), timeout=5)
+        except Exception as exc:  # a blocked loop cannot describe itself
+            return f"(the loop does not answer: {exc!r})"
 
     def stop(self) -> None:
         if self.loop.is_closed():
@@ -83,8 +103,19 @@ class _BlockingClient:
         self._lt.run(self._client.start())
 
     def shutdown(self) -> None:
+        """Shut the client down, waiting at most SHUTDOWN_TIMEOUT: a shutdown stuck on an unreachable broker
+        must not hold its caller forever. What it still waited for then is logged, and the loop stops."""
+        future = self._lt.submit(self._client.shutdown())
         try:
-            self._lt.run(self._client.shutdown())
+            future.result(SHUTDOWN_TIMEOUT)
+        except concurrent.futures.TimeoutError:
+            log.warning(
+                "%s did not shut down within %.0f s; stopping its loop. Still waiting:\n%s",
+                type(self._client).__name__,
+                SHUTDOWN_TIMEOUT,
+                self._lt.describe_tasks(),
+            )
+            future.cancel()
         finally:
             self._lt.stop()
 
