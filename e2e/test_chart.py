@@ -183,7 +183,9 @@ NAMESPACED_UNUSED = {
     ("", "pods", "get"),
     ("rocketcluster.io", "rocketclusters/status", "get"),
 }
-CLUSTER_SCOPED = {"storageclasses", "customresourcedefinitions", "namespaces"}
+# Cluster-scoped kinds stay in the ClusterRole even when the operator watches listed namespaces (nodes: with
+# spec.failover it reads the node each broker pod is bound to, to fence a master on a lost node).
+CLUSTER_SCOPED = {"storageclasses", "customresourcedefinitions", "namespaces", "nodes"}
 
 
 # -- lint and render ---------------------------------------------------------------------------------------------
@@ -218,6 +220,7 @@ def test_template_for_all_namespaces_uses_one_cluster_role(helm: Helm) -> None:
     rights = granted(role["rules"])
     assert rights >= NAMESPACED_NEEDS
     assert ("storage.k8s.io", "storageclasses", "get") in rights
+    assert ("", "nodes", "get") in rights
     assert not any(
         (r == "secrets" and v not in SECRET_VERBS) or v in ("*", "escalate", "bind", "impersonate")
         for _, r, v in rights
