@@ -17,15 +17,22 @@ from __future__ import annotations
 import json
 import subprocess
 import time
-import uuid
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
 from broker.client.blocking import BlockingAdmin
+from e2e.kind_failover_harness import (
+    cluster_pods,
+    cluster_ready,
+    cluster_status,
+    failover_namespace,
+    node_ready,
+    route_master,
+)
 from e2e.node_checks import Producer, read_back
-from e2e.operator_harness import CRD_FILE, OperatorProcess, running_operator
+from e2e.operator_harness import OperatorProcess, running_operator
 
 if TYPE_CHECKING:
     from e2e.conftest import Kube
@@ -40,50 +47,13 @@ CONTROL_PLANE_TAINT = {"key": "node-role.kubernetes.io/control-plane", "operator
 
 @pytest.fixture(scope="module")
 def ns(k8s_kind: Kube) -> Iterator[str]:
-    k8s_kind.run("apply", "--server-side", "-f", str(CRD_FILE))
-    k8s_kind.wait_established("rocketclusters.rocketcluster.io")
-    name = f"kind-fo-{uuid.uuid4().hex[:6]}"
-    k8s_kind.run("create", "namespace", name)
-    yield name
-    k8s_kind.run("delete", "rmq", "--all", "-n", name, "--wait=true", "--timeout=90s", check=False, timeout=120)
-    k8s_kind.run("delete", "namespace", name, "--wait=true", "--timeout=120s", check=False, timeout=150)
+    yield from failover_namespace(k8s_kind, "kind-fo")
 
 
 @pytest.fixture(scope="module")
 def operator(k8s_kind: Kube, ns: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
     with running_operator(k8s_kind, [ns], tmp_path_factory.mktemp("op")) as proc:
         yield proc
-
-
-def _status(kube: Kube, ns: str) -> dict[str, Any]:
-    return dict(kube.get("-n", ns, "rmq", NAME).get("status") or {})
-
-
-def _ready(kube: Kube, ns: str) -> bool:
-    obj = kube.get("-n", ns, "rmq", NAME)
-    status = obj.get("status") or {}
-    ready = next((c["status"] for c in status.get("conditions", []) if c["type"] == "Ready"), None)
-    return status.get("observedGeneration") == obj["metadata"]["generation"] and ready == "True"
-
-
-def _pods(kube: Kube, ns: str) -> dict[str, dict[str, Any]]:
-    items = kube.get("-n", ns, "pods", "-l", f"rocketcluster.io/cluster={NAME}")["items"]
-    return {p["metadata"]["name"]: p for p in items}
-
-
-def _node_ready(kube: Kube, node: str) -> bool:
-    conds = kube.get("node", node)["status"]["conditions"]
-    return any(c["type"] == "Ready" and c["status"] == "True" for c in conds)
-
-
-def _route_master(namesrv: str) -> str | None:
-    """The address the NameServers list as the group's master (id 0)."""
-    try:
-        with BlockingAdmin(namesrv) as admin:
-            data = admin.cluster_info().brokers.get(BROKER_NAME)
-    except Exception:  # a NameServer that does not answer this instant
-        return None
-    return None if data is None else data.broker_addrs.get(0)
 
 
 def test_a_killed_masters_node_elects_its_slave_without_waiting_for_kubernetes(
@@ -103,18 +73,20 @@ def test_a_killed_masters_node_elects_its_slave_without_waiting_for_kubernetes(
     body = {"apiVersion": "rocketcluster.io/v1alpha1", "kind": "RocketCluster", "metadata": {"name": NAME}}
     kube.apply(json.dumps(body | {"spec": spec}), namespace=ns)
     try:
-        kube.wait_for(f"{NAME} Ready", lambda: _ready(kube, ns), timeout=600, interval=2)
+        kube.wait_for(f"{NAME} Ready", lambda: cluster_ready(kube, ns, NAME), timeout=600, interval=2)
     except AssertionError:
         listing = kube.run("get", "pods", "-n", ns, "-o", "wide", check=False)
-        raise AssertionError(f"not Ready:\n{listing}\n{_status(kube, ns)}\n{operator.tail(4000)}") from None
-    pods = _pods(kube, ns)
+        raise AssertionError(
+            f"not Ready:\n{listing}\n{cluster_status(kube, ns, NAME)}\n{operator.tail(4000)}"
+        ) from None
+    pods = cluster_pods(kube, ns, NAME)
     nameservers = {n: p for n, p in pods.items() if "-nameserver-" in n}
     assert len({p["spec"]["nodeName"] for p in nameservers.values()}) == 3, "a NameServer per node"
     every_namesrv = ";".join(f"{p['status']['podIP']}:9876" for p in nameservers.values())
 
     def agreed() -> tuple[str, str] | None:
         """(pod, address) of the master, once status.masters and the routes name the same one."""
-        addr, pod = _route_master(every_namesrv), _status(kube, ns).get("masters")
+        addr, pod = route_master(every_namesrv, BROKER_NAME), cluster_status(kube, ns, NAME).get("masters")
         if addr is None or pod not in pods:
             return None
         return (pod, addr) if pods[pod]["status"].get("podIP") == addr.split(":")[0] else None
@@ -135,17 +107,20 @@ def test_a_killed_masters_node_elects_its_slave_without_waiting_for_kubernetes(
             print(f"\n`docker kill {victim}` took {time.monotonic() - killed:.1f} s")
 
             def new_master() -> str | None:
-                addr = _route_master(survivors)
+                addr = route_master(survivors, BROKER_NAME)
                 return addr if addr is not None and addr != master_addr else None
 
             new_addr = kube.wait_for("a new master in the routes", new_master, timeout=180, interval=0.2)
             elected = time.monotonic() - killed
             producer.wait_for(len(producer.acked) + 100, timeout=180)  # the new master takes writes
             writing = time.monotonic() - killed
-            node_still_ready = _node_ready(kube, victim)
+            node_still_ready = node_ready(kube, victim)
             new_pod = next(n for n, p in pods.items() if p["status"].get("podIP") == new_addr.split(":")[0])
             kube.wait_for(
-                f"status.masters to name {new_pod}", lambda: _status(kube, ns).get("masters") == new_pod, 120, 1
+                f"status.masters to name {new_pod}",
+                lambda: cluster_status(kube, ns, NAME).get("masters") == new_pod,
+                120,
+                1,
             )
             outage = {
                 "failed": len(producer.failures) - failed_before,
@@ -155,12 +130,14 @@ def test_a_killed_masters_node_elects_its_slave_without_waiting_for_kubernetes(
             subprocess.run(["/usr/bin/docker", "start", victim], check=True, capture_output=True)
 
             def back_as_slave() -> bool:
-                status = _status(kube, ns)
+                status = cluster_status(kube, ns, NAME)
                 slaves = status.get("groupStatus", [{}])[0].get("slaves", [])
                 return status.get("masters") == new_pod and any(s["pod"] == master and s["ready"] for s in slaves)
 
             kube.wait_for(f"{master} back as a Ready slave of {new_pod}", back_as_slave, timeout=600, interval=2)
-            kube.wait_for(f"{NAME} Ready after the node's return", lambda: _ready(kube, ns), timeout=600, interval=2)
+            kube.wait_for(
+                f"{NAME} Ready after the node's return", lambda: cluster_ready(kube, ns, NAME), timeout=600, interval=2
+            )
             producer.wait_for(len(producer.acked) + 100, timeout=180)
     finally:
         subprocess.run(["/usr/bin/docker", "start", victim], capture_output=True)
