@@ -32,6 +32,7 @@ from bench.proc import rss_mib
 from bench.vs_table import broker_props, conf_text, grpc_props, namesrv_props, proxy_config
 from broker.protocol.codes import RequestCode
 from broker.protocol.command import RemotingCommand
+from broker.protocol.signature import Credentials, sign_command
 from broker.transport.client import connect
 from broker.transport.loop import run
 
@@ -119,13 +120,16 @@ class Server:
         return "\n".join(line for line in lines if "|-INFO" not in line and "|-WARN" not in line)[-3000:]
 
 
-async def _answers(addr: str, code: int, needle: bytes = b"") -> bool:
+async def _answers(addr: str, code: int, needle: bytes = b"", credentials: Credentials | None = None) -> bool:
     try:
         conn = await connect(addr, timeout=1.0)
     except Exception:  # ConnectError: not listening yet
         return False
     try:
-        resp = await conn.invoke(RemotingCommand(code=code), 2.0)
+        cmd = RemotingCommand(code=code)
+        if credentials is not None:
+            sign_command(cmd, credentials)
+        resp = await conn.invoke(cmd, 2.0)
         return resp.code == 0 and needle in (resp.body or b"")
     except Exception:
         return False
@@ -133,9 +137,11 @@ async def _answers(addr: str, code: int, needle: bytes = b"") -> bool:
         conn.close()
 
 
-async def _until_ready(server: Server, addr: str, namesrv: str, timeout: float) -> float:
+async def _until_ready(
+    server: Server, addr: str, namesrv: str, timeout: float, credentials: Credentials | None = None
+) -> float:
     while True:
-        if await _answers(addr, RequestCode.GET_BROKER_CONFIG) and await _answers(
+        if await _answers(addr, RequestCode.GET_BROKER_CONFIG, credentials=credentials) and await _answers(
             namesrv, RequestCode.GET_BROKER_CLUSTER_INFO, addr.encode()
         ):
             return time.monotonic() - server.started
@@ -195,6 +201,10 @@ class Cluster:
     flush: str = "ASYNC_FLUSH"
     role: str = "ASYNC_MASTER"
     grpc: bool = False
+    #: broker.conf keys on top of bench.vs_table.broker_props (bench/vs_auth.py: authentication on)
+    extra: dict[str, object] = field(default_factory=dict)
+    #: a SUPER user's, when `extra` turns authentication on: the readiness probe signs with them
+    credentials: Credentials | None = None
     servers: dict[str, Server] = field(default_factory=dict)
     ports: dict[str, int] = field(default_factory=dict)
 
@@ -258,6 +268,7 @@ class Cluster:
             role="SLAVE" if slave else self.role,
             master_ha=f"127.0.0.1:{self.ports['master'] + 1}" if slave else None,
         )
+        props.update(self.extra)
         grpc = self.grpc and name == "master"
         if grpc:
             self.ports.setdefault("grpc", free_block(1))
@@ -277,7 +288,7 @@ class Cluster:
             server = self._spawn(name, PROXY_MAIN, conf, ["-pm", "local", "-bc", str(conf), "-pc", str(pconf)])
         else:
             server = self._spawn(name, BROKER_MAIN, conf)
-        ready = run(_until_ready(server, self.addr(name), self.namesrv, timeout))
+        ready = run(_until_ready(server, self.addr(name), self.namesrv, timeout, self.credentials))
         if grpc:
             run(_until_listening(server, self.ports["grpc"], timeout))
             ready = time.monotonic() - server.started

@@ -6,7 +6,8 @@
 - `pyclient()`: our Python SDK, `python -m bench.vs_clients send --namesrv A --topic T --inflight N
   --seconds S --size B [--warmup W] [--batch K]`: N sync sends in flight on one Producer (broker.client)
   for W + S seconds, the last S counted; with K > 1 each send is a batch of K messages (send_batch),
-  latencies are per batch and msg/s counts messages.
+  latencies are per batch and msg/s counts messages; `--access-key AK --secret-key SK` signs every request
+  (the SDK's ACL credentials).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any
 
 import orjson
 
-from broker.client import Message, Producer, SendStatus
+from broker.client import ClientConfig, Credentials, Message, Producer, SendStatus
 from broker.transport.loop import run
 
 __all__ = ["ClientError", "child_json", "grpc_loadgen", "loadgen", "pyclient", "quantile"]
@@ -78,12 +79,21 @@ def grpc_loadgen(reference: Path, client_lib: Path, mode: str, timeout: float, *
 
 
 def pyclient(
-    namesrv: str, topic: str, inflight: int, seconds: float, size: int, warmup: float, batch: int = 1
+    namesrv: str,
+    topic: str,
+    inflight: int,
+    seconds: float,
+    size: int,
+    warmup: float,
+    batch: int = 1,
+    credentials: Credentials | None = None,
 ) -> dict[str, Any]:
-    """W1/W2 (batch 1) or W3 (batches) with our Python SDK in a child process."""
+    """W1/W2 (batch 1) or W3 (batches) with our Python SDK in a child process (signing with `credentials`)."""
     cmd = [sys.executable, "-m", "bench.vs_clients", "send", "--namesrv", namesrv, "--topic", topic]
     cmd += ["--inflight", str(inflight), "--seconds", str(seconds), "--size", str(size), "--warmup", str(warmup)]
     cmd += ["--batch", str(batch)]
+    if credentials is not None:  # a bench user's secret: on the command line of a child of this process only
+        cmd += ["--access-key", credentials.access_key, "--secret-key", credentials.secret_key]
     return child_json(cmd, seconds + warmup + 120)
 
 
@@ -93,12 +103,20 @@ def quantile(ordered: list[float], q: float) -> float:
 
 
 async def _send(
-    namesrv: str, topic: str, inflight: int, seconds: float, size: int, warmup: float, batch: int
+    namesrv: str,
+    topic: str,
+    inflight: int,
+    seconds: float,
+    size: int,
+    warmup: float,
+    batch: int,
+    credentials: Credentials | None = None,
 ) -> dict[str, Any]:
     body = b"x" * size
     latencies: list[float] = []
     failures = 0  # failed sends (a batch is one)
-    async with Producer("vs-python-producer", namesrv) as producer:
+    config = ClientConfig(namesrv_addr=namesrv, credentials=credentials)
+    async with Producer("vs-python-producer", client_config=config) as producer:
         await producer.publish_info(topic)  # the route, before the clock starts
         start = time.monotonic() + warmup  # sends before it are not counted
         deadline = start + seconds
@@ -146,10 +164,17 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=1024)
     parser.add_argument("--warmup", type=float, default=0, help="seconds of sends first, not counted")
     parser.add_argument("--batch", type=int, default=1, help="messages a send (send_batch when > 1)")
+    parser.add_argument("--access-key", default=None, help="sign every request (ACL) as this user")
+    parser.add_argument("--secret-key", default=None)
     args = parser.parse_args()
     if not 1 <= args.batch <= 1024:
         parser.error("--batch: 1 to 1024")
-    result = run(_send(args.namesrv, args.topic, args.inflight, args.seconds, args.size, args.warmup, args.batch))
+    if (args.access_key is None) != (args.secret_key is None):
+        parser.error("--access-key and --secret-key go together")
+    creds = Credentials(args.access_key, args.secret_key) if args.access_key else None
+    result = run(
+        _send(args.namesrv, args.topic, args.inflight, args.seconds, args.size, args.warmup, args.batch, creds)
+    )
     sys.stdout.write(orjson.dumps(result).decode() + "\n")
 
 

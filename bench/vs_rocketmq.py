@@ -3,6 +3,8 @@
     .venv/bin/python -m bench.vs_rocketmq [--rounds 3] [--seconds 10] [--workloads W1,W2,...]
         [--backlog 1000000] [--recovery-mib 1024] [--client java|python|both] [--version 5.3.3] [--json FILE]
         [--brokers both|ours|reference]
+    .venv/bin/python -m bench.vs_rocketmq --auth [--client java|python|both] [--workloads W1,W3] [--set K=V]
+        [--auth-signed]
 
 scripts/reference-rocketmq.sh fetches the reference (jars from Maven Central) and compiles the load generator,
 bench/java/LoadGen.java (rocketmq-client's DefaultMQProducer and DefaultMQPushConsumer). Each round runs every
@@ -23,6 +25,9 @@ per broker the median over the rounds and the range, and the ratio ours / refere
 range of the per-round ratios). `--brokers ours` runs only our broker (the reference column stays empty): to
 compare two source trees of ours in alternating runs, each started with PYTHONPATH=<tree>. This is a benchmark
 to run on a quiet machine: never run by `make test`.
+
+`--auth` measures something else with the same clients: our broker's send throughput with authentication on
+against off, in the same run (bench/vs_auth.py; the reference broker does not run).
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ from rich.markup import escape
 from rich.progress import Progress
 from rich.table import Table
 
+from bench.vs_auth import SHAPES, run_auth
 from bench.vs_brokers import KINDS, Cluster, ensure_reference, runtime_info
 from bench.vs_clients import ClientError, loadgen, pyclient
 from bench.vs_table import Sample, render, summarize
@@ -54,6 +60,7 @@ from bench.vs_table import Sample, render, summarize
 __all__ = ["Runner", "main", "report", "run_rounds"]
 
 WORKLOADS = ("W1", "W2", "W3", "W4", "W5", "rss", "ready", "recovery")
+AUTH_WORKLOADS, AUTH_DEFAULT = tuple(SHAPES), ("W1", "W3")
 TOPIC, BACKLOG_TOPIC, RECOVERY_TOPIC = "VsBench", "VsBacklog", "VsRecovery"
 BODY = 1024
 #: A 1 KiB message's CommitLog record (body, topic, properties, fixed part): to size --recovery-mib.
@@ -210,7 +217,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=int, default=10, help="per send workload (W1, W2, W3, W5)")
-    parser.add_argument("--workloads", default=",".join(WORKLOADS), help=f"some of {','.join(WORKLOADS)}")
+    parser.add_argument("--workloads", default=None, help=f"some of {','.join(WORKLOADS)} (--auth: W1,W2,W3)")
     parser.add_argument("--warmup", type=int, default=3, help="seconds of each send run not counted")
     parser.add_argument("--backlog", type=int, default=1_000_000, help="W4's backlog, in messages")
     parser.add_argument("--recovery-mib", type=int, default=1024, help="CommitLog written before the kill -9")
@@ -220,12 +227,27 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--keep", action="store_true", help="keep the stores and logs (in --dir or /tmp)")
     parser.add_argument("--json", type=Path, default=None, help="write samples, table and notes here")
     parser.add_argument("--brokers", choices=["both", "ours", "reference"], default="both", help="which to run")
+    parser.add_argument(
+        "--auth", action="store_true", help="our broker's send throughput, authentication on against off (vs_auth)"
+    )
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="--auth: a broker.conf key for both sides"
+    )
+    parser.add_argument(
+        "--auth-signed", action="store_true", help="--auth: also a side with auth off and the clients signing"
+    )
     args = parser.parse_args(argv)
     args.kinds = KINDS if args.brokers == "both" else (args.brokers,)
-    args.workloads = [w.strip() for w in args.workloads.split(",") if w.strip()]
-    unknown = set(args.workloads) - set(WORKLOADS)
+    known = AUTH_WORKLOADS if args.auth else WORKLOADS
+    chosen = args.workloads or ",".join(AUTH_DEFAULT if args.auth else WORKLOADS)
+    args.workloads = [w.strip() for w in chosen.split(",") if w.strip()]
+    if (args.set or args.auth_signed) and not args.auth:
+        parser.error("--set and --auth-signed go with --auth")
+    if any("=" not in item for item in args.set):
+        parser.error("--set takes KEY=VALUE")
+    unknown = set(args.workloads) - set(known)
     if unknown:
-        parser.error(f"unknown workloads {sorted(unknown)}; choose from {','.join(WORKLOADS)}")
+        parser.error(f"unknown workloads {sorted(unknown)}; choose from {','.join(known)}")
     return args
 
 
@@ -268,6 +290,10 @@ def store_root(args: argparse.Namespace, prefix: str) -> Iterator[Path]:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     reference = ensure_reference(args.version)  # the Java load generator drives both brokers
+    if args.auth:
+        with store_root(args, "vs-auth-") as tmp:
+            run_auth(args, reference, tmp)
+        return
     load_before = os.getloadavg()
     started = datetime.datetime.now(datetime.UTC)
     with store_root(args, "vs-rocketmq-") as tmp:

@@ -7,6 +7,12 @@ Service, every other call to the broker's pod IP at the gRPC port, as the route 
 receives and acks all of them with the SimpleConsumer. The host is not in the pod network, so the client runs in a
 pod. Then the endpoint is turned off: the access point Service, GRPC_ENDPOINT and enableProxy go.
 
+A third cluster has two groups and `externalAccess: {type: NodePort}` with `grpcNodePortBase`: each broker pod's
+Service has a gRPC nodePort of its own, and the route names every broker at the node's IP and that port. From the
+host, the SDK takes the first broker's external gRPC address (status.externalAccess.grpcEndpoint) as its endpoint
+and sends and receives through both brokers' nodePorts; a Job inside the cluster, given the in-cluster access point
+(GRPC_ENDPOINT, the ClusterIP Service), takes the same route (node IP and nodePort reach the brokers from a pod).
+
 A second cluster has `externalAccess: {type: LoadBalancer}` too. The test plays the cloud's controller (it writes
 the Services' load balancer addresses, which kube-proxy then programs) and, from the host, outside the pod
 network, the same SDK takes the broker's load balancer address at the gRPC port as its endpoint: the route names
@@ -17,6 +23,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -72,19 +79,19 @@ def cluster(k8s_node: Kube, ns: str, broker_image: str, operator: OperatorProces
     return status
 
 
-def _job(image: str, topic: str) -> dict[str, Any]:
+def _job(image: str, topic: str, cluster: str = CLUSTER, name: str = "grpc-client") -> dict[str, Any]:
     container = {
         "name": "grpc",
         "image": image,
         "imagePullPolicy": "Never",
         "command": ["python3", "/scripts/grpc_roundtrip.py", "--topic", topic, "--count", str(COUNT)],
-        "envFrom": [{"configMapRef": {"name": f"{CLUSTER}-connection"}}],
+        "envFrom": [{"configMapRef": {"name": f"{cluster}-connection"}}],
         "volumeMounts": [{"name": "scripts", "mountPath": "/scripts"}],
     }
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": {"name": "grpc-client"},
+        "metadata": {"name": name},
         "spec": {
             "backoffLimit": 0,
             "template": {
@@ -98,8 +105,8 @@ def _job(image: str, topic: str) -> dict[str, Any]:
     }
 
 
-def _finished(kube: Kube, ns: str) -> dict[str, Any] | None:
-    status: dict[str, Any] = kube.get("-n", ns, "job", "grpc-client").get("status", {})
+def _finished(kube: Kube, ns: str, name: str = "grpc-client") -> dict[str, Any] | None:
+    status: dict[str, Any] = kube.get("-n", ns, "job", name).get("status", {})
     return status if status.get("succeeded") or status.get("failed") else None
 
 
@@ -202,3 +209,101 @@ def test_load_balancer_clients_outside_use_the_brokers_address_at_the_grpc_port(
     finally:
         producer.shutdown()
         consumer.shutdown()
+
+
+NP_CLUSTER = "grpcnp"
+NODE_IP = "10.250.0.1"  # the harness's node (docs/kubernetes-harness.md)
+# nodePorts no other test of the harness takes (e2e/test_external_access_node.py has 31200..)
+NP_BASE, NP_GRPC_BASE = 31300, 31320
+
+
+def test_node_port_clients_outside_and_inside_take_each_brokers_grpc_node_port(
+    k8s_node: Kube, ns: str, broker_image: str, operator: OperatorProcess
+) -> None:
+    from rocketmq import ClientConfiguration, Credentials, FilterExpression, Message, Producer, SimpleConsumer
+
+    kube = k8s_node
+    spec = {
+        "image": broker_image,
+        "imagePullPolicy": "Never",
+        "nameServer": {"replicas": 1},
+        "broker": {"groups": 2, "slavesPerGroup": 0, "grpc": {"enabled": True}},
+        "storage": {"type": "ephemeral", "size": "1Gi"},
+        "externalAccess": {"type": "NodePort", "nodePortBase": NP_BASE, "grpcNodePortBase": NP_GRPC_BASE},
+    }
+    body = {"apiVersion": "rocketcluster.io/v1alpha1", "kind": "RocketCluster", "metadata": {"name": NP_CLUSTER}}
+    kube.apply(json.dumps(body | {"spec": spec}), namespace=ns)
+
+    def ready() -> dict[str, Any] | None:
+        obj = kube.get("-n", ns, "rmq", NP_CLUSTER)
+        status = obj.get("status") or {}
+        ok = next((c["status"] for c in status.get("conditions", []) if c["type"] == "Ready"), None) == "True"
+        current = status.get("observedGeneration") == obj["metadata"]["generation"]
+        return status if ok and current and status.get("readyGroups") == 2 else None
+
+    status = kube.wait_for("the NodePort cluster Ready", ready, timeout=420, interval=2)
+    grpc_ports = {0: NP_GRPC_BASE, 1: NP_GRPC_BASE + 5}
+    for g, node_port in grpc_ports.items():
+        service = kube.get("-n", ns, "svc", f"{NP_CLUSTER}-broker-{g}-0-external")["spec"]
+        assert [(p["name"], p["port"], p.get("nodePort")) for p in service["ports"]] == [
+            ("main", NP_BASE + 1 + 5 * g, NP_BASE + 1 + 5 * g),
+            ("grpc", 8081, node_port),
+        ]
+    external = status["externalAccess"]
+    assert external["grpcEndpoint"] == f"{NODE_IP}:{NP_GRPC_BASE}", external
+    assert [b["grpcAddress"] for b in external["brokers"]] == [f"{NODE_IP}:{p}" for p in grpc_ports.values()]
+    conf = kube.get("-n", ns, "configmap", f"{NP_CLUSTER}-broker-1-config")["data"]["broker-0.conf"]
+    assert f"grpcRoutePortOffset={NP_GRPC_BASE - NP_BASE - 1}" in conf
+
+    topic = "GrpcNodePort"
+    with BlockingAdmin(f"{NODE_IP}:{NP_BASE}") as admin:
+        admin.create_topic(topic, cluster=NP_CLUSTER, read_queue_nums=4, write_queue_nums=4)
+    # outside: the host is not in the pod network; it reaches the brokers at the node's IP and nodePorts only
+    config = ClientConfiguration(external["grpcEndpoint"], Credentials(), request_timeout=10)
+    consumer = SimpleConsumer(config, "GrpcNpGroup", {topic: FilterExpression()}, await_duration=5)
+    consumer.startup()
+    producer = Producer(config, (topic,))
+    producer.startup()
+    try:
+        sent, used = [], Counter[str]()
+        for i in range(LB_COUNT):
+            msg = Message()
+            msg.topic, msg.body = topic, f"np {i}".encode()
+            receipt = producer.send(msg)
+            sent.append(msg.body)
+            used[str(receipt.message_queue.endpoints)] += 1
+        # the route named both brokers, each at the node's IP and its own gRPC nodePort, and sends went to both
+        assert len(used) == 2, used
+        for port in grpc_ports.values():
+            assert any(f"{NODE_IP}:{port}" in e for e in used), used
+        got: dict[bytes, None] = {}
+        deadline = time.monotonic() + 120
+        while len(got) < LB_COUNT and time.monotonic() < deadline:
+            for m in consumer.receive(32, 15):
+                consumer.ack(m)
+                got[bytes(m.body)] = None
+        assert sorted(got) == sorted(sent)
+    finally:
+        producer.shutdown()
+        consumer.shutdown()
+
+    # inside: a pod given the in-cluster access point (the ClusterIP Service) follows the same route
+    connection = kube.get("-n", ns, "configmap", f"{NP_CLUSTER}-connection")["data"]
+    assert connection["GRPC_ENDPOINT"] == f"{NP_CLUSTER}-broker-grpc.{ns}.svc:8081"
+    kube.run(
+        "create",
+        "configmap",
+        "-n",
+        ns,
+        "grpc-roundtrip",
+        f"--from-file={REPO / 'e2e' / 'grpc_roundtrip.py'}",
+        check=False,
+    )
+    job_name = "grpc-np-client"
+    kube.apply(json.dumps(_job(broker_image, "GrpcNodePortInside", NP_CLUSTER, job_name)), namespace=ns)
+    job = kube.wait_for("the in-cluster gRPC Job finished", lambda: _finished(kube, ns, job_name), 300, 2)
+    logs = kube.run("logs", "-n", ns, f"job/{job_name}", check=False)
+    assert '"received"' in logs, f"{job}\n{logs[-3000:]}"
+    result = json.loads(logs.strip().splitlines()[-1])
+    assert result["acked"] == COUNT, result
+    assert result["received"] == COUNT and result["received_crc"] == result["sent_crc"], result

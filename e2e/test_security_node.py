@@ -9,6 +9,9 @@ here), serves the module:
 - a RocketUser gets Ready and a <name>-credentials Secret; a producer/consumer Job that signs with that Secret
   sends and consumes every message; the same Job without credentials is refused (NO_PERMISSION); after the
   RocketUser is deleted, the Job with the old credentials is refused too;
+- the gRPC endpoint is on: a Job with the official Python SDK, signing with a RocketUser's Secret over TLS and
+  checking every host name it dials against the certificate (the access point's Service name, then the pod DNS
+  names the route gives), sends and receives every message;
 - a renewed certificate (new Secret content) rolls every pod in the operator's order (NameServer, slave, master)
   and the cluster is Ready again; a Job that trusts only the new CA sends and consumes;
 - deleting the operator Secret's secretKey rotates the operator's own user through three rolls: the cluster is Ready
@@ -48,7 +51,8 @@ def ns(k8s_node: Kube) -> Iterator[str]:
         k8s_node.wait_established(f"{crd}.rocketcluster.io")
     k8s_node.run("create", "namespace", name)
     k8s_node.run("label", "namespace", name, "pod-security.kubernetes.io/enforce=restricted")
-    cert, key = self_signed_pem(("rocketcluster-test-ca",))
+    # the names a gRPC client dials: the access point Service, and the brokers' pod DNS names the route gives
+    cert, key = self_signed_pem(("rocketcluster-test-ca", f"{CLUSTER}-broker-grpc.{name}.svc", f"*.{name}.pod"))
     secret = {
         "apiVersion": "v1",
         "kind": "Secret",
@@ -58,9 +62,8 @@ def ns(k8s_node: Kube) -> Iterator[str]:
     }
     k8s_node.apply(json.dumps(secret), namespace=name)
     k8s_node.run("create", "configmap", "-n", name, "cluster-ca", "--from-literal", f"ca.crt={cert.decode()}")
-    k8s_node.run(
-        "create", "configmap", "-n", name, "secure-roundtrip", f"--from-file={REPO / 'e2e' / 'secure_roundtrip.py'}"
-    )
+    scripts = [f"--from-file={REPO / 'e2e' / script}" for script in ("secure_roundtrip.py", "grpc_roundtrip.py")]
+    k8s_node.run("create", "configmap", "-n", name, "secure-roundtrip", *scripts)
     yield name
     for kind in ("rmqu", "rmqt", "rmq"):
         k8s_node.run("delete", kind, "--all", "-n", name, "--wait=true", "--timeout=90s", check=False, timeout=120)
@@ -89,7 +92,7 @@ def cluster(k8s_node: Kube, ns: str, broker_image: str, operator: OperatorProces
         "image": broker_image,
         "imagePullPolicy": "Never",
         "nameServer": {"replicas": 1},
-        "broker": {"groups": 1, "slavesPerGroup": 1},
+        "broker": {"groups": 1, "slavesPerGroup": 1, "grpc": {"enabled": True}},
         "storage": {"type": "ephemeral", "size": "1Gi"},
         "security": {
             "authentication": {"enabled": True},
@@ -113,17 +116,33 @@ def cluster(k8s_node: Kube, ns: str, broker_image: str, operator: OperatorProces
     return status
 
 
-def _job(name: str, image: str, secret: str | None) -> dict[str, Any]:
-    env: list[dict[str, Any]] = [{"name": "TLS_CA_FILE", "value": "/ca/ca.crt"}]
+def _job(name: str, image: str, secret: str | None, command: list[str] | None = None) -> dict[str, Any]:
+    """A Job running `command` (by default secure_roundtrip.py) under the restricted Pod Security Standard, with
+    the CA file at /ca/ca.crt (TLS_CA_FILE for our SDK, GRPC_DEFAULT_SSL_ROOTS_FILE_PATH for gRPC's) and, given
+    a Secret, its credentials in ACCESS_KEY and SECRET_KEY."""
+    env: list[dict[str, Any]] = [
+        {"name": "TLS_CA_FILE", "value": "/ca/ca.crt"},
+        {"name": "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH", "value": "/ca/ca.crt"},
+        {"name": "HOME", "value": "/tmp"},  # the gRPC SDK makes ~/logs on import; uid 10001 has no home
+    ]
     if secret is not None:
         for var, key in (("ACCESS_KEY", "accessKey"), ("SECRET_KEY", "secretKey")):
             env.append({"name": var, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}})
+    command = command or [
+        "python3",
+        "/scripts/secure_roundtrip.py",
+        "--topic",
+        TOPIC,
+        "--group",
+        f"app-{name}",
+        "--count",
+        str(COUNT),
+    ]
     container = {
         "name": "roundtrip",
         "image": image,
         "imagePullPolicy": "Never",
-        "command": ["python3", "/scripts/secure_roundtrip.py", "--topic", TOPIC, "--group", f"app-{name}",
-                    "--count", str(COUNT)],
+        "command": command,
         "envFrom": [{"configMapRef": {"name": f"{CLUSTER}-connection"}}],
         "env": env,
         "volumeMounts": [{"name": "scripts", "mountPath": "/scripts"}, {"name": "ca", "mountPath": "/ca"}],
@@ -154,8 +173,10 @@ def _job(name: str, image: str, secret: str | None) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def _run_job(kube: Kube, ns: str, image: str, name: str, secret: str | None) -> dict[str, Any]:
-    kube.apply(json.dumps(_job(name, image, secret)), namespace=ns)
+def _run_job(
+    kube: Kube, ns: str, image: str, name: str, secret: str | None, command: list[str] | None = None
+) -> dict[str, Any]:
+    kube.apply(json.dumps(_job(name, image, secret, command)), namespace=ns)
 
     def finished() -> dict[str, Any] | None:
         status: dict[str, Any] = kube.get("-n", ns, "job", name).get("status", {})
@@ -166,6 +187,27 @@ def _run_job(kube: Kube, ns: str, image: str, name: str, secret: str | None) -> 
     assert status.get("succeeded"), logs[-3000:]
     result: dict[str, Any] = json.loads(logs.strip().splitlines()[-1])
     return result
+
+
+def _user(kube: Kube, ns: str, name: str, group: str = "app-") -> dict[str, Any]:
+    """A RocketUser `name` that may send to and consume TOPIC in the groups named `group...`; its Ready status."""
+    user = {
+        "apiVersion": "rocketcluster.io/v1alpha1",
+        "kind": "RocketUser",
+        "metadata": {"name": name},
+        "spec": {
+            "clusterRef": CLUSTER,
+            "acls": [
+                {"resource": {"type": "Topic", "name": TOPIC}, "actions": ["Pub", "Sub"]},
+                {"resource": {"type": "Group", "name": group, "patternType": "Prefixed"}, "actions": ["Sub"]},
+            ],
+        },
+    }
+    kube.apply(json.dumps(user), namespace=ns)
+    status: dict[str, Any] = kube.wait_for(
+        "the user Ready", lambda: _ready(kube, ns, "rmqu", name), timeout=120, interval=2
+    )
+    return status
 
 
 def _secret(kube: Kube, ns: str, name: str) -> dict[str, str]:
@@ -191,20 +233,7 @@ def test_the_operator_secret_stays_in_its_secret(
 def test_a_job_with_the_users_secret_succeeds_and_without_it_is_refused(
     k8s_node: Kube, ns: str, broker_image: str, cluster: dict[str, Any]
 ) -> None:
-    user = {
-        "apiVersion": "rocketcluster.io/v1alpha1",
-        "kind": "RocketUser",
-        "metadata": {"name": "app"},
-        "spec": {
-            "clusterRef": CLUSTER,
-            "acls": [
-                {"resource": {"type": "Topic", "name": TOPIC}, "actions": ["Pub", "Sub"]},
-                {"resource": {"type": "Group", "name": "app-", "patternType": "Prefixed"}, "actions": ["Sub"]},
-            ],
-        },
-    }
-    k8s_node.apply(json.dumps(user), namespace=ns)
-    status = k8s_node.wait_for("the user Ready", lambda: _ready(k8s_node, ns, "rmqu", "app"), timeout=120, interval=2)
+    status = _user(k8s_node, ns, "app")
     assert status["secret"] == "app-credentials" and status["brokerNames"] == [f"{CLUSTER}-0"]
     creds = _secret(k8s_node, ns, "app-credentials")
     assert creds["accessKey"] == "app"
@@ -222,6 +251,19 @@ def test_a_job_with_the_users_secret_succeeds_and_without_it_is_refused(
     k8s_node.run("delete", "rmqu", "app", "-n", ns, "--wait=true", "--timeout=90s", timeout=120)
     revoked = _run_job(k8s_node, ns, broker_image, "revoked", "old-app")
     assert revoked["refused"] is True and creds["secretKey"] not in revoked["error"], revoked
+
+
+def test_the_official_grpc_sdk_signs_and_speaks_tls_checking_every_host_name_it_dials(
+    k8s_node: Kube, ns: str, broker_image: str, cluster: dict[str, Any]
+) -> None:
+    _user(k8s_node, ns, "grpc-app", group="grpc-app-")
+    connection = k8s_node.get("-n", ns, "configmap", f"{CLUSTER}-connection")["data"]
+    assert connection["GRPC_ENDPOINT"] == f"{CLUSTER}-broker-grpc.{ns}.svc:8081"
+    command = ["python3", "/scripts/grpc_roundtrip.py", "--topic", TOPIC, "--existing-topic",
+               "--group", "grpc-app-", "--tls", "--count", str(COUNT)]  # fmt: skip
+    result = _run_job(k8s_node, ns, broker_image, "grpc-tls", "grpc-app-credentials", command)
+    assert result["acked"] == COUNT, result
+    assert result["received"] == COUNT and result["received_crc"] == result["sent_crc"], result
 
 
 def test_a_renewed_certificate_rolls_the_pods_in_order_and_clients_trust_the_new_one(
@@ -261,20 +303,7 @@ def test_a_renewed_certificate_rolls_the_pods_in_order_and_clients_trust_the_new
     # the operator's order: NameServers, then each group's slaves, then its master
     assert started[f"{CLUSTER}-nameserver-0"] <= started[f"{CLUSTER}-broker-0-1"] <= started[f"{CLUSTER}-broker-0-0"]
 
-    user = {
-        "apiVersion": "rocketcluster.io/v1alpha1",
-        "kind": "RocketUser",
-        "metadata": {"name": "app2"},
-        "spec": {
-            "clusterRef": CLUSTER,
-            "acls": [
-                {"resource": {"type": "Topic", "name": TOPIC}, "actions": ["Pub", "Sub"]},
-                {"resource": {"type": "Group", "name": "app-", "patternType": "Prefixed"}, "actions": ["Sub"]},
-            ],
-        },
-    }
-    kube.apply(json.dumps(user), namespace=ns)
-    kube.wait_for("the user Ready", lambda: _ready(kube, ns, "rmqu", "app2"), timeout=120, interval=2)
+    _user(kube, ns, "app2")
     result = _run_job(kube, ns, broker_image, "renewed", "app2-credentials")  # verifies against the new CA
     assert result == {"refused": False, "acked": COUNT, "consumed": COUNT}, result
 
@@ -284,20 +313,7 @@ def test_rotating_the_operators_credentials_keeps_the_cluster_serving(
     k8s_node: Kube, ns: str, broker_image: str, cluster: dict[str, Any], operator: OperatorProcess
 ) -> None:
     kube, name = k8s_node, f"{CLUSTER}-operator-credentials"
-    user = {
-        "apiVersion": "rocketcluster.io/v1alpha1",
-        "kind": "RocketUser",
-        "metadata": {"name": "app3"},
-        "spec": {
-            "clusterRef": CLUSTER,
-            "acls": [
-                {"resource": {"type": "Topic", "name": TOPIC}, "actions": ["Pub", "Sub"]},
-                {"resource": {"type": "Group", "name": "app-", "patternType": "Prefixed"}, "actions": ["Sub"]},
-            ],
-        },
-    }
-    kube.apply(json.dumps(user), namespace=ns)
-    kube.wait_for("the user Ready", lambda: _ready(kube, ns, "rmqu", "app3"), timeout=120, interval=2)
+    _user(kube, ns, "app3")
     old = _secret(kube, ns, name)
     assert old["accessKey"] == "rocketcluster-operator"
     kube.run("patch", "secret", name, "-n", ns, "--type=json", "-p", '[{"op":"remove","path":"/data/secretKey"}]')

@@ -7,6 +7,8 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.locks.LockSupport;
+import org.apache.rocketmq.acl.common.AclClientRPCHook;
+import org.apache.rocketmq.acl.common.SessionCredentials;
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
@@ -16,6 +18,7 @@ import org.apache.rocketmq.client.producer.SendStatus;
 import org.apache.rocketmq.common.TopicConfig;
 import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.common.message.Message;
+import org.apache.rocketmq.remoting.RPCHook;
 import org.apache.rocketmq.remoting.protocol.body.ClusterInfo;
 import org.apache.rocketmq.remoting.protocol.route.BrokerData;
 import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
@@ -35,6 +38,9 @@ import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
  *   consume --namesrv A --topic T --count M [--wait 300] [--groups G]
  *                                                              push-consume M messages from the start,
  *                                                              in each of G new consumer groups
+ *
+ * topic and send also take --accessKey AK --secretKey SK: every request is then signed by rocketmq-client's
+ * AclClientRPCHook, as an application with ACL credentials signs them.
  */
 public final class LoadGen {
     private LoadGen() {}
@@ -60,8 +66,17 @@ public final class LoadGen {
         return a.containsKey(key) ? Long.parseLong(a.get(key)) : otherwise;
     }
 
+    /** --accessKey/--secretKey: the ACL signing hook (null without them). */
+    static RPCHook hook(Map<String, String> a) {
+        if (!a.containsKey("accessKey")) {
+            return null;
+        }
+        return new AclClientRPCHook(new SessionCredentials(a.get("accessKey"), a.get("secretKey")));
+    }
+
     static String topic(Map<String, String> a) throws Exception {
-        DefaultMQAdminExt admin = new DefaultMQAdminExt(5000);
+        RPCHook rpcHook = hook(a);
+        DefaultMQAdminExt admin = rpcHook == null ? new DefaultMQAdminExt(5000) : new DefaultMQAdminExt(rpcHook, 5000);
         admin.setNamesrvAddr(a.get("namesrv"));
         admin.setInstanceName("loadgen-admin-" + ProcessHandle.current().pid());
         admin.start();
@@ -108,7 +123,7 @@ public final class LoadGen {
         double rate = Double.parseDouble(a.getOrDefault("rate", "0"));
         // Paced: each thread sends one message (or batch) every `gap` ns, so that all together send `rate`.
         long gap = rate > 0 ? (long) (1e9 * threads * batch / rate) : 0;
-        DefaultMQProducer producer = new DefaultMQProducer("loadgen-producer");
+        DefaultMQProducer producer = new DefaultMQProducer("loadgen-producer", hook(a));
         producer.setNamesrvAddr(a.get("namesrv"));
         producer.setInstanceName("loadgen-" + ProcessHandle.current().pid());
         producer.setSendMsgTimeout(10000);

@@ -31,7 +31,7 @@ from broker.auth.requests import Need, derive
 from broker.auth.store import AuthStore
 from broker.protocol.codes import ResponseCode
 from broker.protocol.command import RemotingCommand
-from broker.protocol.signature import ACCESS_KEY, verify
+from broker.protocol.signature import ACCESS_KEY, hmac_pads, verify, verify_with
 
 if TYPE_CHECKING:
     from broker.auth.plain import PlainAcl
@@ -87,10 +87,10 @@ class AuthChecker:
         self._decisions: dict[tuple[str, Resource, tuple[Action, ...], str], bool] = {}
         self._sends: dict[tuple[str, str, str], bool] = {}
         self._decisions_of = -1
-        # the send fast path: (user, topic, ip) -> the User the plain check accepted a send of, valid while the
-        # tables are the ones of `_sends_of` (any user or ACL change drops it); only the signature (or the
-        # stateful trust) is checked again per request
-        self._send_users: dict[tuple[str, str, str], User] = {}
+        # the send fast path: (user, topic, ip) -> the User the plain check accepted a send of and its password's
+        # HMAC pads, valid while the tables are the ones of `_sends_of` (any user or ACL change drops it); only
+        # the signature (or the stateful trust) is checked again per request
+        self._send_users: dict[tuple[str, str, str], tuple[User, tuple[Any, Any]]] = {}
         self._sends_of: tuple[Any, ...] = ()
         # send codes that both halves check (neither whitelisted) -> the extField naming the topic
         self._fast_sends = (
@@ -104,8 +104,9 @@ class AuthChecker:
             if settings.authentication and settings.authorization
             else {}
         )
-        # the stateful strategy: connection -> {user: (trusted until, users' data version)}; a closed
-        # connection's entry goes with it
+        self._stateful = settings.stateful_seconds is not None
+        # the stateful strategy: connection -> {user: (trusted until, users' data version)}, for connections that
+        # take no `auth_trust` attribute (a RemotingConnection holds its own: one attribute load per request)
         self._verified: weakref.WeakKeyDictionary[Any, dict[str, tuple[float, int]]] = weakref.WeakKeyDictionary()
 
     @property
@@ -158,12 +159,14 @@ class AuthChecker:
             sends.clear()
             self._sends_of = (store.users, store.acls, version, version.counter)
         key = (username, topic, ip)
-        user = sends.get(key)
-        if user is None:
+        held_user = sends.get(key)
+        if held_user is None:
             self.check_plain(cmd, ip, conn)
-            sends[key] = store.users[username]
+            user = store.users[username]
+            sends[key] = (user, hmac_pads(user.password))
             return
-        if not self._signed(user, cmd, conn):
+        user, pads = held_user
+        if not (self._signed(user, cmd, conn) if self._stateful else verify_with(pads, fields, cmd.body, cmd.version)):
             raise AuthError(f"check signature failed. (User:{username}, request code {cmd.code})")
 
     def check_plain(self, cmd: RemotingCommand, ip: str, conn: Any = None) -> None:
@@ -213,7 +216,7 @@ class AuthChecker:
         if lifetime is not None and conn is not None:
             # the stateful strategy: `conn` carried a good signature of this user within the lifetime, and the
             # users have not changed since (a changed password or a disabled user is checked again)
-            seen = self._verified.get(conn)
+            seen = self._trust_of(conn)
             entry = None if seen is None else seen.get(username)
             if entry is not None and entry[1] == self.store.data_version.counter and time.monotonic() < entry[0]:
                 return True
@@ -223,8 +226,18 @@ class AuthChecker:
             self._trust(conn, username, lifetime)
         return True
 
+    def _trust_of(self, conn: Any) -> dict[str, tuple[float, int]] | None:
+        seen: dict[str, tuple[float, int]] | None = getattr(conn, "auth_trust", None)
+        return seen if seen is not None else self._verified.get(conn)
+
     def _trust(self, conn: Any, username: str, lifetime: float) -> None:
-        users = self._verified.setdefault(conn, {})
+        users = self._trust_of(conn)
+        if users is None:
+            users = {}
+            try:
+                conn.auth_trust = users
+            except AttributeError:  # a connection object without room for it: kept beside, weakly
+                self._verified[conn] = users
         if len(users) >= _USERS_PER_CONNECTION:
             users.clear()
         users[username] = (time.monotonic() + lifetime, self.store.data_version.counter)

@@ -152,8 +152,12 @@ class MessageIllegal(BrokerResponseError):
 
 
 class ServiceNotAvailable(BrokerResponseError):
+    """e.g. a slave asked to store a message: the route that named it master is stale (a failover or a
+    handover moved the mastership), so it is read again before the next attempt."""
+
     code = ResponseCode.SERVICE_NOT_AVAILABLE
     retriable = True
+    refresh_route = True
 
 
 class VersionNotSupported(BrokerResponseError):

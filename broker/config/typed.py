@@ -7,14 +7,15 @@ key names as aliases and forbid unknown keys, so a typo in a config file is repo
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from pydantic import AliasChoices, BaseModel, ValidationError
 
+from broker.config.effective import is_secret
 from broker.config.errors import ConfigError
 
-__all__ = ["dump_properties", "load_model", "model_aliases"]
+__all__ = ["dump_properties", "load_model", "model_aliases", "validation_problems"]
 
 log = logging.getLogger(__name__)
 
@@ -47,11 +48,24 @@ def load_model(model: type[M], values: Mapping[str, Any], source: str = "config"
     try:
         return model.model_validate(dict(values))
     except ValidationError as exc:
-        problems = []
-        for error in exc.errors():
-            key = ".".join(str(part) for part in error["loc"]) or "?"
-            problems.append(f"{key}={error.get('input')!r}: {error['msg']}")
-        raise ConfigError(f"{source}: invalid value for " + "; ".join(problems)) from None
+        raise ConfigError(f"{source}: {validation_problems(exc)}") from None
+
+
+def validation_problems(exc: ValidationError, secret: Callable[[str], bool] = is_secret) -> str:
+    """`exc` as one line, a `key=value: why` per problem. The value is left out where `secret(key)`, and for a
+    check of several keys (a model-level rule, no key), whose input is every value given, secrets included."""
+    problems = []
+    for error in exc.errors():
+        key = ".".join(str(part) for part in error["loc"])
+        why = error["msg"].removeprefix("Value error, ")
+        value = error.get("input")
+        if not key:
+            problems.append(why)
+        elif secret(key) or isinstance(value, Mapping):
+            problems.append(f"{key}: {why}")
+        else:
+            problems.append(f"{key}={value!r}: {why}")
+    return "; ".join(problems)
 
 
 def dump_properties(config: BaseModel) -> str:

@@ -8,12 +8,15 @@ the NameServer too: `from_properties` keeps the controller's own keys and leaves
 controller serves the controller requests on its own peer address, so brokers' `controllerAddr` and
 mqadmin's `-a` name the peer addresses. The Raft traffic (pysyncobj) runs on the peer port plus
 `controllerRaftPortOffset` (ours; RocketMQ's DLedger shares one port), and its frames are authenticated with
-a key derived from `controllerRaftPassword` (ours; the group name when empty), because pysyncobj unpickles
-what it reads: a peer without the key is disconnected before anything it sent is decoded.
+a key derived from `controllerRaftPassword` (ours), because pysyncobj unpickles what it reads: a peer without
+the key is disconnected before anything it sent is decoded. Without a password the key is the group name, no
+secret, so the Raft port then listens on loopback alone and every peer must be on loopback (RocketMQ's
+single-machine quick starts); controllers on several hosts need a password.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import os
 from collections.abc import Mapping
@@ -43,6 +46,15 @@ class Peer:
     @property
     def address(self) -> str:
         return f"{self.host}:{self.port}"
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a DNS name other than localhost
 
 
 def parse_peers(text: str) -> list[Peer]:
@@ -116,6 +128,13 @@ class ControllerConfig(BaseModel):
             raise ValueError(f"controllerDLegerSelfId {self.controller_dleger_self_id!r} is not in the peers")
         if any(p.port + self.controller_raft_port_offset > 65535 for p in peers):
             raise ValueError("a peer port plus controllerRaftPortOffset is above 65535")
+        if not self.controller_raft_password.get_secret_value():
+            remote = [p.host for p in peers if not _is_loopback(p.host)]
+            if remote:
+                raise ValueError(
+                    f"controllerRaftPassword is required: peer {remote[0]} is not on this machine's loopback, and "
+                    "the Raft port decodes (unpickles) what a holder of its key sends, so the key must be a secret"
+                )
         return self
 
     @property
@@ -129,6 +148,12 @@ class ControllerConfig(BaseModel):
     @property
     def store_path(self) -> Path:
         return Path(self.controller_store_path or _default_store())
+
+    @property
+    def raft_bind_address(self) -> str:
+        """Where the Raft port listens: `bindAddress`, or loopback alone while the key is not a secret (no
+        controllerRaftPassword, which the check above allows only with every peer on loopback)."""
+        return self.bind_address if self.controller_raft_password.get_secret_value() else "127.0.0.1"
 
     def raft_address(self, peer: Peer) -> str:
         return f"{peer.host}:{peer.port + self.controller_raft_port_offset}"

@@ -116,7 +116,7 @@ class RaftState:
             connectionRetryTime=election / 2,
             connectionTimeout=max(election * 2, 1.0),
             commandsWaitLeader=False,
-            bindAddress=f"{self.config.bind_address}:{raft_port}",
+            bindAddress=f"{self.config.raft_bind_address}:{raft_port}",
             onStateChanged=self._state_changed,
         )
         others = [self.config.raft_address(p) for p in self.config.peers if p != me]

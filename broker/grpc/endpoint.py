@@ -40,6 +40,9 @@ EXPIRE_EVERY_S = 30.0
 #: RPCs in flight at once (long-polling receives and telemetry streams included); past it grpcio answers
 #: RESOURCE_EXHAUSTED at once, so a client opening streams without end cannot grow the broker's memory without end.
 MAX_CONCURRENT_RPCS = 10_000
+#: Streams one connection may hold open (HTTP/2's SETTINGS_MAX_CONCURRENT_STREAMS; a client queues the rest), so
+#: that one client cannot take every RPC slot from the others.
+MAX_STREAMS_PER_CONNECTION = 1_000
 
 
 class GrpcEndpointError(OSError):
@@ -93,6 +96,7 @@ class GrpcEndpoint:
                 # clients ping rarely (Java every 300 s); accept their pings without a call in flight
                 ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
                 ("grpc.keepalive_permit_without_calls", 1),
+                ("grpc.max_concurrent_streams", MAX_STREAMS_PER_CONNECTION),
             ],
         )
         service_grpc.add_MessagingServiceServicer_to_server(self.service, server)

@@ -25,7 +25,7 @@ from broker.grpc.conversions import grpc_code, to_grpc_message
 from broker.grpc.local import LocalBroker
 from broker.grpc.pb import definition, service, service_grpc
 from broker.grpc.receive import Receiver
-from broker.grpc.route import accept_types, message_queues
+from broker.grpc.route import accept_types, message_queues, route_grpc_host, route_grpc_port
 from broker.grpc.send import Sender
 from broker.grpc.settings import settings_reply
 from broker.log_limit import LimitedLog
@@ -110,8 +110,16 @@ class MessagingService(service_grpc.MessagingServiceServicer):  # type: ignore[m
         reply.status.CopyFrom(_status(Code.CLIENT_ID_REQUIRED, "x-mq-client-id metadata is required"))
         return reply
 
-    def _grpc_port_of(self, addr: str) -> int:
-        return self.port if addr == self.broker.config.broker_addr else self.broker.config.grpc_server_port
+    def _grpc_address_of(self, addr: str) -> tuple[str, int]:
+        c = self.broker.config
+        port = route_grpc_port(
+            addr,
+            own_addr=c.broker_addr,
+            bound_port=self.port,
+            server_port=c.grpc_server_port,
+            offset=c.grpc_route_port_offset,
+        )
+        return route_grpc_host(addr.rpartition(":")[0], c.grpc_route_domain), port
 
     async def _route(self, topic: str) -> TopicRouteData | None:
         """The topic's route from the NameServers, or from this broker's own table when it has none."""
@@ -158,7 +166,7 @@ class MessagingService(service_grpc.MessagingServiceServicer):  # type: ignore[m
             return reply
         tc = self.broker.topics.get(topic)
         types = accept_types(tc.attributes if tc is not None else None)
-        reply.message_queues.extend(message_queues(topic, route, self._grpc_port_of, types))
+        reply.message_queues.extend(message_queues(topic, route, self._grpc_address_of, types))
         reply.status.CopyFrom(_status(Code.OK, "OK"))
         return reply
 
@@ -308,7 +316,7 @@ class MessagingService(service_grpc.MessagingServiceServicer):  # type: ignore[m
             reply.status.CopyFrom(_status(Code.TOPIC_NOT_FOUND, f"topic {topic} does not exist"))
             return reply
         fifo = self.receiver.fifo(group)
-        readable = [q for q in message_queues(topic, route, self._grpc_port_of, ()) if q.permission in _READABLE]
+        readable = [q for q in message_queues(topic, route, self._grpc_address_of, ()) if q.permission in _READABLE]
         seen: set[str] = set()
         for mq in readable:
             if not fifo:

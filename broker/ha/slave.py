@@ -99,7 +99,12 @@ class HAClient:
         while True:
             addr = self.settings.master_address or self.master_ha_addr()
             if not addr:
-                await asyncio.sleep(1.0)  # the NameServer has not told us the master yet
+                # The NameServer has not told us the master yet, or (controller mode) still names another one
+                # than the controller does: register again to hear it, rather than at the next periodic
+                # registration.
+                if self.on_master_lost is not None:
+                    self.on_master_lost()
+                await asyncio.sleep(1.0)
                 continue
             try:
                 host, port = parse_addr(addr)

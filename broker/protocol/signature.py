@@ -27,10 +27,12 @@ __all__ = [
     "SECURITY_TOKEN",
     "SIGNATURE",
     "Credentials",
+    "hmac_pads",
     "sign",
     "sign_command",
     "signed_content",
     "verify",
+    "verify_with",
 ]
 
 ACCESS_KEY = "AccessKey"
@@ -47,38 +49,36 @@ def _utf16_key(key: str) -> bytes:
     return key.encode("utf-16-be")
 
 
-# (extFields keys in arrival order, skip _UNIQUE_KEY_QUERY) -> the values to sign, in order, as one call: a client
+# (extFields keys in arrival order, skip _UNIQUE_KEY_QUERY) -> a getter of the values to sign, in order: a client
 # sends the same header keys in the same order every time, so the sort runs once per kind of request
-_ORDERS: dict[tuple[tuple[str, ...], bool], Callable[[dict[str, str]], str]] = {}
+_ORDERS: dict[tuple[tuple[str, ...], bool], Callable[[dict[str, str]], Any]] = {}
 _MAX_ORDERS = 4096
 # secret -> SHA-1 states after the HMAC inner and outer pads: a request costs two copies and two updates
 _PADS: dict[str, tuple[Any, Any]] = {}
 _MAX_PADS = 4096
 
 
-def _joiner(order: list[str]) -> Callable[[dict[str, str]], str]:
-    """ext_fields -> the values of `order`, concatenated (itemgetter fetches them in one C call)."""
+def _getter(order: list[str]) -> Callable[[dict[str, str]], Any]:
+    """ext_fields -> the values of `order` (itemgetter fetches them in one C call); `"".join` of what it gives is
+    the signed header text (one key: the value itself, whose join is itself; no key: an empty tuple)."""
     if not order:
-        return lambda _fields: ""
-    if len(order) == 1:
-        return operator.itemgetter(order[0])
-    getter = operator.itemgetter(*order)
-    return lambda fields: "".join(getter(fields))
+        return lambda _fields: ()
+    return operator.itemgetter(*order)
 
 
-def _order(keys: tuple[str, ...], skip_unique: bool) -> Callable[[dict[str, str]], str]:
-    join = _ORDERS.get((keys, skip_unique))
-    if join is None:
+def _order(keys: tuple[str, ...], skip_unique: bool) -> Callable[[dict[str, str]], Any]:
+    getter = _ORDERS.get((keys, skip_unique))
+    if getter is None:
         wanted = [k for k in keys if k != SIGNATURE and not (skip_unique and k == UNIQUE_KEY_QUERY)]
         wanted.sort(key=_utf16_key if not all(k.isascii() for k in wanted) else None)
         if len(_ORDERS) >= _MAX_ORDERS:
             _ORDERS.clear()
-        join = _ORDERS[(keys, skip_unique)] = _joiner(wanted)
-    return join
+        getter = _ORDERS[(keys, skip_unique)] = _getter(wanted)
+    return getter
 
 
 def _header_content(ext_fields: dict[str, str], version: int | None) -> bytes:
-    return _order(tuple(ext_fields), version is not None and version <= V4_9_3)(ext_fields).encode()
+    return "".join(_order(tuple(ext_fields), version is not None and version <= V4_9_3)(ext_fields)).encode()
 
 
 def signed_content(ext_fields: dict[str, str], body: bytes = b"", version: int | None = None) -> bytes:
@@ -87,7 +87,8 @@ def signed_content(ext_fields: dict[str, str], body: bytes = b"", version: int |
     return content + body if body else content
 
 
-def _pads(secret_key: str) -> tuple[Any, Any]:
+def hmac_pads(secret_key: str) -> tuple[Any, Any]:
+    """The SHA-1 states after `secret_key`'s HMAC inner and outer pads (cached per secret), for `verify_with`."""
     pads = _PADS.get(secret_key)
     if pads is None:
         key = secret_key.encode()
@@ -103,7 +104,7 @@ def _pads(secret_key: str) -> tuple[Any, Any]:
 
 def _digest(secret_key: str, header: bytes, body: bytes) -> bytes:
     """HMAC-SHA1 (RFC 2104) of header + body, from the cached pads (the same bytes hmac.new gives)."""
-    inner_pad, outer_pad = _pads(secret_key)
+    inner_pad, outer_pad = hmac_pads(secret_key)
     inner = inner_pad.copy()
     inner.update(header)
     if body:
@@ -121,13 +122,30 @@ def sign(secret_key: str, ext_fields: dict[str, str], body: bytes = b"", version
 
 def verify(secret_key: str, ext_fields: dict[str, str], body: bytes = b"", version: int | None = None) -> bool:
     """Whether the request's `Signature` extField is the one `secret_key` gives, compared in constant time."""
+    return verify_with(hmac_pads(secret_key), ext_fields, body, version)
+
+
+def verify_with(
+    pads: tuple[Any, Any], ext_fields: dict[str, str], body: bytes = b"", version: int | None = None
+) -> bool:
+    """`verify` from a secret's `hmac_pads` (a caller that holds them skips their lookup).
+
+    One function on the per-request path: the steps of `_header_content` and `_digest`, written out. The Base64
+    text is compared as bytes, as `sign` gives it: a signature differing only in padding or whitespace is
+    refused, as the Java broker's String.equals refuses it."""
     given = ext_fields.get(SIGNATURE)
     if not given:
         return False
-    # the Base64 text compared as bytes, as `sign` gives it: a signature differing only in padding or
-    # whitespace is refused, as the Java broker's String.equals refuses it
-    expected = binascii.b2a_base64(_digest(secret_key, _header_content(ext_fields, version), body), newline=False)
-    return hmac.compare_digest(expected, given.encode("utf-8", "replace"))
+    keys = tuple(ext_fields)
+    skip_unique = version is not None and version <= V4_9_3
+    getter = _ORDERS.get((keys, skip_unique)) or _order(keys, skip_unique)
+    inner = pads[0].copy()
+    inner.update("".join(getter(ext_fields)).encode())
+    if body:
+        inner.update(body)
+    outer = pads[1].copy()
+    outer.update(inner.digest())
+    return hmac.compare_digest(binascii.b2a_base64(outer.digest(), newline=False), given.encode("utf-8", "replace"))
 
 
 @dataclass(frozen=True, slots=True)

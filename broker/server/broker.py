@@ -526,8 +526,9 @@ class BrokerController:
         mode.epochs.replace([e for e in mode.epochs.entries if e.start_offset < point])
 
     async def _cut_running_tail(self, mode: ControllerMode) -> None:
-        """A master deposed while it ran (a healed partition): drop what it wrote after its epoch ended, in
-        place, before it replicates from the new master. It takes no puts and has no replication by now."""
+        """Drop, in place, what this running broker holds past the new master's history (what a master deposed
+        by a healed partition or a handover wrote after its epoch ended, or a slave replicated from it),
+        before it replicates from the new master. It takes no puts and has no replication by now."""
         point = await mode.divergence_point()
         if point is None:
             return
@@ -578,18 +579,18 @@ class BrokerController:
         self.registrar.trigger()
 
     async def become_slave(self, role: GroupRole) -> None:
-        """Controller mode: another broker is master. A master that lost its place stops taking puts at
-        once (its HA server and replica go), then replicates from the new master."""
+        """Controller mode: another broker is master, at a newer epoch. A master that lost its place stops
+        taking puts at once (its HA server and replica go). Master or slave before, what this broker holds
+        past the new master's history is cut (a deposed master's unacknowledged tail, which a slave may have
+        replicated too) before it replicates from the new master."""
         mode = self.controller_mode
         assert mode is not None
-        was_master = self.config.is_master
         self._set_role("SLAVE", mode.broker_id)
         if self.ha is None:
             return
         await self.ha.close()
         self.store.set_replica(None)  # recomputes the put path: a SLAVE refuses puts
-        if was_master:
-            await self._cut_running_tail(mode)
+        await self._cut_running_tail(mode)
         self.ha = self._ha_controller()
         await self._start_ha(self.ha)
         if self.slave_sync is None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -26,7 +27,7 @@ from pydantic import ConfigDict, Field, ValidationError, field_validator, model_
 from broker.auth.settings import MASK, SECRET_KEYS, check_auth_keys
 from broker.config.effective import is_secret
 from broker.config.errors import ConfigError
-from broker.config.typed import model_aliases
+from broker.config.typed import model_aliases, validation_problems
 from broker.logs.settings import (
     DEFAULT_MAX_INDEX,
     DEFAULT_MAX_SIZE,
@@ -46,11 +47,14 @@ __all__ = [
     "default_broker_ip",
     "effective_properties",
     "env_overrides",
+    "is_broker_secret",
     "load_broker_config",
     "store_config",
 ]
 
 log = logging.getLogger(__name__)
+
+_DNS_LABEL = re.compile(r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
 
 
 def default_broker_ip() -> str:
@@ -173,6 +177,14 @@ class BrokerConfig(BrokerStoreKeys, TlsKeys):
     # inside the broker process. `mqbroker --enable-proxy` turns it on too. Keys are the proxy's (rmq-proxy.json).
     enable_proxy: bool = Field(False, alias="enableProxy")
     grpc_server_port: int = Field(8081, alias="grpcServerPort", ge=0, le=65535)
+    # Ours, not the proxy's: when not 0, the route names every broker at its remoting port plus this offset, not at
+    # grpcServerPort. The operator sets it under NodePort external access, where each broker's gRPC nodePort sits at
+    # the same distance from its remoting nodePort (the pods themselves listen on grpcServerPort).
+    grpc_route_port_offset: int = Field(0, alias="grpcRoutePortOffset", ge=-65535, le=65535)
+    # Ours, not the proxy's: when set, the route names a broker at IPv4 address a.b.c.d by the DNS name
+    # a-b-c-d.<grpcRouteDomain>. The operator sets `<namespace>.pod` with TLS on: Kubernetes' DNS answers those names
+    # with the address, and the cluster's certificate covers them with one wildcard, where it cannot name pod IPs.
+    grpc_route_domain: str = Field("", alias="grpcRouteDomain")
     # grpcio's default (4 MiB) is below a maxMessageSize body plus its envelope; the proxy's default is 130 MiB
     grpc_max_inbound_message_size: int = Field(130 << 20, alias="grpcMaxInboundMessageSize", gt=0)
     # Auto-renew of push consumers' receipt handles (broker.grpc.receipts), the proxy's keys and defaults: the first
@@ -217,6 +229,17 @@ class BrokerConfig(BrokerStoreKeys, TlsKeys):
             if not sep or not host or not port.isdigit():
                 raise ValueError(f"name server address {addr!r} is not host:port")
         return value.strip()
+
+    @field_validator("grpc_route_domain")
+    @classmethod
+    def _check_route_domain(cls, value: str) -> str:
+        # names go under it as one more label, so the whole name must stay within DNS's 253 characters
+        if value and (len(value) > 200 or not all(_DNS_LABEL.fullmatch(label) for label in value.split("."))):
+            raise ValueError(
+                f"{value[:80]!r} is no DNS domain: dot-separated labels of 1 to 63 letters, digits and '-', "
+                "neither starting nor ending with '-', 200 characters at most (e.g. my-namespace.pod)"
+            )
+        return value
 
     @model_validator(mode="after")
     def _check_auth(self) -> BrokerConfig:
@@ -294,14 +317,13 @@ def _store_aliases() -> dict[str, str]:
     return model_aliases(StoreConfig)
 
 
+def is_broker_secret(key: str) -> bool:
+    """A broker key whose value is never shown: the auth JSON keys, and any key naming a secret (tls.*.keyPassword)."""
+    return key in SECRET_KEYS or is_secret(key)
+
+
 def _validation_message(exc: ValidationError, origin: str) -> str:
-    parts = []
-    for err in exc.errors():
-        key = ".".join(str(p) for p in err["loc"]) or "?"
-        value = err.get("input")
-        shown = f" (got {value!r})" if not isinstance(value, dict) and key not in SECRET_KEYS else ""
-        parts.append(f"{key}: {err['msg']}{shown}")
-    return f"invalid configuration in {origin}: " + "; ".join(parts)
+    return f"invalid configuration in {origin}: {validation_problems(exc, is_broker_secret)}"
 
 
 def load_broker_config(
@@ -358,7 +380,7 @@ def effective_properties(loaded: LoadedConfig) -> dict[str, str]:
             value = ""
         elif isinstance(value, bool):
             value = "true" if value else "false"
-        elif (key in SECRET_KEYS or is_secret(key)) and value:  # is_secret: tls.*.keyPassword
+        elif is_broker_secret(key) and value:
             value = MASK
         out[key] = str(value)
     return out

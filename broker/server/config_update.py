@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pydantic import ValidationError
 
 from broker.config.rewrite import update_properties_file
-from broker.config.typed import model_aliases
+from broker.config.typed import model_aliases, validation_problems
 from broker.protocol.codes import ResponseCode
-from broker.server.config import BrokerConfig, LoadedConfig, store_config
+from broker.server.config import BrokerConfig, LoadedConfig, is_broker_secret, store_config
 from broker.server.errors import RequestError
 from broker.store.config import StoreConfig
 
@@ -115,12 +115,6 @@ class ConfigUpdate:
     persisted_to: str | None  # the broker.conf written, None when the broker was started without one
 
 
-def _validation_message(exc: ValidationError) -> str:
-    return "; ".join(
-        f"{'.'.join(str(p) for p in e['loc']) or '?'}={e.get('input')!r}: {e['msg']}" for e in exc.errors()
-    )
-
-
 def apply_updates(broker: ConfigUpdateContext, updates: dict[str, str]) -> ConfigUpdate:
     """Validate and apply `updates`; RequestError (nothing changed) when a key is refused."""
     if not updates:
@@ -145,7 +139,7 @@ def apply_updates(broker: ConfigUpdateContext, updates: dict[str, str]) -> Confi
         candidate_store = store_config(candidate_loaded)
     except ValidationError as exc:
         raise RequestError(
-            ResponseCode.INVALID_PARAMETER, f"invalid broker config: {_validation_message(exc)}"
+            ResponseCode.INVALID_PARAMETER, f"invalid broker config: {validation_problems(exc, is_broker_secret)}"
         ) from None
     except ValueError as exc:  # ConfigError and the store's own checks
         raise RequestError(ResponseCode.INVALID_PARAMETER, f"invalid broker config: {exc}") from None

@@ -300,9 +300,10 @@ class ControllerMode:
                     await self.sink.become_master(role)
                     self.is_master = True
             else:
-                was_master, self.is_master = self.is_master, False  # a slave from here on (divergence_point)
-                if was_master or current is None:
-                    await self.sink.become_slave(role)
+                # A newer master epoch: whoever the master is now, this broker may hold a tail it never wrote
+                # (a deposed master's, replicated before the move), so it replicates again from a checked point.
+                self.is_master = False  # a slave from here on (divergence_point)
+                await self.sink.become_slave(role)
             log.info(
                 "%s id %d is %s at master epoch %d",
                 self.config.broker_name,

@@ -71,6 +71,8 @@ BROKER_KEYS: Final[Mapping[str, ValueKind]] = MappingProxyType(
         "flushIntervalConsumeQueue": _INT,
         "frameMaxLength": _INT,
         "grpcMaxInboundMessageSize": _INT,
+        "grpcRouteDomain": _STR,
+        "grpcRoutePortOffset": _INT,
         "grpcServerPort": _INT,
         "haFullTransferFromEmpty": _BOOL,
         "haHousekeepingInterval": _INT,
@@ -231,6 +233,8 @@ OWNED_KEYS: Final[Mapping[str, str]] = MappingProxyType(
         "metricsPromExporterHost": "every address of the pod, so Prometheus can reach it",
         "enableProxy": "spec.broker.grpc.enabled",
         "grpcServerPort": "spec.broker.grpc.port",
+        "grpcRoutePortOffset": "spec.externalAccess.grpcNodePortBase (NodePort with spec.broker.grpc on)",
+        "grpcRouteDomain": "spec.security.tls (with spec.broker.grpc on and no external access)",
     }
 )
 

@@ -256,7 +256,7 @@ class GrpcSpec(_Wire):
     pods, the broker Services and the NetworkPolicy, and the connection ConfigMap gains GRPC_ENDPOINT. With
     spec.security.authentication on, every RPC is checked against the brokers' users and ACLs (the SDK signs
     with its credentials); with spec.security.tls on, the port speaks TLS only, with the brokers' certificate.
-    It does not work with externalAccess type NodePort (see docs/kubernetes.md)."""
+    Under externalAccess every broker's gRPC port is exposed too (type NodePort needs grpcNodePortBase)."""
     port: int = Field(default=8081, ge=1024, le=65535)
     """The gRPC port of every broker (grpcServerPort); one for all, as the route the endpoint answers names
     every broker at this port."""
@@ -513,6 +513,10 @@ class ExternalAccess(_Wire):
     node_port_base: int | None = Field(default=None, ge=NODE_PORT_MIN, le=NODE_PORT_MAX)
     """NodePort only, and required there: the NameServers' nodePort. Group g's pod i gets base + 1 + 5g + i; the
     last port a cluster of N groups uses, base + 5N, must be at most 32767."""
+    grpc_node_port_base: int | None = Field(default=None, ge=NODE_PORT_MIN, le=NODE_PORT_MAX)
+    """NodePort only, and required there when spec.broker.grpc is on: group g's pod i gets the gRPC nodePort
+    base + 5g + i (the last, base + 5N - 1, at most 32767), apart from the nodePortBase block. The route the
+    gRPC endpoint answers names each broker at its advertised host and this port."""
     advertised_host: str | None = Field(default=None, min_length=1, max_length=253, pattern=_HOST_PATTERN)
     """NodePort only: the host name or IPv4 address every broker advertises with its nodePort (a name or address
     in front of the nodes). Unset: each broker advertises the IP of the node it runs on."""
@@ -527,6 +531,13 @@ class ExternalAccess(_Wire):
     def _base_with_node_port(cls, value: int | None, info: ValidationInfo) -> int | None:
         if value is not None and info.data.get("type") == "LoadBalancer":
             raise ValueError("only for type NodePort (a LoadBalancer's ports are the brokers' own)")
+        return value
+
+    @field_validator("grpc_node_port_base")
+    @classmethod
+    def _grpc_base_with_node_port(cls, value: int | None, info: ValidationInfo) -> int | None:
+        if value is not None and info.data.get("type") == "LoadBalancer":
+            raise ValueError("only for type NodePort (a LoadBalancer carries the gRPC port itself)")
         return value
 
     @field_validator("advertised_host")
@@ -605,15 +616,30 @@ class RocketClusterSpec(_Wire):
             )
         return self
 
+    def _grpc_node_ports_fit(self, access: ExternalAccess) -> None:
+        gbase, base = access.grpc_node_port_base, access.node_port_base
+        if gbase is None or base is None:
+            raise ValueError("broker.grpc.enabled with externalAccess type NodePort needs grpcNodePortBase")
+        groups = self.broker.groups
+        glast, last = gbase + groups * NODE_PORTS_PER_GROUP - 1, last_node_port(base, groups)
+        if glast > NODE_PORT_MAX:
+            raise ValueError(
+                f"grpcNodePortBase {gbase} with {groups} broker groups needs nodePorts up to {glast}, past "
+                f"{NODE_PORT_MAX} (at most {NODE_PORT_MAX + 1 - groups * NODE_PORTS_PER_GROUP})"
+            )
+        if gbase <= last and base <= glast:
+            raise ValueError(f"gRPC nodePorts {gbase}-{glast} overlap the nodePorts {base}-{last}")
+
     @model_validator(mode="after")
     def _grpc_fits(self) -> RocketClusterSpec:
         grpc = self.broker.grpc
         if not grpc.enabled:
             return self
-        # The endpoint's route names every broker at brokerIP1:port: a node's IP under NodePort. Authentication
-        # and TLS apply to it as to the remoting port (broker.grpc.auth, broker.grpc.tls).
-        if self.external_access is not None and self.external_access.type == "NodePort":
-            raise ValueError("broker.grpc.enabled does not work with externalAccess type NodePort (not yet)")
+        # Under NodePort the route names every broker at its node's IP (or advertisedHost) and a gRPC nodePort of
+        # its own: a block of its own, beside the remoting one.
+        access = self.external_access
+        if access is not None and access.type == "NodePort":
+            self._grpc_node_ports_fit(access)
         if self.metrics.enabled and self.metrics.port == grpc.port:
             raise ValueError(f"broker.grpc.port {grpc.port} is spec.metrics.port too")
         return self
@@ -662,6 +688,8 @@ class ExternalBrokerStatus(_Status):
     pod: str
     address: str | None = None
     """host:port clients outside the Kubernetes cluster reach this broker at (what it advertises)."""
+    grpc_address: str | None = None
+    """host:port of this broker's gRPC endpoint from outside (spec.broker.grpc on): what the route names."""
 
 
 class ExternalAccessStatus(_Status):
@@ -672,6 +700,9 @@ class ExternalAccessStatus(_Status):
     """host:port of the NameServers' external Service: the namesrvAddr of a client outside the cluster."""
     brokers: list[ExternalBrokerStatus] = Field(default_factory=list)
     """Every broker pod's external address; none until it is known (a load balancer being provisioned)."""
+    grpc_endpoint: str | None = None
+    """host:port a 5.x SDK outside the cluster takes as its endpoints (spec.broker.grpc on): the first broker's
+    external gRPC address; any broker answers QueryRoute, whose route names every broker's external address."""
 
 
 class BrokerConfigStatus(_Status):

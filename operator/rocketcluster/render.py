@@ -25,6 +25,7 @@ from rocketcluster.pod_extras import extra_containers
 from rocketcluster.render_external import adapt_broker_pod, broker_services, external_conf_properties
 from rocketcluster.render_external import nameserver_service as external_nameserver_service
 from rocketcluster.render_failover import (
+    broker_failover_defaults,
     broker_failover_properties,
     failover_nameserver_pod,
     nameserver_failover_properties,
@@ -416,7 +417,8 @@ def broker_role(spec: RocketClusterSpec, ordinal: int) -> str:
 
 
 def broker_conf_properties(cluster: ClusterRef, spec: RocketClusterSpec, g: int, ordinal: int) -> dict[str, str]:
-    """broker.conf of pod `ordinal` of group g as key -> value: the operator's keys, then spec.broker.config."""
+    """broker.conf of pod `ordinal` of group g as key -> value: the operator's defaults, spec.broker.config over
+    them, and the operator's own keys over both."""
     cluster_name = spec.effective_cluster_name(cluster.name)
     owned = {
         "brokerClusterName": cluster_name,
@@ -433,9 +435,10 @@ def broker_conf_properties(cluster: ClusterRef, spec: RocketClusterSpec, g: int,
     owned |= external_conf_properties(spec, g, ordinal)
     owned |= broker_security_properties(spec)
     owned |= broker_failover_properties(cluster, spec)
-    owned |= grpc_conf_properties(spec)
+    owned |= grpc_conf_properties(cluster.namespace, spec)
     # parse_spec refuses owned keys in spec.broker.config; the operator's value wins even if one got through.
-    return {**{k: v.strip() for k, v in spec.broker.config.items()}, **owned}
+    user = {k: v.strip() for k, v in spec.broker.config.items()}
+    return {**broker_failover_defaults(spec), **user, **owned}
 
 
 def _escape(value: str) -> str:

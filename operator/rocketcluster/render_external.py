@@ -24,7 +24,7 @@ from typing import Any, Final
 
 from rocketcluster import names
 from rocketcluster.model import NODE_PORTS_PER_GROUP, ExternalAccess, RocketClusterSpec
-from rocketcluster.render_grpc import grpc_policy_ports, grpc_service_ports
+from rocketcluster.render_grpc import grpc_node_port, grpc_policy_ports, grpc_service_ports
 
 __all__ = [
     "ADDRESSES_MOUNT_PATH",
@@ -42,6 +42,7 @@ __all__ = [
     "external_nameserver_service",
     "external_policy_rules",
     "external_status",
+    "grpc_external_address",
     "ingress_hosts",
     "nameserver_node_port",
     "nameserver_service",
@@ -153,8 +154,12 @@ def broker_services(c: str, spec: RocketClusterSpec, g: int) -> list[tuple[str, 
         port["protocol"] = "TCP"
         selector = {**names.broker_group_selector(c, g), POD_NAME_LABEL: names.broker_pod(c, g, ordinal)}
         body = _service_spec(access, selector, port, not_ready=True)
-        # LoadBalancer: the gRPC route names this broker at its load balancer's host (NodePort is refused)
-        body["ports"] += grpc_service_ports(spec)
+        # The gRPC route names this broker at its advertised host: its load balancer's, at the gRPC port, or its
+        # node's, at its gRPC nodePort (the pod listens on the gRPC port either way).
+        grpc_ports = grpc_service_ports(spec)
+        if access.type == "NodePort":
+            grpc_ports = [{**p, "nodePort": grpc_node_port(access, g, ordinal)} for p in grpc_ports]
+        body["ports"] += grpc_ports
         out.append((external_broker_service(c, g, ordinal), labels, dict(sorted(access.annotations.items())), body))
     return out
 
@@ -311,6 +316,21 @@ def advertised_address(
     return f"{host}:{names.BROKER_MAIN_PORT}" if host else None
 
 
+def grpc_external_address(
+    spec: RocketClusterSpec, c: str, g: int, ordinal: int, pod: Mapping[str, Any], hosts: Mapping[str, str]
+) -> str | None:
+    """host:port the gRPC route names broker pod (g, ordinal) at, reachable from outside; None when the endpoint
+    or external access is off, or while the host cannot be known."""
+    access = spec.external_access
+    if access is None or not spec.broker.grpc.enabled:
+        return None
+    if access.type == "NodePort":
+        host = access.advertised_host or _pod_field(pod, "hostIP")
+        return f"{host}:{grpc_node_port(access, g, ordinal)}" if host else None
+    host = hosts.get(external_broker_service(c, g, ordinal))
+    return f"{host}:{spec.broker.grpc.port}" if host else None
+
+
 def external_status(
     c: str, spec: RocketClusterSpec, pods: Iterable[Mapping[str, Any]], hosts: Mapping[str, str]
 ) -> Obj | None:
@@ -333,13 +353,19 @@ def external_status(
     else:
         host = hosts.get(external_nameserver_service(c))
         nameserver = f"{host}:{names.NAMESERVER_PORT}" if host else None
-    brokers = []
+    brokers: list[Obj] = []
     for g in range(spec.broker.groups):
         for ordinal in range(1 + spec.broker.slaves_per_group):
             pod = names.broker_pod(c, g, ordinal)
             address = advertised_address(spec, c, g, ordinal, by_name.get(pod, {}), hosts)
             brokers.append({"pod": pod, "address": address})
-    return {"type": access.type, "nameServer": nameserver, "brokers": brokers}
+            if spec.broker.grpc.enabled:
+                brokers[-1]["grpcAddress"] = grpc_external_address(spec, c, g, ordinal, by_name.get(pod, {}), hosts)
+    out: Obj = {"type": access.type, "nameServer": nameserver, "brokers": brokers}
+    if spec.broker.grpc.enabled:
+        # any broker answers QueryRoute: the first group's master is the one that is there from the start
+        out["grpcEndpoint"] = brokers[0]["grpcAddress"]
+    return out
 
 
 # -- NetworkPolicies ----------------------------------------------------------------------------------------------
@@ -356,6 +382,8 @@ def external_policy_rules(spec: RocketClusterSpec) -> tuple[list[Obj], list[Obj]
         first = broker_node_port(access, 0, 0)
         last = broker_node_port(access, spec.broker.groups - 1, NODE_PORTS_PER_GROUP - 1)
         brokers = [{"ports": [{"protocol": "TCP", "port": first, "endPort": last}]}]
+        # a gRPC nodePort leads to the pod's one gRPC port
+        brokers[0]["ports"] += grpc_policy_ports(spec)
     else:
         brokers = [{"ports": [{"protocol": "TCP", "port": names.BROKER_MAIN_PORT}, *grpc_policy_ports(spec)]}]
     return nameserver, brokers

@@ -28,6 +28,7 @@ from typing import Any, Final
 from rocketcluster import names
 from rocketcluster.model import RocketClusterSpec
 from rocketcluster.names import ClusterRef
+from rocketcluster.render_grpc import grpc_certificate_names
 
 __all__ = [
     "ACCESS_KEY",
@@ -165,6 +166,7 @@ def render_certificate(cluster: ClusterRef, spec: RocketClusterSpec) -> Obj | No
         f"*.{names.nameserver_headless_service(c)}.{ns}.svc.cluster.local",
         f"*.{names.broker_headless_service(c)}.{ns}.svc",
         f"*.{names.broker_headless_service(c)}.{ns}.svc.cluster.local",
+        *grpc_certificate_names(c, ns, spec),
     ]
     return {
         "apiVersion": "cert-manager.io/v1",

@@ -15,7 +15,7 @@ from broker.transport.errors import RequestTimeout
         (ResponseCode.SYSTEM_ERROR, errors.BrokerSystemError, True, False),
         (ResponseCode.SYSTEM_BUSY, errors.SystemBusy, True, False),
         (ResponseCode.MESSAGE_ILLEGAL, errors.MessageIllegal, False, False),
-        (ResponseCode.SERVICE_NOT_AVAILABLE, errors.ServiceNotAvailable, True, False),
+        (ResponseCode.SERVICE_NOT_AVAILABLE, errors.ServiceNotAvailable, True, True),
         (ResponseCode.NO_PERMISSION, errors.NoPermission, True, True),
         (ResponseCode.TOPIC_NOT_EXIST, errors.TopicNotExist, True, True),
         (ResponseCode.QUERY_NOT_FOUND, errors.QueryNotFound, False, False),

@@ -91,6 +91,18 @@ class Group:
     def start_broker(self, index: int, **extra: Any) -> None:
         self._spawn(f"broker-n{index}", [str(BIN / "mqbroker"), "-c", str(self.broker_conf(index, **extra))])
 
+    def start_all(self, **extra: Any) -> None:
+        """The controllers, the NameServer and every broker (each with the `extra` keys)."""
+        self.controllers.start_all()
+        self.start_namesrv()
+        for i in range(self.brokers):
+            self.start_broker(i, **extra)
+
+    async def whole(self, client: ControllerClient) -> dict[str, str] | None:
+        """The group's replica info once its master has every broker in its SyncStateSet, else None."""
+        fields, members = await self.replica_info(client)
+        return fields if len(members) == self.brokers and fields.get("masterAddress") else None
+
     def kill9(self, name: str) -> None:
         proc = self.procs.pop(name)
         proc.kill()
@@ -132,6 +144,19 @@ class Group:
         if reply.code != ResponseCode.SUCCESS:
             return {}, set()
         return reply.ext_fields, set(orjson.loads(reply.body)["syncStateSet"])
+
+
+def topic_fields(topic: str, queues: int) -> dict[str, Any]:
+    """UPDATE_AND_CREATE_TOPIC's fields for a plain read-write topic of `queues` queues."""
+    return {
+        "topic": topic,
+        "defaultTopic": "TBW102",
+        "readQueueNums": queues,
+        "writeQueueNums": queues,
+        "perm": 6,
+        "topicFilterType": "SINGLE_TAG",
+        "order": "false",
+    }
 
 
 async def wait_for(check: Any, timeout: float, what: str, group: Group) -> Any:

@@ -101,6 +101,7 @@ class FaultLab:
         conf = broker_conf(
             self.root / f"{host}.conf",
             controllerDLegerGroup="faults",
+            controllerRaftPassword="fault-lab-raft-key",  # required: the peers are not on loopback
             controllerDLegerPeers=peers,
             controllerDLegerSelfId=f"n{CONTROLLERS.index(host)}",
             controllerStorePath=self.root / host / "store",

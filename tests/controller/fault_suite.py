@@ -42,6 +42,7 @@ from broker.client import ClientConfig, Message, Producer, SendStatus
 from broker.controller.client import ControllerClient
 from broker.protocol.codes import RequestCode, ResponseCode
 from broker.protocol.command import RemotingCommand
+from tests.controller.failover_harness import topic_fields
 from tests.controller.fault_lab import (
     CONTROLLERS,
     GROUPS,
@@ -337,19 +338,7 @@ async def run_suite(root: Path, rounds: int, scenarios: tuple[str, ...] = SCENAR
         suite = Suite(lab, client, tally)
         for g in GROUPS:
             master, _ = await suite.settled(g)
-            reply = await request(
-                master,
-                RequestCode.UPDATE_AND_CREATE_TOPIC,
-                {
-                    "topic": TOPIC,
-                    "defaultTopic": "TBW102",
-                    "readQueueNums": QUEUES,
-                    "writeQueueNums": QUEUES,
-                    "perm": 6,
-                    "topicFilterType": "SINGLE_TAG",
-                    "order": "false",
-                },
-            )
+            reply = await request(master, RequestCode.UPDATE_AND_CREATE_TOPIC, topic_fields(TOPIC, QUEUES))
             assert reply.code == ResponseCode.SUCCESS, reply.remark
             for h in group_hosts(g):  # every slave has the topic before a fault can promote it
                 await _poll(functools.partial(_readable, lab.addr(h)), 30, f"{TOPIC} on {h}", lab)

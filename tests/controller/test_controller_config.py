@@ -80,6 +80,29 @@ def test_bad_values_are_refused(values: dict[str, str]) -> None:
         ControllerConfig.from_properties(values)
 
 
+@pytest.mark.parametrize(
+    ("peers", "password", "raft_bind"),
+    [
+        ("n0-127.0.0.1:9878;n1-127.0.0.1:9868;n2-127.0.0.1:9858", "", "127.0.0.1"),  # RocketMQ's quick start
+        ("n0-localhost:9878", "", "127.0.0.1"),
+        ("n0-[::1]:9878", "", "127.0.0.1"),
+        ("n0-127.0.0.1:9878;n1-10.0.0.2:9878", "", None),
+        ("n0-c-0.c-headless.ns.svc:9878", "", None),
+        ("n0-10.0.0.1:9878;n1-10.0.0.2:9878", "s3cret", "0.0.0.0"),
+        ("n0-127.0.0.1:9878", "s3cret", "0.0.0.0"),
+    ],
+)
+def test_the_raft_port_needs_a_secret_key_beyond_loopback(peers: str, password: str, raft_bind: str | None) -> None:
+    """pysyncobj unpickles what a holder of the key sends: without controllerRaftPassword the key is the group
+    name, so the Raft port listens on loopback alone and peers elsewhere are refused."""
+    values = {"controllerDLegerPeers": peers, "controllerDLegerSelfId": "n0", "controllerRaftPassword": password}
+    if raft_bind is None:
+        with pytest.raises(ConfigError, match="controllerRaftPassword is required"):
+            ControllerConfig.from_properties(values)
+    else:
+        assert ControllerConfig.from_properties(values).raft_bind_address == raft_bind
+
+
 def test_mqcontroller_print_and_refusals(tmp_path: Path) -> None:
     conf = tmp_path / "controller.conf"
     conf.write_text(
@@ -98,3 +121,15 @@ def test_mqcontroller_print_and_refusals(tmp_path: Path) -> None:
         [MQCONTROLLER, "-c", str(tmp_path / "nope.conf")], capture_output=True, text=True, timeout=60
     )
     assert missing.returncode == 1 and "nope.conf" in missing.stderr
+
+
+def test_a_refused_config_names_the_problem_and_never_the_raft_password() -> None:
+    values = {
+        "controllerDLegerPeers": "n0-127.0.0.1:9878",
+        "controllerDLegerSelfId": "n1",
+        "controllerRaftPassword": "TopSecret42",
+    }
+    with pytest.raises(ConfigError) as caught:
+        ControllerConfig.from_properties(values)
+    assert "controllerDLegerSelfId 'n1' is not in the peers" in str(caught.value)
+    assert "TopSecret42" not in str(caught.value)

@@ -7,11 +7,19 @@ and mqadmin would (broker.controller.client), and kills the leader with SIGKILL.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import pickle
 import socket
+import struct
+import subprocess
 import time
+import zlib
+from pathlib import Path
 
 import orjson
 import pytest
+from pysyncobj.encryptor import getEncryptor
 
 from broker.controller.client import ControllerClient, ControllerUnavailable
 from broker.protocol.codes import RequestCode, ResponseCode
@@ -157,6 +165,73 @@ async def test_hostile_input_on_both_ports(tmp_path) -> None:
         # and it still serves
         assert (await _apply(client, 1, "127.0.0.1:30911")).code == ResponseCode.SUCCESS
         assert (await _replica_info(client)).code == ResponseCode.SUCCESS
+    finally:
+        await client.close()
+        controllers.stop_all()
+
+
+class _MakesADirectory:
+    """Unpickling this creates `path`: the mark that a Raft frame was decoded."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __reduce__(self) -> tuple[object, tuple[str]]:
+        return os.mkdir, (str(self.path),)
+
+
+def _raft_frame(payload: object, password: str | None = None) -> bytes:
+    """A frame as pysyncobj lays them out: length, then the zlib-compressed pickle, encrypted with the key
+    derived from `password` when one is given."""
+    data = zlib.compress(pickle.dumps(payload), 3)
+    if password is not None:
+        data = getEncryptor(password).encrypt_at_time(data, int(time.monotonic()))
+    return struct.pack("i", len(data)) + data
+
+
+def _non_loopback_address() -> str | None:
+    out = subprocess.run(["ip", "-o", "-4", "addr", "show", "scope", "global"], capture_output=True, text=True)
+    words = out.stdout.split()
+    return words[words.index("inet") + 1].split("/")[0] if "inet" in words else None
+
+
+async def test_the_raft_port_never_decodes_a_frame_without_the_key(tmp_path) -> None:
+    marker = tmp_path / "unpickled"
+    controllers = Controllers(tmp_path, count=1, extra="controllerRaftPassword=a-real-secret\n")
+    controllers.start_all()
+    client = ControllerClient(controllers.addresses)
+    try:
+        leader = await _leader(client)
+        host, port = leader.split(":")
+        # no key, and the key a controller without controllerRaftPassword would use (derived from the group)
+        for password in (None, "rocketcluster-controller:group1"):
+            with socket.create_connection((host, int(port) + 1), timeout=5) as sock:
+                sock.sendall(_raft_frame(_MakesADirectory(marker), password))
+                sock.settimeout(5)
+                with contextlib.suppress(ConnectionResetError):
+                    while sock.recv(1024):  # until the controller hangs up
+                        pass
+            assert not marker.exists()
+        assert (await _apply(client, 1, "127.0.0.1:30911")).code == ResponseCode.SUCCESS
+    finally:
+        await client.close()
+        controllers.stop_all()
+
+
+async def test_without_a_password_the_raft_port_listens_on_loopback_only(tmp_path) -> None:
+    address = _non_loopback_address()
+    if address is None:
+        pytest.skip("this machine has no non-loopback IPv4 address to try the Raft port on")
+    controllers = Controllers(tmp_path, count=1, extra="bindAddress=0.0.0.0\n")
+    controllers.start_all()
+    client = ControllerClient(controllers.addresses)
+    try:
+        leader = await _leader(client)
+        raft_port = int(leader.split(":")[1]) + 1
+        socket.create_connection(("127.0.0.1", raft_port), timeout=5).close()
+        with pytest.raises(OSError):
+            socket.create_connection((address, raft_port), timeout=5).close()
+        socket.create_connection((address, raft_port - 1), timeout=5).close()  # the request port is open
     finally:
         await client.close()
         controllers.stop_all()

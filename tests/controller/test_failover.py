@@ -7,11 +7,13 @@ message is readable from the new master. The time from the kill to the new maste
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import signal
 import time
 import zlib
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -21,12 +23,19 @@ from broker.controller.client import ControllerClient
 from broker.protocol.codes import RequestCode, ResponseCode
 from broker.protocol.message import decode_records
 from tests.controller.controller_procs import Controllers
-from tests.controller.failover_harness import Group, wait_for
+from tests.controller.failover_harness import Group, topic_fields, wait_for
 
 pytestmark = pytest.mark.timeout(240)
 
 TOPIC = "FailoverTopic"
 QUEUES = 4
+# puts time out after 1 s; a silent HA connection is dropped after 3 s
+SHORT_TIMEOUTS = {"syncFlushTimeout": 1000, "haHousekeepingInterval": 3000}
+
+
+async def _create_topic(group: Group, master_addr: str) -> None:
+    reply = await group.request(master_addr, RequestCode.UPDATE_AND_CREATE_TOPIC, topic_fields(TOPIC, QUEUES))
+    assert reply.code == ResponseCode.SUCCESS, reply.remark
 
 
 async def _read_all(group: Group, addr: str) -> dict[str, int]:
@@ -77,20 +86,7 @@ async def test_kill9_of_the_master_elects_a_slave_with_every_acknowledged_messag
         fields, _ = await wait_for(full_set, 90, "a master with all 3 brokers in its SyncStateSet", group)
         master_addr, epoch = fields["masterAddress"], int(fields["masterEpoch"])
         master_index = next(i for i in range(group.brokers) if group.broker_addr(i) == master_addr)
-        reply = await group.request(
-            master_addr,
-            RequestCode.UPDATE_AND_CREATE_TOPIC,
-            {
-                "topic": TOPIC,
-                "defaultTopic": "TBW102",
-                "readQueueNums": QUEUES,
-                "writeQueueNums": QUEUES,
-                "perm": 6,
-                "topicFilterType": "SINGLE_TAG",
-                "order": "false",
-            },
-        )
-        assert reply.code == ResponseCode.SUCCESS, reply.remark
+        await _create_topic(group, master_addr)
 
         acked: dict[str, int] = {}
         refused: list[str] = []
@@ -165,18 +161,9 @@ def _commit_log(root: Path, end: int) -> bytes:
 async def test_old_master_returns_cuts_its_unacknowledged_tail_and_follows(tmp_path) -> None:
     group = Group(tmp_path, Controllers(tmp_path, count=1))
     client = ControllerClient(group.controllers.addresses)
-    # puts time out after 1 s; a silent HA connection is dropped after 3 s
-    extra = {"syncFlushTimeout": 1000, "haHousekeepingInterval": 3000}
+    full_set = functools.partial(group.whole, client)
     try:
-        group.controllers.start_all()
-        group.start_namesrv()
-        for i in range(group.brokers):
-            group.start_broker(i, **extra)
-
-        async def full_set() -> dict[str, str] | None:
-            fields, members = await group.replica_info(client)
-            return fields if len(members) == group.brokers and fields.get("masterAddress") else None
-
+        group.start_all(**SHORT_TIMEOUTS)
         fields = await wait_for(full_set, 90, "a master with all 3 brokers in its SyncStateSet", group)
         old_addr, epoch = fields["masterAddress"], int(fields["masterEpoch"])
         old = next(i for i in range(group.brokers) if group.broker_addr(i) == old_addr)
@@ -214,7 +201,7 @@ async def test_old_master_returns_cuts_its_unacknowledged_tail_and_follows(tmp_p
         new_addr = elected["masterAddress"]
         new_index = next(i for i in range(group.brokers) if group.broker_addr(i) == new_addr)
         # the old master comes back: it is a slave now, cuts its tail, replicates, and rejoins the set
-        group.start_broker(old, **extra)
+        group.start_broker(old, **SHORT_TIMEOUTS)
         await wait_for(full_set, 90, "the old master back in the SyncStateSet", group)
 
         async def caught_up() -> int | None:
@@ -228,6 +215,92 @@ async def test_old_master_returns_cuts_its_unacknowledged_tail_and_follows(tmp_p
             -3000:
         ]
         assert end >= replicated
+    finally:
+        await client.close()
+        group.stop_all()
+
+
+async def test_a_slave_holding_the_deposed_masters_tail_cuts_it_when_the_master_moves(tmp_path) -> None:
+    """Slave B replicated what the master M wrote while slave A was cut off (acknowledged to nobody: A stayed in
+    the SyncStateSet and never confirmed it); then A becomes master. B must drop that tail before it follows
+    A, or its CommitLog would hold M's bytes where A writes others."""
+    group = Group(tmp_path, Controllers(tmp_path, count=1))
+    client = ControllerClient(group.controllers.addresses)
+    full_set = functools.partial(group.whole, client)
+    try:
+        group.start_all(**SHORT_TIMEOUTS)
+        fields = await wait_for(full_set, 90, "a master with all 3 brokers in its SyncStateSet", group)
+        m_addr, epoch = fields["masterAddress"], int(fields["masterEpoch"])
+        m = next(i for i in range(group.brokers) if group.broker_addr(i) == m_addr)
+        a, b = [i for i in range(group.brokers) if i != m]
+        await _create_topic(group, m_addr)
+
+        async def a_has_topic() -> bool:
+            reply = await group.request(group.broker_addr(a), RequestCode.GET_ALL_TOPIC_CONFIG)
+            return TOPIC in orjson.loads(reply.body)["topicConfigTable"]
+
+        await wait_for(a_has_topic, 30, "slave A holding the topic", group)  # it serves it once master
+        config = ClientConfig(namesrv_addr=group.namesrv_addr, instance_name="moved", poll_name_server_interval=1.0)
+        producer = Producer("PG_MOVED", client_config=config, retry_times_when_send_failed=0, send_msg_timeout=5.0)
+        async with producer as p:
+            for i in range(20):
+                await p.send(Message(TOPIC, f"acked-{i}".encode()))  # SEND_OK, or late for a loaded slave
+
+            def level_with_m(*slaves: int) -> Any:
+                async def check() -> int | None:
+                    ends = {await _max_offset(group, group.broker_addr(i)) for i in (m, *slaves)}
+                    return ends.pop() if len(ends) == 1 else None
+
+                return check
+
+            replicated = await wait_for(level_with_m(a, b), 30, "both slaves level with the master", group)
+            b_level = level_with_m(b)
+
+            # A stops and the controller dies: M drops A's silent HA connection after 3 s but cannot shrink its
+            # SyncStateSet, so what it writes now reaches B alone and is acknowledged to nobody.
+            group.procs[f"broker-n{a}"].send_signal(signal.SIGSTOP)
+            group.controllers.kill9(0)
+            await asyncio.sleep(4.0)
+            unacked = await asyncio.gather(
+                *(p.send(Message(TOPIC, f"tail-{i}".encode())) for i in range(5)), return_exceptions=True
+            )
+            assert all(not hasattr(r, "status") or r.status is not SendStatus.SEND_OK for r in unacked), unacked
+            tail_end = await wait_for(b_level, 30, "slave B holding the unacknowledged tail", group)
+            assert tail_end > replicated
+        # B stops too and M dies; the controller comes back from its Raft log and, A being the only live
+        # member of the set, elects A, which lacks the tail
+        group.procs[f"broker-n{b}"].send_signal(signal.SIGSTOP)
+        group.kill9(f"broker-n{m}")
+        group.controllers.start(0)
+        group.procs[f"broker-n{a}"].send_signal(signal.SIGCONT)
+
+        async def a_master() -> dict[str, str] | None:
+            now, _ = await group.replica_info(client)
+            moved = int(now.get("masterEpoch") or 0) > epoch
+            return now if moved and now.get("masterAddress") == group.broker_addr(a) else None
+
+        await wait_for(a_master, 60, "A the master", group)
+        group.procs[f"broker-n{b}"].send_signal(signal.SIGCONT)
+        group.start_broker(m, **SHORT_TIMEOUTS)
+        await wait_for(full_set, 90, "all three in A's SyncStateSet", group)
+        async with Producer("PG_MOVED", client_config=config, send_msg_timeout=5.0) as p:
+            # A writes on: each put waits 1 s for both slaves, which a loaded machine may miss (FLUSH_SLAVE_TIMEOUT)
+            statuses = [(await p.send(Message(TOPIC, f"after-{i}".encode()))).status for i in range(20)]
+            assert SendStatus.SEND_OK in statuses, statuses
+        addrs = [group.broker_addr(i) for i in range(group.brokers)]
+
+        async def level() -> int | None:
+            ends = {await _max_offset(group, addr) for addr in addrs}
+            return ends.pop() if len(ends) == 1 else None
+
+        end = await wait_for(level, 60, "the three CommitLogs at one offset", group)
+        master_log = _commit_log(tmp_path / f"n{a}", end)
+        for i in (m, b):
+            assert _commit_log(tmp_path / f"n{i}", end) == master_log, f"broker n{i} differs from the master"
+        log = (tmp_path / f"broker-n{b}.log").read_text()
+        assert f"CommitLog ends at {tail_end} but the master's history agrees only up to {replicated}" in log, log[
+            -3000:
+        ]
     finally:
         await client.close()
         group.stop_all()

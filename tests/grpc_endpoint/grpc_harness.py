@@ -24,6 +24,7 @@ from broker.protocol.codes import RequestCode
 from broker.protocol.command import RemotingCommand
 from broker.transport.client import RemotingClient
 from tests.interop.interop_harness import ServerPair, free_port
+from tests.tls_certs import LOCAL_HOSTS, Pki
 
 __all__ = ["GrpcServers", "client_metadata", "create_group", "create_topic", "raw_channel"]
 
@@ -41,6 +42,19 @@ class GrpcServers(ServerPair):
 
 
 Signer = Callable[[RemotingCommand], None]
+
+
+def enforcing_tls_keys(pki: Pki, hosts: tuple[str, ...] = LOCAL_HOSTS) -> dict[str, str]:
+    """Broker keys for TLS only on both ports, with a certificate of `pki` for `hosts` whose key is
+    password-protected."""
+    cert, key = pki.issue("broker", hosts, key_password="broker-key-pw")
+    return {
+        "tls.server.mode": "enforcing",
+        "tls.server.certPath": str(cert),
+        "tls.server.keyPath": str(key),
+        "tls.server.keyPassword": "broker-key-pw",
+        "tls.test.mode.enable": "false",
+    }
 
 
 def create_topic(

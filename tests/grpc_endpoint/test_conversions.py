@@ -13,7 +13,7 @@ from rocketmq.grpc_protocol import definition_pb2, service_pb2
 from broker.client.route import BrokerData, QueueData, TopicRouteData
 from broker.grpc.conversions import SendRefused, grpc_code, peer_address, to_grpc_message, to_send_request
 from broker.grpc.receive import parse_handle
-from broker.grpc.route import accept_types, message_queues
+from broker.grpc.route import accept_types, message_queues, route_grpc_host, route_grpc_port
 from broker.grpc.settings import settings_reply
 from broker.protocol.codes import ResponseCode
 from broker.protocol.message import MessageExt, SysFlag
@@ -129,7 +129,7 @@ def test_codes_and_queues() -> None:
     route = TopicRouteData(
         (QueueData("b", read_queue_nums=4, write_queue_nums=2, perm=6),), (BrokerData("b", "c", {0: "1.2.3.4:10911"}),)
     )
-    queues = message_queues("T", route, lambda addr: 8081, (1,))
+    queues = message_queues("T", route, lambda addr: (addr.rpartition(":")[0], 8081), (1,))
     perms = [q.permission for q in queues]
     assert perms == [definition_pb2.Permission.READ] * 2 + [definition_pb2.Permission.READ_WRITE] * 2
     assert [q.id for q in queues] == [0, 1, 2, 3]
@@ -172,3 +172,65 @@ def test_settings_reply_and_handles() -> None:
 def test_peer_address(peer: str, address: tuple[str, int] | None) -> None:
     """The born host of a message whose client sent a host name (Java 5.x) is its connection's address."""
     assert peer_address(peer) == address
+
+
+@pytest.mark.parametrize(
+    ("addr", "offset", "want"),
+    [
+        ("10.0.0.5:10911", 0, 40001),  # this broker: the port its endpoint is bound to
+        ("10.0.0.6:10911", 0, 8081),  # another broker: grpcServerPort, the same on every broker
+        ("10.0.0.5:31201", 100, 31301),  # per-broker nodePorts: remoting port + offset, this broker too
+        ("10.0.0.6:31206", 100, 31306),
+        ("mq.example.com:31202", -5, 31197),
+    ],
+)
+def test_route_grpc_port(addr: str, offset: int, want: int) -> None:
+    got = route_grpc_port(addr, own_addr="10.0.0.5:10911", bound_port=40001, server_port=8081, offset=offset)
+    assert got == want
+
+
+@pytest.mark.parametrize("addr", ["10.0.0.5:65500", "10.0.0.5:nope", "10.0.0.5"])
+def test_route_grpc_port_refuses_an_address_that_makes_no_port(addr: str) -> None:
+    with pytest.raises(ValueError):
+        route_grpc_port(addr, own_addr="x:1", bound_port=1, server_port=1, offset=100)
+
+
+def test_a_broker_whose_grpc_port_cannot_be_named_is_left_out_of_the_route() -> None:
+    route = TopicRouteData(
+        (QueueData("a", 1, 1, 6), QueueData("b", 1, 1, 6)),
+        (BrokerData("a", "c", {0: "1.2.3.4:31201"}), BrokerData("b", "c", {0: "1.2.3.5:65500"})),
+    )
+
+    def address_of(addr: str) -> tuple[str, int]:
+        return addr.rpartition(":")[0], route_grpc_port(addr, own_addr="", bound_port=1, server_port=1, offset=100)
+
+    queues = message_queues("T", route, address_of, (1,))
+    assert [(q.broker.name, q.broker.endpoints.addresses[0].port) for q in queues] == [("a", 31301)]
+
+
+@pytest.mark.parametrize(
+    ("host", "domain", "want"),
+    [
+        ("10.244.1.7", "", "10.244.1.7"),  # no domain: the address the broker registered
+        ("10.244.1.7", "orders.pod", "10-244-1-7.orders.pod"),  # Kubernetes' A record of a pod's address
+        ("10.244.1.7", "orders.pod.cluster.local", "10-244-1-7.orders.pod.cluster.local"),
+        ("fd00::7", "orders.pod", "fd00::7"),  # IPv6: left as it is
+        ("mq.example.com", "orders.pod", "mq.example.com"),  # a name already
+    ],
+)
+def test_route_grpc_host(host: str, domain: str, want: str) -> None:
+    assert route_grpc_host(host, domain) == want
+
+
+def test_a_route_domain_names_brokers_by_dns_so_the_sdk_dials_a_name() -> None:
+    route = TopicRouteData(
+        (QueueData("a", 2, 2, 6),), (BrokerData("a", "c", {0: "10.244.1.7:10911", 1: "10.244.2.9:10911"}),)
+    )
+
+    def address_of(addr: str) -> tuple[str, int]:
+        return route_grpc_host(addr.rpartition(":")[0], "orders.pod"), 8081
+
+    queues = message_queues("T", route, address_of, (1,))
+    assert {(q.broker.endpoints.scheme, q.broker.endpoints.addresses[0].host) for q in queues} == {
+        (definition_pb2.AddressScheme.DOMAIN_NAME, "10-244-1-7.orders.pod")
+    }

@@ -1,16 +1,19 @@
 """Bad input on the gRPC port: junk protobuf bytes, requests above the inbound bound, bodies above maxMessageSize,
-missing client ids, reserved properties, and many streams at once. Each gets a clear error and the endpoint keeps
-serving (a QueryRoute afterwards answers)."""
+missing client ids, reserved properties, many streams at once, and one client opening 10 000 streams it never
+reads. Each gets a clear error or a bounded cost, and the endpoint keeps serving (a QueryRoute afterwards answers)."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
+from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import grpc
 import pytest
-from rocketmq.grpc_protocol import definition_pb2, service_pb2
+from rocketmq.grpc_protocol import definition_pb2, service_pb2, service_pb2_grpc
 
 from tests.grpc_endpoint.grpc_harness import GrpcServers, client_metadata, create_topic, raw_channel
 
@@ -145,4 +148,46 @@ def test_many_streams_at_once(grpc_servers: GrpcServers) -> None:
     with ThreadPoolExecutor(16) as pool:
         codes = list(pool.map(one, range(200)))
     assert codes == [Code.OK] * 200
+    _still_serves(grpc_servers, topic)
+
+
+def _rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError(f"no VmRSS for pid {pid}")
+
+
+def test_ten_thousand_streams_never_read_cost_bounded_memory(grpc_servers: GrpcServers) -> None:
+    """One client opens 10 000 Telemetry streams on one connection, sends its settings on each and never reads
+    a reply. The broker holds at most a connection's share of them open (the client queues the rest), its
+    memory stays bounded, and another client is served meanwhile."""
+    topic = _topic(grpc_servers, "GrpcFlood")
+    broker_pid = grpc_servers.procs[-1].pid
+    before = _rss_mib(broker_pid)
+    settings = service_pb2.TelemetryCommand()
+    settings.settings.client_type = definition_pb2.ClientType.PRODUCER
+    settings.settings.publishing.topics.add().name = topic
+
+    async def flood() -> float:
+        forever = asyncio.Event()
+
+        async def requests() -> AsyncIterator[service_pb2.TelemetryCommand]:
+            yield settings
+            await forever.wait()  # the stream stays open, and its replies are never read
+
+        async with grpc.aio.insecure_channel(grpc_servers.grpc_endpoint) as channel:
+            stub = service_pb2_grpc.MessagingServiceStub(channel)
+            calls = [stub.Telemetry(requests(), metadata=client_metadata(f"flood@{i}")) for i in range(10_000)]
+            await asyncio.sleep(10)  # the broker takes what the connection may hold
+            peak = _rss_mib(broker_pid)
+            await asyncio.to_thread(_still_serves, grpc_servers, topic)
+            for call in calls:
+                call.cancel()
+            forever.set()
+            return peak
+
+    peak = asyncio.run(flood())
+    print(f"broker RSS {before:.0f} MiB before, {peak:.0f} MiB with the streams open")
+    assert peak - before < 256, f"the broker grew from {before:.0f} MiB to {peak:.0f} MiB"
     _still_serves(grpc_servers, topic)

@@ -5,12 +5,14 @@ One broker for the module; the runs happen once, in two concurrent phases, in th
 producer sends normal, FIFO, delay and transactional messages (one transaction committed, one rolled back, one left
 open for its TransactionChecker) while our remoting SDK sends to a topic of its own; then a Java SimpleConsumer,
 two Java PushConsumers (one FIFO group), a Java SimpleConsumer that leaves a message unacked and changes its
-invisible duration, and our remoting push consumer all read. The tests check what each one got, field by field.
+invisible duration, and our remoting push consumer all read; so do a Java PushConsumer whose listener always fails
+and a Java SimpleConsumer that never acks, both in groups that allow DLQ_ATTEMPTS deliveries, whose messages must
+end in %DLQ%<group>. The tests check what each one got, field by field.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +25,7 @@ pytest.importorskip("rocketmq.grpc_protocol", reason="the gRPC endpoint needs th
 from tests.grpc_endpoint.grpc_harness import GrpcServers, create_group, create_topic
 from tests.interop.interop_harness import Record, SdkConsumer, fields, home_for, sdk_produce
 from tests.interop.java_grpc_harness import Grpc5Proc, ensure_java_grpc, grpc5
+from tests.interop.test_java_features import dead_letters
 
 pytestmark = pytest.mark.peers
 
@@ -36,12 +39,17 @@ TOPICS = {
     "J5Push": (None, "normal", 5),
     "J5Redeliver": (None, "normal", 1),
     "J5ToSdk": (None, "normal", 5),
+    "J5DlqPush": (None, "normal", 3),
+    "J5DlqSimple": (None, "normal", 3),
 }
 FROM_SDK = "J5FromSdk"
 SDK_COUNT = 5
 SIMPLE_TOPICS = ["J5Normal", "J5Delay", "J5Tx", FROM_SDK]
 #: what the SimpleConsumer acks: every normal and delay message, the two committed transactions, our SDK's messages
 SIMPLE_EXPECT = 5 + 2 + 2 + SDK_COUNT
+#: the groups of the failing consumers: retryMaxTimes 2, so the settings say max_attempts 3
+DLQ_GROUPS = {"J5DlqPush": "J5-dlq-push", "J5DlqSimple": "J5-dlq-simple"}
+DLQ_ATTEMPTS = 3
 BROKER_CONF = {"transactionTimeOut": "1000", "transactionCheckInterval": "1000"}
 
 
@@ -54,6 +62,9 @@ class Runs:
     fifo: Grpc5Proc
     redeliver: Grpc5Proc
     sdk_consumer: SdkConsumer
+    push_fail: Grpc5Proc
+    nack: Grpc5Proc
+    namesrv_addr: str
 
     def sent(self, topic: str) -> dict[int, dict[str, Any]]:
         return {int(e["seq"]): e for e in self.producer.of("sent") if e["topic"] == topic}
@@ -72,6 +83,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runs]:
             create_topic(servers, topic, message_type)
         create_topic(servers, FROM_SDK)
         create_group(servers, "J5-fifo", consumeMessageOrderly=True)
+        for group in DLQ_GROUPS.values():
+            create_group(servers, group, retryMaxTimes=DLQ_ATTEMPTS - 1)
         yield _run(servers, root)
     finally:
         servers.stop()
@@ -89,6 +102,14 @@ def _run(servers: GrpcServers, root: Path) -> Runs:
         grpc5(["push", endpoint, "J5Push", "J5-push", "5", "60"], home_for(root, "push")),
         grpc5(["push", endpoint, "J5Fifo", "J5-fifo", "6", "60"], home_for(root, "fifo")),
         grpc5(["redeliver", endpoint, "J5Redeliver", "J5-redeliver"], home_for(root, "redeliver")),
+        grpc5(
+            ["pushfail", endpoint, "J5DlqPush", DLQ_GROUPS["J5DlqPush"], str(3 * DLQ_ATTEMPTS), "60"],
+            home_for(root, "pushfail"),
+        ),
+        grpc5(
+            ["nack", endpoint, "J5DlqSimple", DLQ_GROUPS["J5DlqSimple"], str(3 * DLQ_ATTEMPTS), "60"],
+            home_for(root, "nack"),
+        ),
     ]
     for proc in consumers:
         proc.start()
@@ -96,9 +117,9 @@ def _run(servers: GrpcServers, root: Path) -> Runs:
     sdk_consumer.wait(90)
     for proc in consumers:
         proc.wait()
-    simple, push, fifo, redeliver = consumers
+    simple, push, fifo, redeliver, push_fail, nack = consumers
     sdk_sent = {i: r.msg_id for i, r in enumerate(sdk_results)}  # sent in seq order
-    return Runs(producer, sdk_sent, simple, push, fifo, redeliver, sdk_consumer)
+    return Runs(producer, sdk_sent, simple, push, fifo, redeliver, sdk_consumer, push_fail, nack, servers.namesrv_addr)
 
 
 def check_fields(record: Record, origin: str) -> None:
@@ -224,3 +245,32 @@ def test_our_remoting_consumer_reads_java_grpc_producer_intact(runs: Runs) -> No
         # the Java client's message id (its own format, 34 hex digits) is the UNIQ_KEY
         assert record.props.get("UNIQ_KEY") == sent[record.seq]["message_id"] == record.id, record
         assert record.reconsume_times == 0
+
+
+@pytest.mark.parametrize(("topic", "role"), [("J5DlqPush", "push_fail"), ("J5DlqSimple", "nack")])
+def test_retries_end_in_the_dlq(runs: Runs, topic: str, role: str) -> None:
+    """A PushConsumer returning FAILURE (the client forwards its last failure with ForwardMessageToDeadLetterQueue)
+    and a SimpleConsumer never acking (the broker's revive moves a message that has had retryMaxTimes retries): each
+    message is delivered exactly max_attempts times, then it is in %DLQ%<group> intact."""
+    run: Grpc5Proc = getattr(runs, role)
+    assert run.returncode == 0 and not run.of("error"), run.describe()
+    sent = runs.sent(topic)
+    deliveries = Counter((int(e["props"]["seq"]), e["delivery_attempt"]) for e in run.of("msg"))
+    want = Counter((i, attempt) for i in range(3) for attempt in range(1, DLQ_ATTEMPTS + 1))
+    assert deliveries == want, run.describe()
+    for event in run.of("msg"):
+        record = check_java_view(event, ORIGIN)
+        assert record.id == sent[record.seq]["message_id"], event
+    group = DLQ_GROUPS[topic]
+    dlq = [Record.from_message(m) for m in dead_letters(runs.namesrv_addr, f"%DLQ%{group}", ORIGIN, 3)]
+    assert sorted(r.seq for r in dlq) == [0, 1, 2], dlq
+    for record in dlq:
+        assert record.topic == f"%DLQ%{group}", record
+        check_fields(record, ORIGIN)
+        want_props = fields(ORIGIN, topic, record.seq)["props"]
+        assert {k: record.props.get(k) for k in want_props} == want_props, record
+        # the Java client's message id stays the message's UNIQ_KEY, and the dead letter says where it came from
+        message_id = sent[record.seq]["message_id"]
+        assert record.props.get("UNIQ_KEY") == message_id, record
+        assert record.props.get("DLQ_ORIGIN_TOPIC") == topic, record
+        assert record.props.get("DLQ_ORIGIN_MESSAGE_ID") == message_id, record

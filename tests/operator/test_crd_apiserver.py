@@ -73,6 +73,17 @@ class Kubectl:
         args = ["apply", "-f", "-", *(["--dry-run=server"] if dry_run else [])]
         return self.run(*args, input=json.dumps(obj))
 
+    def wait_established(self, crd: str, timeout: float = 60) -> None:
+        """Polls the CRD's conditions: `kubectl wait --for=condition=Established` fails at once when it looks
+        before the API server has written the first condition."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            conditions = json.loads(self.ok("get", f"crd/{crd}", "-o", "json")).get("status", {}).get("conditions")
+            if any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions or []):
+                return
+            time.sleep(0.2)
+        raise AssertionError(f"crd/{crd} not Established after {timeout:.0f} s")
+
 
 def _wait_ready(kubectl: Kubectl, processes: list[subprocess.Popen[bytes]], logs: Path) -> None:
     deadline = time.monotonic() + 120
@@ -167,7 +178,7 @@ def kubectl(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kubectl]:
         _wait_ready(client, processes, work)
         for file in crd.manifests():
             client.ok("apply", "-f", str(REPO / crd.CRD_DIR / file))
-            client.ok("wait", "--for=condition=Established", f"crd/{file.removesuffix('.yaml')}", "--timeout=60s")
+            client.wait_established(file.removesuffix(".yaml"))
         client.ok("create", "namespace", NAMESPACE)
         yield client
     finally:

@@ -91,6 +91,7 @@ def test_the_nameserver_conf_names_every_controller_and_loads_with_the_password_
         assert controller.raft_address(me).endswith(f":{RAFT_PORT}")
         assert str(controller.store_path).startswith(names.DATA_MOUNT_PATH + "/")
         assert not controller.enable_elect_unclean_master
+        assert controller.scan_not_active_broker_interval == 1000
 
 
 @pytest.mark.parametrize("ordinal", [0, 1, 2])
@@ -102,6 +103,21 @@ def test_every_broker_starts_in_controller_mode(ordinal: int) -> None:
     assert loaded.broker.controller_addr == controller_addr(CLUSTER, spec)
     assert loaded.broker.controller_addr.count(f":{CONTROLLER_PORT}") == 3
     assert loaded.broker.all_ack_in_sync_state_set and not loaded.unknown_keys
+
+
+@pytest.mark.parametrize(
+    ("config", "timeout_ms"),
+    [
+        ({}, 6000),  # the operator's default: six missed heartbeats
+        ({"controllerHeartBeatTimeoutMills": "15000"}, 15000),  # the user's value wins
+    ],
+)
+def test_brokers_are_dead_after_the_heartbeat_timeout(config: dict[str, str], timeout_ms: int) -> None:
+    spec = _spec(broker={**FAILOVER["broker"], "config": config})
+    loaded = load_broker_config(parse_properties(render_broker_conf(CLUSTER, spec, 0, 1)))
+    assert loaded.broker.controller_heart_beat_timeout_mills == timeout_ms
+    plain = parse_spec({"broker": {"replication": "SYNC"}})
+    assert "controllerHeartBeatTimeoutMills" not in render_broker_conf(CLUSTER, plain, 0, 1)
 
 
 def test_the_nameserver_statefulset_has_a_volume_the_ports_and_the_secret() -> None:

@@ -183,3 +183,15 @@ async def test_another_write_error_refuses_the_update(tmp_path: Path) -> None:
         assert r.code == ResponseCode.SYSTEM_ERROR and "cannot persist" in (r.remark or ""), r.remark
         assert b.config.auto_create_topic_enable is True
         assert os.path.isfile(blocker)
+
+
+async def test_a_refused_update_names_the_rule_and_never_a_secret(tmp_path: Path) -> None:
+    """A rule over several keys fails with every value as its input: the answer names the rule alone."""
+    secret = "KeyPw-Never-Shown"
+    async with cluster(tmp_path / "run", **{"tls.client.keyPassword": secret}) as c:
+        cli = await c.client()
+        r = await cli.request(RC.UPDATE_BROKER_CONFIG, body=b"enableControllerMode=true\n")
+        assert r.code == ResponseCode.INVALID_PARAMETER, r.remark
+        assert "enableControllerMode=true needs controllerAddr" in (r.remark or ""), r.remark
+        assert secret not in (r.remark or "")
+        assert c.running_broker.config.enable_controller_mode is False

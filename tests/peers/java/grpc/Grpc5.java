@@ -29,7 +29,8 @@ import org.apache.rocketmq.client.apis.producer.TransactionResolution;
 /**
  * Driver of Apache RocketMQ's Java 5.x gRPC client (rocketmq-client-java) for tests/interop/test_java_grpc.py.
  *
- * <p>Roles (the first argument; the second is always the gRPC endpoint, host:port, plaintext):
+ * <p>Roles (the first argument; the second is always the gRPC endpoint: host:port, plaintext, or tls:host:port,
+ * which the client reaches over TLS, trusting any certificate as it does by default):
  * <ul>
  *   <li>{@code produce ENDPOINT ORIGIN TOPIC:KIND:COUNT...}: one Producer for every topic; KIND normal, fifo (message
  *       group {@code g<i % 2>}), delay (delivery 8 s ahead) or transaction (one message a transaction: seq % 3 == 0
@@ -39,6 +40,11 @@ import org.apache.rocketmq.client.apis.producer.TransactionResolution;
  *   <li>{@code redeliver ENDPOINT TOPIC GROUP}: one message received and left unacked (10 s invisible), received again,
  *       its invisibility changed to 1 s, received a third time, acked, then polled for 5 s more.
  *   <li>{@code push ENDPOINT TOPIC GROUP EXPECT SECONDS}: PushConsumer until EXPECT arrived.
+ *   <li>{@code pushfail ENDPOINT TOPIC GROUP DELIVERIES SECONDS}: PushConsumer whose listener reports every delivery
+ *       (stage "pushfail") and returns FAILURE, until DELIVERIES deliveries, then 5 s more to see any extra one.
+ *   <li>{@code nack ENDPOINT TOPIC GROUP DELIVERIES SECONDS}: SimpleConsumer that never acks: every delivery (stage
+ *       "nack") gets its invisibility changed to 1 s; it keeps receiving until DELIVERIES deliveries, then 8 s more
+ *       (stage "nack_extra": a delivery past the last attempt).
  * </ul>
  * Every event is one JSON line on stdout (the tests parse them); messages have the content of
  * tests/interop/interop_harness.fields.
@@ -54,10 +60,11 @@ public final class Grpc5 {
         if (args.length < 2) {
             throw new IllegalArgumentException("usage: Grpc5 ROLE ENDPOINT ...");
         }
+        boolean ssl = args[1].startsWith("tls:");
         ClientConfiguration config = ClientConfiguration.newBuilder()
-                .setEndpoints(args[1])
-                // The client speaks TLS unless told otherwise; the endpoint under test is plaintext.
-                .enableSsl(false)
+                .setEndpoints(ssl ? args[1].substring("tls:".length()) : args[1])
+                // The client speaks TLS unless told otherwise; a plaintext endpoint needs it off.
+                .enableSsl(ssl)
                 .setRequestTimeout(Duration.ofSeconds(5))
                 .build();
         switch (args[0]) {
@@ -66,6 +73,9 @@ public final class Grpc5 {
                     Arrays.copyOfRange(args, 5, args.length));
             case "redeliver" -> redeliver(config, args[2], args[3]);
             case "push" -> push(config, args[2], args[3], Integer.parseInt(args[4]), Integer.parseInt(args[5]));
+            case "pushfail" -> pushFail(config, args[2], args[3], Integer.parseInt(args[4]),
+                    Integer.parseInt(args[5]));
+            case "nack" -> nack(config, args[2], args[3], Integer.parseInt(args[4]), Integer.parseInt(args[5]));
             default -> throw new IllegalArgumentException("unknown role " + args[0]);
         }
         emit("done", data());
@@ -253,6 +263,57 @@ public final class Grpc5 {
             Thread.sleep(1000);
         } finally {
             consumer.close();
+        }
+    }
+
+    static void pushFail(ClientConfiguration config, String topic, String group, int deliveries, int seconds)
+            throws Exception {
+        CountDownLatch latch = new CountDownLatch(deliveries);
+        PushConsumer consumer = PROVIDER.newPushConsumerBuilder()
+                .setClientConfiguration(config)
+                .setConsumerGroup(group)
+                .setSubscriptionExpressions(Collections.singletonMap(topic, FilterExpression.SUB_ALL))
+                .setMessageListener(view -> {
+                    emit("msg", record(view, "pushfail"));
+                    latch.countDown();
+                    return ConsumeResult.FAILURE;
+                })
+                .build();
+        try {
+            if (!latch.await(seconds, TimeUnit.SECONDS)) {
+                emit("error", data("stage", "pushfail",
+                        "error", "only " + (deliveries - latch.getCount()) + " deliveries"));
+            }
+            // The last failure's forward to the DLQ goes out after the listener returns; an extra delivery would
+            // come within the first retry delay (1 s).
+            Thread.sleep(5000);
+        } finally {
+            consumer.close();
+        }
+    }
+
+    static void nack(ClientConfiguration config, String topic, String group, int deliveries, int seconds)
+            throws Exception {
+        long deadline = System.currentTimeMillis() + seconds * 1000L;
+        int got = 0;
+        try (SimpleConsumer consumer = simpleConsumer(config, group, 2, topic)) {
+            while (got < deliveries && System.currentTimeMillis() < deadline) {
+                for (MessageView view : consumer.receive(16, Duration.ofSeconds(10))) {
+                    emit("msg", record(view, "nack"));
+                    got++;
+                    consumer.changeInvisibleDuration(view, Duration.ofSeconds(1));
+                }
+            }
+            if (got < deliveries) {
+                emit("error", data("stage", "nack", "error", "only " + got + " deliveries"));
+            }
+            long after = System.currentTimeMillis() + 8000;
+            while (System.currentTimeMillis() < after) {
+                for (MessageView view : consumer.receive(16, Duration.ofSeconds(10))) {
+                    emit("msg", record(view, "nack_extra"));
+                    consumer.changeInvisibleDuration(view, Duration.ofSeconds(1));
+                }
+            }
         }
     }
 
