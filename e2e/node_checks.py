@@ -1,8 +1,10 @@
 """What the node-tier tests use to prove nothing acknowledged was lost and status told the truth.
 
 - `broker_pid`: the broker process of a pod, found on this machine (the harness's node), to kill it abruptly;
-- `Producer`: a thread that sends numbered messages and records every acknowledged key;
+- `Producer`: a thread that sends numbered messages and records every acknowledged key (SEND_OK: stored as the
+  broker's flush and replication settings ask);
 - `read_back`: every message a topic holds, read by a fresh pull consumer from each queue's start;
+- `assert_all_read`: every acknowledged message is among those read (and what was not acknowledged, said);
 - `StatusTimeline`: the RocketCluster's phase and conditions, polled in the background, to check that a
   Ready seen once recovery is over never turns back.
 """
@@ -16,13 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from broker.client import Message
+from broker.client import Message, SendStatus
 from broker.client.blocking import BlockingProducer, BlockingPullConsumer
 
 if TYPE_CHECKING:
     from e2e.conftest import Kube
 
-__all__ = ["Producer", "StatusTimeline", "broker_pid", "read_back"]
+__all__ = ["Producer", "StatusTimeline", "assert_all_read", "broker_pid", "read_back"]
 
 
 def broker_pid(pod: str) -> int:
@@ -43,7 +45,9 @@ def broker_pid(pod: str) -> int:
 @dataclass
 class Producer:
     """Sends `<prefix><n>` to `topic` every `interval` seconds until closed; failures are counted, not fatal
-    (sends fail while a group has no master)."""
+    (sends fail while a group has no master). Only SEND_OK acknowledges a message: a master answers
+    FLUSH_SLAVE_TIMEOUT or SLAVE_NOT_AVAILABLE for a message its replicas may not hold (one in flight when
+    it loses its mastership, say), which a RocketMQ producer must treat as not stored."""
 
     namesrv: str
     topic: str
@@ -51,6 +55,7 @@ class Producer:
     interval: float = 0.02
     acked: list[str] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
+    not_ok: list[str] = field(default_factory=list)  # "<key> <status>" of each reply other than SEND_OK
     _stop: threading.Event = field(default_factory=threading.Event)
 
     def __enter__(self) -> Producer:
@@ -68,10 +73,14 @@ class Producer:
             while not self._stop.is_set():
                 key = f"{self.prefix}{i:07d}"
                 try:
-                    producer.send(Message(self.topic, key.encode(), keys=key))
-                    self.acked.append(key)
+                    result = producer.send(Message(self.topic, key.encode(), keys=key))
                 except Exception as exc:
                     self.failures.append(f"{type(exc).__name__}: {exc}")
+                else:
+                    if result.status is SendStatus.SEND_OK:
+                        self.acked.append(key)
+                    else:
+                        self.not_ok.append(f"{key} {result.status.value}")
                 i += 1
                 time.sleep(self.interval)
 
@@ -104,6 +113,17 @@ def read_back(namesrv: str, topic: str, quiet_seconds: float = 5.0, limit_second
     finally:
         reader.shutdown()
     return keys
+
+
+def assert_all_read(what: str, producer: Producer, keys: list[str]) -> None:
+    """Every message `producer` had acknowledged is among `keys`; the replies other than SEND_OK are printed
+    (those messages may be lost by design, and are not checked)."""
+    unreadable = set(producer.acked) - set(keys)
+    print(
+        f"\n{what}: {len(producer.acked)} acknowledged, {len(unreadable)} unreadable, {len(keys)} read; "
+        f"{len(producer.not_ok)} replies other than SEND_OK: {producer.not_ok[:10]}"
+    )
+    assert not unreadable, f"{len(unreadable)} acknowledged messages cannot be read: {sorted(unreadable)[:10]}"
 
 
 @dataclass

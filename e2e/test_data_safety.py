@@ -29,7 +29,7 @@ import pytest
 
 from broker.client import ConsumeFromWhere, ConsumeStatus
 from broker.client.blocking import BlockingAdmin, BlockingPushConsumer
-from e2e.node_checks import Producer, StatusTimeline, broker_pid, read_back
+from e2e.node_checks import Producer, StatusTimeline, assert_all_read, broker_pid, read_back
 from e2e.operator_harness import CRD_FILE, REPO, OperatorProcess, running_operator
 
 if TYPE_CHECKING:
@@ -98,12 +98,6 @@ def _pod_uids(kube: Kube, ns: str, name: str) -> dict[str, str]:
     return {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods}
 
 
-def _all_read(what: str, acked: list[str], keys: list[str]) -> None:
-    unreadable = set(acked) - set(keys)
-    print(f"\n{what}: {len(acked)} acknowledged, {len(unreadable)} unreadable, {len(keys)} read")
-    assert not unreadable, f"{len(unreadable)} acknowledged messages cannot be read: {sorted(unreadable)[:10]}"
-
-
 def _hold_ready(kube: Kube, ns: str, name: str, timeline: StatusTimeline, groups: int = 1) -> float:
     """Wait for Ready after a disruption, then watch it hold for 20 s; returns when it came back."""
     kube.wait_for(f"{name} Ready again", lambda: _ready(kube, ns, name, groups), timeout=300, interval=0.5)
@@ -133,7 +127,7 @@ def test_a_master_killed_on_ephemeral_storage_loses_nothing(k8s_node: Kube, ns: 
         before = len(producer.acked)
         producer.wait_for(before + 100)  # the new master takes writes
     keys = read_back(namesrv, TOPIC)
-    _all_read("master killed, ephemeral storage", producer.acked, keys)
+    assert_all_read("master killed, ephemeral storage", producer, keys)
     with BlockingAdmin(namesrv) as admin:
         route = admin.topic_route(TOPIC)
     assert {q.broker_name for q in route.queue_datas} == {f"{MINIMAL}-0"}, "the new master lacks the topic"
@@ -188,7 +182,7 @@ def test_scale_in_keeps_a_group_whose_messages_nobody_reads(k8s_node: Kube, ns: 
         kube.wait_for("the drained group removed", removed, timeout=240, interval=1)
     finally:
         consumer.shutdown()
-    _all_read("scale-in of a group holding unread messages", producer.acked, sorted(consumed))
+    assert_all_read("scale-in of a group holding unread messages", producer, sorted(consumed))
     kube.wait_for("Ready with one group", lambda: _ready(kube, ns, MINIMAL), timeout=120, interval=1)
     kube.run("delete", "rmq", "-n", ns, MINIMAL, "--wait=true", "--timeout=90s", timeout=120)
 
@@ -257,7 +251,7 @@ def test_a_master_killed_on_persistent_storage_and_a_refused_volume_growth(
         )
         before = len(producer.acked)
         producer.wait_for(before + 50)
-    _all_read("master killed on persistent storage, then a roll", producer.acked, read_back(namesrv, TOPIC))
+    assert_all_read("master killed on persistent storage, then a roll", producer, read_back(namesrv, TOPIC))
     kube.run("delete", "rmq", "-n", ns, name, "--wait=true", "--timeout=90s", timeout=120)
 
 
@@ -292,7 +286,7 @@ def test_volumes_grow_where_the_storage_class_allows_it(k8s_node: Kube, ns: str,
             assert not timeline.ever("StorageResizeBlocked", "True"), timeline.summary()
             before = len(producer.acked)
             producer.wait_for(before + 50)
-        _all_read("volumes grown", producer.acked, read_back(namesrv, TOPIC))
+        assert_all_read("volumes grown", producer, read_back(namesrv, TOPIC))
         kube.run("delete", "rmq", "-n", ns, name, "--wait=true", "--timeout=90s", timeout=120)
     finally:
         kube.run("delete", "storageclass", EXPANDABLE_CLASS, "--ignore-not-found", check=False)

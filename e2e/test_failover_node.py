@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from broker.client.blocking import BlockingAdmin
-from e2e.node_checks import Producer, StatusTimeline, read_back
+from e2e.node_checks import Producer, StatusTimeline, assert_all_read, read_back
 from e2e.operator_harness import CRD_FILE, OperatorProcess, running_operator
 
 if TYPE_CHECKING:
@@ -122,12 +122,6 @@ def _master_pod(kube: Kube, ns: str, namesrv: str) -> tuple[str, str]:
     return found
 
 
-def _all_read(what: str, acked: list[str], keys: list[str]) -> None:
-    unreadable = set(acked) - set(keys)
-    print(f"\n{what}: {len(acked)} acknowledged, {len(unreadable)} unreadable, {len(keys)} read")
-    assert not unreadable, f"{len(unreadable)} acknowledged messages cannot be read: {sorted(unreadable)[:10]}"
-
-
 class AckGaps:
     """Samples a producer's acknowledged count every 50 ms; the longest time it stood still is the outage."""
 
@@ -193,7 +187,7 @@ def test_a_force_deleted_master_is_replaced_by_its_slave_and_returns_as_a_slave(
         assert master in [s["pod"] for s in group["slaves"]], group  # it came back as a slave
         producer.wait_for(len(producer.acked) + 100)
     keys = read_back(namesrv, TOPIC)
-    _all_read("master force-deleted with failover", producer.acked, keys)
+    assert_all_read("master force-deleted with failover", producer, keys)
     print(
         f"new master {now_master} in the routes {elected:.2f} s after the delete; 100 more sends acknowledged "
         f"{first_writes:.2f} s after it; sends that failed meanwhile: {len(producer.failures) - failures_before} "
@@ -225,7 +219,7 @@ def test_a_planned_roll_hands_the_mastership_over_before_restarting_the_master(
             kube.wait_for(f"{NAME} Ready after the roll", lambda: _ready(kube, ns), timeout=300, interval=1)
             producer.wait_for(len(producer.acked) + 100)
     keys = read_back(namesrv, TOPIC)
-    _all_read("planned roll with failover", producer.acked, keys)
+    assert_all_read("planned roll with failover", producer, keys)
     handovers = _elections(kube, ns)[handovers_before:]
     new_master, _ = _master_pod(kube, ns, namesrv)
     assert handovers, "the roll restarted the master without handing its mastership over"
@@ -288,7 +282,7 @@ def test_a_scale_in_moves_the_mastership_off_the_ordinal_it_removes(k8s_node: Ku
             kube.wait_for(f"{NAME} Ready after the scale-in", lambda: _ready(kube, ns), timeout=300, interval=1)
             producer.wait_for(len(producer.acked) + 100)
     keys = read_back(namesrv, TOPIC)
-    _all_read("scale-in off the master's ordinal with failover", producer.acked, keys)
+    assert_all_read("scale-in off the master's ordinal with failover", producer, keys)
     handovers = _elections(kube, ns)[handovers_before:]
     assert handovers, "the master's pod was removed without handing its mastership over"
     master, _ = _master_pod(kube, ns, namesrv)

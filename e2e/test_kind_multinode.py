@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from broker.client import ConsumeStatus, Message
+from broker.client import ConsumeStatus, Message, SendStatus
 from broker.client.blocking import BlockingAdmin, BlockingProducer, BlockingPushConsumer
 from broker.client.errors import TopicNotExist
 from broker.client.message import ConsumeFromWhere
@@ -196,10 +196,14 @@ class _Traffic:
                 key = f"d{i:07d}"
                 try:
                     result = producer.send(Message(DRAIN_TOPIC, key.encode(), keys=key))
-                    self.acked_on[key] = result.message_queue.broker_name
-                    self.acked.add(key)
                 except Exception as exc:  # counted: sends fail while a group has no master
                     self.errors.append(f"{type(exc).__name__}: {exc}")
+                else:  # only SEND_OK acknowledges: FLUSH_SLAVE_TIMEOUT says the replicas may not hold it
+                    if result.status is SendStatus.SEND_OK:
+                        self.acked_on[key] = result.message_queue.broker_name
+                        self.acked.add(key)
+                    else:
+                        self.errors.append(f"{key} {result.status.value}")
                 i += 1
                 time.sleep(0.02)
 

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from broker.client import ConsumeStatus, Message, MessageQueue
+from broker.client import ConsumeStatus, Message, MessageQueue, SendStatus
 from broker.client.blocking import BlockingAdmin, BlockingProducer, BlockingPullConsumer, BlockingPushConsumer
 from broker.client.errors import TopicNotExist
 from e2e.node_checks import broker_pid
@@ -90,10 +90,14 @@ class Traffic:
                 key = f"m{i:07d}"
                 try:
                     result = producer.send(Message(TOPIC, key.encode(), keys=key))
-                    self.acked.add(key)
-                    self.sent_to[key] = f"{result.message_queue.broker_name}/q{result.message_queue.queue_id}"
                 except Exception as exc:  # counted, not fatal: sends fail while a master restarts
                     self.errors.append(f"{type(exc).__name__}: {exc}")
+                else:  # only SEND_OK acknowledges (not FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT, ...)
+                    if result.status is SendStatus.SEND_OK:
+                        self.acked.add(key)
+                        self.sent_to[key] = f"{result.message_queue.broker_name}/q{result.message_queue.queue_id}"
+                    else:
+                        self.errors.append(f"{key} {result.status.value}")
                 i += 1
                 time.sleep(0.02)
 
