@@ -21,6 +21,7 @@ import pytest
 from broker.client import ClientConfig, Message, Producer, SendStatus
 from broker.controller.client import ControllerClient
 from broker.protocol.codes import RequestCode, ResponseCode
+from broker.protocol.command import RemotingCommand
 from broker.protocol.message import decode_records
 from tests.controller.controller_procs import Controllers
 from tests.controller.failover_harness import Group, topic_fields, wait_for
@@ -301,6 +302,81 @@ async def test_a_slave_holding_the_deposed_masters_tail_cuts_it_when_the_master_
         assert f"CommitLog ends at {tail_end} but the master's history agrees only up to {replicated}" in log, log[
             -3000:
         ]
+    finally:
+        await client.close()
+        group.stop_all()
+
+
+async def test_handovers_under_load_keep_every_send_ok(tmp_path) -> None:
+    """Planned handovers (electMaster of an in-sync slave, as the operator's rolls and scale-ins ask) while four
+    producers send: a put the old master still waits on when it becomes a slave answers FLUSH_SLAVE_TIMEOUT,
+    never SEND_OK, and every SEND_OK message is readable from the last master, byte for byte."""
+    group = Group(tmp_path, Controllers(tmp_path, count=1))
+    client = ControllerClient(group.controllers.addresses)
+    full_set = functools.partial(group.whole, client)
+    try:
+        group.start_all()
+        fields = await wait_for(full_set, 90, "a master with all 3 brokers in its SyncStateSet", group)
+        await _create_topic(group, fields["masterAddress"])
+        acked: dict[str, int] = {}
+        other: list[str] = []
+        not_ok: list[str] = []  # the message ids answered other than SEND_OK
+        stop = asyncio.Event()
+        config = ClientConfig(namesrv_addr=group.namesrv_addr, instance_name="handover", poll_name_server_interval=1.0)
+        async with Producer("PG_HANDOVER", client_config=config, send_msg_timeout=5.0) as producer:
+
+            async def steady(worker: int) -> None:
+                i = 0
+                while not stop.is_set():
+                    body = os.urandom(64) + f"{worker}-{i}".encode()
+                    i += 1
+                    try:
+                        result = await producer.send(Message(TOPIC, body))
+                    except Exception as exc:  # a slave refuses puts until the route names the new master
+                        other.append(type(exc).__name__)
+                        await asyncio.sleep(0.05)
+                        continue
+                    if result.status is SendStatus.SEND_OK:
+                        acked[result.msg_id] = zlib.crc32(body)
+                    else:
+                        other.append(result.status.name)
+                        not_ok.append(result.msg_id)
+
+            async def more_sends() -> None:
+                target = len(acked) + 200
+                await wait_for(lambda: asyncio.sleep(0, len(acked) >= target), 60, "200 more sends", group)
+
+            workers = [asyncio.create_task(steady(w)) for w in range(4)]
+            masters = [fields["masterAddress"]]
+            for _ in range(3):
+                await more_sends()
+                fields = await wait_for(full_set, 60, "every broker in the SyncStateSet", group)
+                _, members = await group.replica_info(client)
+                target = min(members - {int(fields["masterBrokerId"])})
+                elect = RemotingCommand(
+                    code=RequestCode.CONTROLLER_ELECT_MASTER,
+                    ext_fields={
+                        "clusterName": "DefaultCluster",
+                        "brokerName": "broker-a",
+                        "brokerId": str(target),
+                        "designateElect": "true",
+                    },
+                )
+                reply = await client.invoke_leader(elect)
+                assert reply.code == ResponseCode.SUCCESS, reply.remark
+                masters.append(reply.ext_fields["masterAddress"])
+            await more_sends()
+            stop.set()
+            await asyncio.gather(*workers)
+        assert len(set(masters[-2:])) == 2, masters
+        found = await _read_all(group, masters[-1])
+        lost = [mid for mid, crc in acked.items() if found.get(mid) != crc]
+        print(
+            f"\nhandovers {' -> '.join(masters)}: acknowledged {len(acked)}, lost {len(lost)}, other replies "
+            f"{len(other)} ({sorted(set(other))}), of which {sum(m in found for m in not_ok)} stored messages are "
+            "readable"
+        )
+        assert not lost, f"{len(lost)} acknowledged messages missing on the last master\n{group.logs()}"
     finally:
         await client.close()
         group.stop_all()
