@@ -249,16 +249,7 @@ async def _inject(side: Side, client: ControllerClient, fault: str, fields: dict
         side.signal(f"b{index}", signal.SIGSTOP)
     else:
         target = min(members - {int(fields["masterBrokerId"])})
-        cmd = RemotingCommand(
-            code=RequestCode.CONTROLLER_ELECT_MASTER,
-            ext_fields={
-                "clusterName": "DefaultCluster",
-                "brokerName": "broker-a",
-                "brokerId": str(target),
-                "designateElect": "true",
-            },
-        )
-        reply = await client.invoke_leader(cmd)
+        reply = await client.elect_master("DefaultCluster", "broker-a", target)
         assert reply.code == ResponseCode.SUCCESS, f"electMaster {target}: {reply.code} {reply.remark}"
     return index
 

@@ -76,6 +76,17 @@ class ControllerClient:
             self.leader = None
         raise ControllerUnavailable("the controller leader moved and could not be found")
 
+    async def elect_master(self, cluster: str, broker_name: str, broker_id: int) -> RemotingCommand:
+        """CONTROLLER_ELECT_MASTER with designateElect, as `mqadmin electMaster`: make `broker_id` the master of
+        `broker_name` (the controller refuses a broker outside the SyncStateSet). The leader's reply."""
+        fields = {
+            "clusterName": cluster,
+            "brokerName": broker_name,
+            "brokerId": str(broker_id),
+            "designateElect": "true",
+        }
+        return await self.invoke_leader(RemotingCommand(code=RequestCode.CONTROLLER_ELECT_MASTER, ext_fields=fields))
+
     async def heartbeat_all(self, fields: dict[str, str]) -> None:
         """BROKER_HEARTBEAT, oneway, to every controller (each keeps its own liveness view)."""
         for address in self.addresses:

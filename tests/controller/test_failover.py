@@ -21,7 +21,6 @@ import pytest
 from broker.client import ClientConfig, Message, Producer, SendStatus
 from broker.controller.client import ControllerClient
 from broker.protocol.codes import RequestCode, ResponseCode
-from broker.protocol.command import RemotingCommand
 from broker.protocol.message import decode_records
 from tests.controller.controller_procs import Controllers
 from tests.controller.failover_harness import Group, topic_fields, wait_for
@@ -353,16 +352,7 @@ async def test_handovers_under_load_keep_every_send_ok(tmp_path) -> None:
                 fields = await wait_for(full_set, 60, "every broker in the SyncStateSet", group)
                 _, members = await group.replica_info(client)
                 target = min(members - {int(fields["masterBrokerId"])})
-                elect = RemotingCommand(
-                    code=RequestCode.CONTROLLER_ELECT_MASTER,
-                    ext_fields={
-                        "clusterName": "DefaultCluster",
-                        "brokerName": "broker-a",
-                        "brokerId": str(target),
-                        "designateElect": "true",
-                    },
-                )
-                reply = await client.invoke_leader(elect)
+                reply = await client.elect_master("DefaultCluster", "broker-a", target)
                 assert reply.code == ResponseCode.SUCCESS, reply.remark
                 masters.append(reply.ext_fields["masterAddress"])
             await more_sends()

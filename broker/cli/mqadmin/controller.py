@@ -153,15 +153,8 @@ async def run_getBrokerEpoch(args: argparse.Namespace, admin: Admin) -> int:
 )
 async def run_electMaster(args: argparse.Namespace, admin: Admin) -> int:
     controllers = _controllers(args)
-    fields = {
-        "clusterName": args.clusterName,
-        "brokerName": args.brokerName,
-        "brokerId": str(args.brokerId),
-        "designateElect": "true",
-    }
     try:
-        cmd = RemotingCommand(code=RequestCode.CONTROLLER_ELECT_MASTER, ext_fields=fields)
-        reply = _check(await controllers.invoke_leader(cmd), "elect master")
+        reply = _check(await controllers.elect_master(args.clusterName, args.brokerName, args.brokerId), "elect master")
     finally:
         await controllers.close()
     out = reply.ext_fields
