@@ -6,7 +6,8 @@
 - `pyclient()`: our Python SDK, `python -m bench.vs_clients send --namesrv A --topic T --inflight N
   --seconds S --size B [--warmup W] [--batch K]`: N sync sends in flight on one Producer (broker.client)
   for W + S seconds, the last S counted; with K > 1 each send is a batch of K messages (send_batch),
-  latencies are per batch and msg/s counts messages; `--access-key AK --secret-key SK` signs every request
+  latencies are per batch and msg/s counts messages; `client_cpu_s` is the process's CPU time over the
+  counted seconds, as LoadGen reports its JVM's; `--access-key AK --secret-key SK` signs every request
   (the SDK's ACL credentials).
 """
 
@@ -137,7 +138,12 @@ async def _send(
                     failures += not ok
                     latencies.append(time.monotonic() - begin)
 
-        await asyncio.gather(*(worker() for _ in range(inflight)))
+        async def cpu_at_start() -> float:
+            await asyncio.sleep(max(0.0, start - time.monotonic()))
+            return time.process_time()
+
+        cpu_start, *_ = await asyncio.gather(cpu_at_start(), *(worker() for _ in range(inflight)))
+        cpu = time.process_time() - cpu_start
         elapsed = time.monotonic() - start
     latencies.sort()
     count = (len(latencies) - failures) * batch
@@ -151,6 +157,7 @@ async def _send(
         "p50_ms": round(quantile(latencies, 0.5) * 1000, 3),
         "p99_ms": round(quantile(latencies, 0.99) * 1000, 3),
         "failures": failures,
+        "client_cpu_s": round(cpu, 3),
     }
 
 

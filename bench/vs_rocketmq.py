@@ -20,6 +20,11 @@ a fresh store in a temp dir, never both brokers at once. Workloads (1 KiB bodies
   1/n); ready: start to ready (the broker answers and its NameServer lists it); recovery: --recovery-mib of
   CommitLog written, kill -9, start to ready again.
 
+Every send and drain also gives `client_cpu_us`, the client process's CPU time a message over the measured
+seconds, and the report turns ours into a bound: the client alone, sharing the host's CPUs, allows at most
+CPUs / client_cpu_us messages a second, however little the broker costs; as a multiple of the reference's
+msg/s, the highest ratio this host can show for that workload.
+
 `--client python` drives W1/W2/W3 with our Python SDK instead (`both`: the Java client and ours). The table gives
 per broker the median over the rounds and the range, and the ratio ours / reference (of the medians, and the
 range of the per-round ratios). `--brokers ours` runs only our broker (the reference column stays empty): to
@@ -55,7 +60,7 @@ from rich.table import Table
 from bench.vs_auth import SHAPES, run_auth
 from bench.vs_brokers import KINDS, Cluster, ensure_reference, runtime_info
 from bench.vs_clients import ClientError, loadgen, pyclient
-from bench.vs_table import Sample, render, summarize
+from bench.vs_table import CLIENT_CPU, Sample, client_bounds, render, summarize
 
 __all__ = ["Runner", "main", "report", "run_rounds"]
 
@@ -83,6 +88,9 @@ class Runner:
     def record(self, workload: str, result: dict[str, Any], *metrics: str) -> None:
         for metric in metrics:
             self.samples.append(Sample(self.round, self.kind, workload, metric, float(result[metric])))
+        if result.get("count") and result.get("client_cpu_s") is not None:
+            client_us = 1e6 * float(result["client_cpu_s"]) / float(result["count"])
+            self.samples.append(Sample(self.round, self.kind, workload, CLIENT_CPU, client_us))
         if result.get("failures"):
             self.note(f"{workload}: {result['failures']} failed sends")
 
@@ -321,6 +329,8 @@ def report(
         table.add_row(*map(escape, line))
     out = Console(width=None if sys.stdout.isatty() else 160)
     out.print(table)
+    for bound in client_bounds(rows, os.cpu_count() or 1):
+        out.print(f"client bound: {bound}", markup=False, highlight=False)
     for note in runner.notes:
         out.print(f"note: {note}", markup=False, highlight=False)
     if args.json:

@@ -13,11 +13,13 @@ from pathlib import Path
 
 __all__ = [
     "BROKER_NAME",
+    "CLIENT_CPU",
     "CLUSTER_NAME",
     "HIGHER_IS_BETTER",
     "Row",
     "Sample",
     "broker_props",
+    "client_bounds",
     "conf_text",
     "grpc_props",
     "lower_is_better",
@@ -31,6 +33,8 @@ CLUSTER_NAME = "VsCluster"
 BROKER_NAME = "vs-broker"
 #: Metrics where more is better (rates); for the others (latency, memory, time, failures) less is.
 HIGHER_IS_BETTER = ("msgs_per_s",)
+#: the client process's CPU time a message, over the measured seconds (every thread of it, user and system)
+CLIENT_CPU = "client_cpu_us"
 FLUSH_TYPES = ("ASYNC_FLUSH", "SYNC_FLUSH")
 ROLES = ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE")
 
@@ -183,3 +187,22 @@ def render(rows: Iterable[Row]) -> list[list[str]]:
         better = "lower" if row.lower_is_better else "higher"
         table.append([row.workload, row.metric, _cell(row.ours), _cell(row.reference), ratio, spread, better])
     return table
+
+
+def client_bounds(rows: Iterable[Row], cpus: int) -> list[str]:
+    """What the client alone allows, a line per workload that has msg/s and the client's CPU a message: with the
+    client sharing the host's `cpus`, ours can send at most cpus / (client CPU a message) even if the broker cost
+    nothing; that bound as a multiple of the reference's msg/s is the highest ratio this host can show."""
+    by_key = {(row.workload, row.metric): row for row in rows}
+    lines = []
+    for (workload, metric), row in by_key.items():
+        rate = by_key.get((workload, "msgs_per_s"))
+        if metric != CLIENT_CPU or row.ours is None or not row.ours[0] or rate is None:
+            continue
+        bound = cpus * 1e6 / row.ours[0]
+        line = f"{workload}: the client took {row.ours[0]:.3g} us of CPU a message with ours: on {cpus} CPUs at most "
+        line += f"{_fmt(bound)} msg/s"
+        if rate.reference is not None and rate.reference[0]:
+            line += f", {bound / rate.reference[0]:.2f}x the reference's {_fmt(rate.reference[0])}"
+        lines.append(line + " (with a broker that cost nothing)")
+    return lines

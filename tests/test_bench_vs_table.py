@@ -7,7 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from bench.vs_table import Sample, broker_props, conf_text, lower_is_better, namesrv_props, render, summarize
+from bench.vs_table import (
+    CLIENT_CPU,
+    Sample,
+    broker_props,
+    client_bounds,
+    conf_text,
+    lower_is_better,
+    namesrv_props,
+    render,
+    summarize,
+)
 
 
 def test_master_conf_has_apache_rocketmq_keys_and_the_workload_settings() -> None:
@@ -72,3 +82,22 @@ def test_summary_gives_medians_ranges_and_ratios_per_workload_in_first_seen_orde
 def test_only_rates_are_better_higher() -> None:
     assert not lower_is_better("msgs_per_s")
     assert all(lower_is_better(m) for m in ("p50_ms", "p99_ms", "rss_mib", "own_mib", "ready_s"))
+
+
+def test_client_bounds_turn_the_clients_cpu_a_message_into_the_highest_rate_and_ratio_the_host_allows() -> None:
+    samples = [
+        Sample(1, "ours", "W3", "msgs_per_s", 100_000.0),
+        Sample(1, "reference", "W3", "msgs_per_s", 80_000.0),
+        Sample(1, "ours", "W3", CLIENT_CPU, 10.0),  # 10 us a message: 2 CPUs allow 200k msg/s
+        Sample(1, "reference", "W3", CLIENT_CPU, 12.0),
+        Sample(1, "ours", "W4 drain", "msgs_per_s", 50_000.0),
+        Sample(1, "ours", "W4 drain", CLIENT_CPU, 4.0),  # no reference: the bound without a ratio
+        Sample(1, "ours", "W1", "msgs_per_s", 30_000.0),  # no CPU figure: no line
+    ]
+    lines = client_bounds(summarize(samples), cpus=2)
+    assert lines == [
+        "W3: the client took 10 us of CPU a message with ours: on 2 CPUs at most 200,000 msg/s, 2.50x the "
+        "reference's 80,000 (with a broker that cost nothing)",
+        "W4 drain: the client took 4 us of CPU a message with ours: on 2 CPUs at most 500,000 msg/s (with a broker "
+        "that cost nothing)",
+    ]

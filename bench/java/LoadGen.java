@@ -1,3 +1,4 @@
+import java.lang.management.ManagementFactory;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
@@ -39,6 +40,9 @@ import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
  *                                                              push-consume M messages from the start,
  *                                                              in each of G new consumer groups
  *
+ * send and consume also report client_cpu_s, this JVM's CPU time (all its threads, user + system) over the
+ * measured part: how much of the shared cores the client itself took.
+ *
  * topic and send also take --accessKey AK --secretKey SK: every request is then signed by rocketmq-client's
  * AclClientRPCHook, as an application with ACL credentials signs them.
  */
@@ -60,6 +64,12 @@ public final class LoadGen {
         System.out.println(result);
         System.out.flush();
         System.exit(0); // the client's non-daemon threads would keep the JVM up
+    }
+
+    /** This JVM's CPU time so far, in ns (every thread, user and system). */
+    static long cpuNanos() {
+        return ((com.sun.management.OperatingSystemMXBean) ManagementFactory.getOperatingSystemMXBean())
+            .getProcessCpuTime();
     }
 
     static long num(Map<String, String> a, String key, long otherwise) {
@@ -138,6 +148,12 @@ public final class LoadGen {
         long[][] latencies = new long[threads][];
         long start = System.nanoTime() + TimeUnit.SECONDS.toNanos(num(a, "warmup", 0));
         long deadline = start + TimeUnit.SECONDS.toNanos(seconds);
+        AtomicLong cpuAtStart = new AtomicLong();
+        Thread marker = new Thread(() -> {
+            LockSupport.parkNanos(start - System.nanoTime());
+            cpuAtStart.set(cpuNanos());
+        });
+        marker.start();
         List<Thread> workers = new ArrayList<>();
         for (int t = 0; t < threads; t++) {
             final int slot = t;
@@ -196,15 +212,18 @@ public final class LoadGen {
         for (Thread worker : workers) {
             worker.join();
         }
+        long cpuAtEnd = cpuNanos();
+        marker.join();
         double elapsed = (System.nanoTime() - start) / 1e9;
         producer.shutdown();
         long[] all = Arrays.stream(latencies).flatMapToLong(Arrays::stream).sorted().toArray();
         long count = (long) all.length * batch - failures.get();
         return String.format(
             "{\"mode\": \"%s\", \"threads\": %d, \"batch\": %d, \"count\": %d, \"seconds\": %.3f, "
-                + "\"msgs_per_s\": %.1f, \"p50_ms\": %.3f, \"p99_ms\": %.3f, \"failures\": %d}",
+                + "\"msgs_per_s\": %.1f, \"p50_ms\": %.3f, \"p99_ms\": %.3f, \"failures\": %d, "
+                + "\"client_cpu_s\": %.3f}",
             total == Long.MAX_VALUE ? "send" : "fill", threads, batch, count, elapsed, count / elapsed,
-            quantile(all, 0.50), quantile(all, 0.99), failures.get());
+            quantile(all, 0.50), quantile(all, 0.99), failures.get(), (cpuAtEnd - cpuAtStart.get()) / 1e9);
     }
 
     static double quantile(long[] sorted, double q) {
@@ -216,6 +235,7 @@ public final class LoadGen {
         int groups = (int) num(a, "groups", 1);
         AtomicLong seen = new AtomicLong();
         AtomicLong first = new AtomicLong();
+        AtomicLong cpuAtFirst = new AtomicLong();
         CountDownLatch done = new CountDownLatch(groups);
         String prefix = "loadgen-consumer-" + System.currentTimeMillis();
         List<DefaultMQPushConsumer> consumers = new ArrayList<>();
@@ -227,7 +247,9 @@ public final class LoadGen {
             consumer.subscribe(a.get("topic"), "*");
             AtomicLong mine = new AtomicLong();
             consumer.registerMessageListener((MessageListenerConcurrently) (msgs, context) -> {
-                first.compareAndSet(0, System.nanoTime());
+                if (first.compareAndSet(0, System.nanoTime())) {
+                    cpuAtFirst.set(cpuNanos());
+                }
                 seen.addAndGet(msgs.size());
                 long before = mine.getAndAdd(msgs.size());
                 if (before < target && before + msgs.size() >= target) {
@@ -243,6 +265,7 @@ public final class LoadGen {
         }
         boolean all = done.await(num(a, "wait", 300), TimeUnit.SECONDS);
         long end = System.nanoTime();
+        long cpuAtEnd = cpuNanos();
         for (DefaultMQPushConsumer consumer : consumers) {
             consumer.shutdown();
         }
@@ -250,7 +273,8 @@ public final class LoadGen {
         double draining = (end - from) / 1e9;
         return String.format(
             "{\"mode\": \"consume\", \"count\": %d, \"complete\": %b, \"seconds\": %.3f, "
-                + "\"to_first_s\": %.3f, \"msgs_per_s\": %.1f}",
-            seen.get(), all, draining, (from - start) / 1e9, seen.get() / Math.max(draining, 1e-9));
+                + "\"to_first_s\": %.3f, \"msgs_per_s\": %.1f, \"client_cpu_s\": %.3f}",
+            seen.get(), all, draining, (from - start) / 1e9, seen.get() / Math.max(draining, 1e-9),
+            (cpuAtEnd - cpuAtFirst.get()) / 1e9);
     }
 }
