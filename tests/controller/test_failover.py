@@ -12,6 +12,7 @@ import os
 import signal
 import time
 import zlib
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +70,54 @@ async def _read_all(group: Group, addr: str) -> dict[str, int]:
     return found
 
 
+@dataclass
+class SteadySends:
+    """Four tasks sending 100-byte messages on `producer` until the block ends: the SEND_OK message ids with their
+    body's CRC, every other reply or error by name, the message ids answered other than SEND_OK, and the time of
+    the first SEND_OK after `mark` (set by the test: a fault's moment)."""
+
+    producer: Producer
+    acked: dict[str, int] = field(default_factory=dict)
+    other: list[str] = field(default_factory=list)
+    not_ok: list[str] = field(default_factory=list)
+    mark: float | None = None
+    first_ok_after_mark: float | None = None
+    _stop: asyncio.Event = field(default_factory=asyncio.Event)
+    _tasks: list[asyncio.Task[None]] = field(default_factory=list)
+
+    async def __aenter__(self) -> SteadySends:
+        self._tasks = [asyncio.create_task(self._steady(w)) for w in range(4)]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._stop.set()
+        await asyncio.gather(*self._tasks)
+
+    async def _steady(self, worker: int) -> None:
+        i = 0
+        while not self._stop.is_set():
+            body = os.urandom(100) + f"{worker}-{i}".encode()
+            i += 1
+            try:
+                result = await self.producer.send(Message(TOPIC, body))
+            except Exception as exc:  # no master, or a slave named master: sends fail until the route moves
+                self.other.append(type(exc).__name__)
+                await asyncio.sleep(0.05)
+                continue
+            if result.status is SendStatus.SEND_OK:
+                self.acked[result.msg_id] = zlib.crc32(body)
+                if self.mark is not None and self.first_ok_after_mark is None:
+                    self.first_ok_after_mark = time.monotonic()
+            else:
+                self.other.append(result.status.name)
+                self.not_ok.append(result.msg_id)
+
+    async def more(self, count: int, group: Group) -> None:
+        """Until `count` more sends are acknowledged."""
+        target = len(self.acked) + count
+        await wait_for(lambda: asyncio.sleep(0, len(self.acked) >= target), 60, f"{count} more sends", group)
+
+
 @pytest.mark.parametrize("controllers", [1, 3])
 async def test_kill9_of_the_master_elects_a_slave_with_every_acknowledged_message(tmp_path, controllers: int) -> None:
     group = Group(tmp_path, Controllers(tmp_path, count=controllers))
@@ -88,38 +137,14 @@ async def test_kill9_of_the_master_elects_a_slave_with_every_acknowledged_messag
         master_index = next(i for i in range(group.brokers) if group.broker_addr(i) == master_addr)
         await _create_topic(group, master_addr)
 
-        acked: dict[str, int] = {}
-        refused: list[str] = []
-        stop = asyncio.Event()
-        first_ok_after_kill: list[float] = []
-        killed_at: list[float] = []
         config = ClientConfig(namesrv_addr=group.namesrv_addr, instance_name="failover", poll_name_server_interval=1.0)
-        async with Producer(
-            "PG_FAILOVER", client_config=config, retry_times_when_send_failed=2, send_msg_timeout=3.0
-        ) as producer:
-
-            async def steady(worker: int) -> None:
-                i = 0
-                while not stop.is_set():
-                    body = os.urandom(100) + f"{worker}-{i}".encode()
-                    i += 1
-                    try:
-                        result = await producer.send(Message(TOPIC, body))
-                    except Exception as exc:  # the master is gone: sends fail until the new one is known
-                        refused.append(type(exc).__name__)
-                        await asyncio.sleep(0.05)
-                        continue
-                    if result.status is SendStatus.SEND_OK:
-                        acked[result.msg_id] = zlib.crc32(body)
-                        if killed_at and not first_ok_after_kill:
-                            first_ok_after_kill.append(time.monotonic())
-                    else:
-                        refused.append(result.status.name)
-
-            workers = [asyncio.create_task(steady(w)) for w in range(4)]
-            await wait_for(lambda: asyncio.sleep(0, len(acked) >= 300), 60, "300 acknowledged sends", group)
+        async with (
+            Producer("PG_FAILOVER", client_config=config, retry_times_when_send_failed=2, send_msg_timeout=3.0) as p,
+            SteadySends(p) as sends,
+        ):
+            await sends.more(300, group)
             group.kill9(f"broker-n{master_index}")
-            killed_at.append(time.monotonic())
+            sends.mark = killed_at = time.monotonic()
 
             async def new_master() -> dict[str, str] | None:
                 fields, _ = await group.replica_info(client)
@@ -128,18 +153,19 @@ async def test_kill9_of_the_master_elects_a_slave_with_every_acknowledged_messag
 
             elected = await wait_for(new_master, 60, "a new master", group)
             elected_at = time.monotonic()
-            await wait_for(lambda: asyncio.sleep(0, bool(first_ok_after_kill)), 60, "a send to the new master", group)
+            await wait_for(
+                lambda: asyncio.sleep(0, sends.first_ok_after_mark is not None), 60, "a send to the new master", group
+            )
             await asyncio.sleep(1.0)
-            stop.set()
-            await asyncio.gather(*workers)
 
         found = await _read_all(group, elected["masterAddress"])
-        lost = [mid for mid, crc in acked.items() if found.get(mid) != crc]
+        lost = [mid for mid, crc in sends.acked.items() if found.get(mid) != crc]
+        first_ok = (sends.first_ok_after_mark or killed_at) - killed_at
         print(
             f"\nfailover ({controllers} controller(s)): new master {elected['masterAddress']} at epoch "
-            f"{elected['masterEpoch']} elected {elected_at - killed_at[0]:.2f} s after kill -9, first send "
-            f"acknowledged {first_ok_after_kill[0] - killed_at[0]:.2f} s after; acknowledged {len(acked)}, "
-            f"lost {len(lost)}, failed sends {len(refused)}"
+            f"{elected['masterEpoch']} elected {elected_at - killed_at:.2f} s after kill -9, first send "
+            f"acknowledged {first_ok:.2f} s after; acknowledged {len(sends.acked)}, lost {len(lost)}, failed sends "
+            f"{len(sends.other)}"
         )
         assert int(elected["masterEpoch"]) == epoch + 1
         assert not lost, f"{len(lost)} acknowledged messages missing on the new master\n{group.logs()}"
@@ -317,54 +343,28 @@ async def test_handovers_under_load_keep_every_send_ok(tmp_path) -> None:
         group.start_all()
         fields = await wait_for(full_set, 90, "a master with all 3 brokers in its SyncStateSet", group)
         await _create_topic(group, fields["masterAddress"])
-        acked: dict[str, int] = {}
-        other: list[str] = []
-        not_ok: list[str] = []  # the message ids answered other than SEND_OK
-        stop = asyncio.Event()
         config = ClientConfig(namesrv_addr=group.namesrv_addr, instance_name="handover", poll_name_server_interval=1.0)
-        async with Producer("PG_HANDOVER", client_config=config, send_msg_timeout=5.0) as producer:
-
-            async def steady(worker: int) -> None:
-                i = 0
-                while not stop.is_set():
-                    body = os.urandom(64) + f"{worker}-{i}".encode()
-                    i += 1
-                    try:
-                        result = await producer.send(Message(TOPIC, body))
-                    except Exception as exc:  # a slave refuses puts until the route names the new master
-                        other.append(type(exc).__name__)
-                        await asyncio.sleep(0.05)
-                        continue
-                    if result.status is SendStatus.SEND_OK:
-                        acked[result.msg_id] = zlib.crc32(body)
-                    else:
-                        other.append(result.status.name)
-                        not_ok.append(result.msg_id)
-
-            async def more_sends() -> None:
-                target = len(acked) + 200
-                await wait_for(lambda: asyncio.sleep(0, len(acked) >= target), 60, "200 more sends", group)
-
-            workers = [asyncio.create_task(steady(w)) for w in range(4)]
-            masters = [fields["masterAddress"]]
+        masters = [fields["masterAddress"]]
+        async with (
+            Producer("PG_HANDOVER", client_config=config, send_msg_timeout=5.0) as producer,
+            SteadySends(producer) as sends,
+        ):
             for _ in range(3):
-                await more_sends()
+                await sends.more(200, group)
                 fields = await wait_for(full_set, 60, "every broker in the SyncStateSet", group)
                 _, members = await group.replica_info(client)
                 target = min(members - {int(fields["masterBrokerId"])})
                 reply = await client.elect_master("DefaultCluster", "broker-a", target)
                 assert reply.code == ResponseCode.SUCCESS, reply.remark
                 masters.append(reply.ext_fields["masterAddress"])
-            await more_sends()
-            stop.set()
-            await asyncio.gather(*workers)
+            await sends.more(200, group)
         assert len(set(masters[-2:])) == 2, masters
         found = await _read_all(group, masters[-1])
-        lost = [mid for mid, crc in acked.items() if found.get(mid) != crc]
+        lost = [mid for mid, crc in sends.acked.items() if found.get(mid) != crc]
         print(
-            f"\nhandovers {' -> '.join(masters)}: acknowledged {len(acked)}, lost {len(lost)}, other replies "
-            f"{len(other)} ({sorted(set(other))}), of which {sum(m in found for m in not_ok)} stored messages are "
-            "readable"
+            f"\nhandovers {' -> '.join(masters)}: acknowledged {len(sends.acked)}, lost {len(lost)}, other replies "
+            f"{len(sends.other)} ({sorted(set(sends.other))}), of which {sum(m in found for m in sends.not_ok)} "
+            "stored messages are readable"
         )
         assert not lost, f"{len(lost)} acknowledged messages missing on the last master\n{group.logs()}"
     finally:
