@@ -6,9 +6,10 @@ Each NameServer is contacted concurrently; one that is down is logged and retrie
 `runtime_info()` tells GET_BROKER_RUNTIME_INFO which NameServers accepted the latest registration and
 when, which `rocketcluster-probe broker` (broker/cli/probe.py) reads as readiness.
 
-When the connection to a NameServer drops (it restarted, or the network broke), the broker registers with
-it again as soon as it answers, not at the next period: a restarted NameServer knows no routes until then,
-and new clients fail with "no route for topic" meanwhile (up to a registration period, 30 s).
+When the connection to a NameServer drops (it restarted, or the network broke), or cannot be made (a broker
+started before its NameServer), the broker registers with it as soon as it answers, not at the next period: a
+NameServer knows no routes until then, and new clients fail with "no route for topic" meanwhile (up to a
+registration period, 30 s).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from broker.protocol.headers import RegisterBrokerRequestHeader, UnregisterBroke
 from broker.protocol.message import body_crc
 from broker.server.config import BrokerConfig
 from broker.transport.client import RemotingClient
-from broker.transport.errors import RemotingError
+from broker.transport.errors import ConnectError, RemotingError
 
 __all__ = ["Registrar", "register_body", "register_period_ms"]
 
@@ -40,7 +41,8 @@ limited_log = LimitedLog(log)
 # RocketMQ clamps the period to 10-60 s; our floor is 1 s so tests can see a NameServer go away quickly.
 MIN_REGISTER_PERIOD_MS = 1_000
 MAX_REGISTER_PERIOD_MS = 60_000
-# Delays between attempts to register again after a NameServer connection dropped; the last one repeats.
+# Delays between attempts to register again after a NameServer connection dropped or could not be made; the last
+# one repeats.
 RECONNECT_DELAYS_S = (0.2, 0.5, 1.0, 2.0)
 
 
@@ -108,6 +110,8 @@ class Registrar:
         except (RemotingError, OSError) as exc:
             self.last_results[addr] = f"{type(exc).__name__}: {exc}"
             limited_log.warning(f"register:{addr}", "register broker to name server %s failed: %s", addr, exc)
+            if isinstance(exc, ConnectError):  # not listening yet, or gone: try again within seconds
+                self._connection_lost(addr)
             return False
         if resp.code != ResponseCode.SUCCESS:
             self.last_results[addr] = f"code {resp.code}: {resp.remark}"
@@ -171,6 +175,7 @@ class Registrar:
             await self.register_all()
 
     def _connection_lost(self, addr: str) -> None:
+        """Register with `addr` again as soon as it answers (one retrying task a NameServer)."""
         if self._stopped or addr not in self.config.name_servers:
             return
         task = self._reconnecting.get(addr)
@@ -178,7 +183,7 @@ class Registrar:
             self._reconnecting[addr] = asyncio.get_running_loop().create_task(self._register_again(addr))
 
     async def _register_again(self, addr: str) -> None:
-        log.info("connection to name server %s lost: registering again as soon as it answers", addr)
+        log.info("name server %s unreachable: registering as soon as it answers", addr)
         for attempt in itertools.count():
             await asyncio.sleep(RECONNECT_DELAYS_S[min(attempt, len(RECONNECT_DELAYS_S) - 1)])
             if self._stopped:

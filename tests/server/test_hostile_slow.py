@@ -121,3 +121,20 @@ def test_the_broker_registers_again_at_once_after_a_namesrv_restart(pair: Broker
         f"{time.monotonic() - killed:.2f} s after the old one was killed (registration period {REGISTER_PERIOD_S} s)"
     )
     assert "registered again to name server" in pair.log("mqbroker")
+
+
+def test_a_broker_started_before_its_namesrv_registers_as_soon_as_it_answers(pair: BrokerProcs) -> None:
+    """The first registration finds no NameServer listening (a broker that starts first, as a pod or a compose
+    service may): the broker retries within seconds instead of at the next period (30 s here)."""
+    pair.kill9("mqnamesrv")
+    pair.kill9("mqbroker")
+    pair.spawn("mqbroker", pair.root / "broker.conf")  # its store holds HostileRoute from the test before
+    assert "not registered with any name server yet" in pair.log("mqbroker")
+    pair.spawn("mqnamesrv", pair.root / "namesrv.properties")
+    started = time.monotonic()
+    while (code := _route(pair.namesrv_port, "HostileRoute")) != 0:
+        waited = time.monotonic() - started
+        assert waited < 10, f"no route {waited:.1f} s after the NameServer started (code {code})"
+        time.sleep(0.05)
+    print(f"\nroute {time.monotonic() - started:.2f} s after the NameServer said boot success (period 30 s)")
+    assert "registered again to name server" in pair.log("mqbroker")
