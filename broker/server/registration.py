@@ -111,7 +111,7 @@ class Registrar:
             self.last_results[addr] = f"{type(exc).__name__}: {exc}"
             limited_log.warning(f"register:{addr}", "register broker to name server %s failed: %s", addr, exc)
             if isinstance(exc, ConnectError):  # not listening yet, or gone: try again within seconds
-                self._connection_lost(addr)
+                self._register_when_it_answers(addr)
             return False
         if resp.code != ResponseCode.SUCCESS:
             self.last_results[addr] = f"code {resp.code}: {resp.remark}"
@@ -168,13 +168,13 @@ class Registrar:
         }
 
     async def run_periodically(self) -> None:
-        self.client.add_close_listener(self._connection_lost)
+        self.client.add_close_listener(self._register_when_it_answers)
         period = self.period_ms / 1000
         while True:
             await asyncio.sleep(period)
             await self.register_all()
 
-    def _connection_lost(self, addr: str) -> None:
+    def _register_when_it_answers(self, addr: str) -> None:
         """Register with `addr` again as soon as it answers (one retrying task a NameServer)."""
         if self._stopped or addr not in self.config.name_servers:
             return
