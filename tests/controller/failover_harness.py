@@ -46,6 +46,10 @@ class Group:
     def broker_addr(self, index: int) -> str:
         return f"127.0.0.1:{self.broker_ports[index]}"
 
+    def index_of(self, addr: str) -> int:
+        """The index of the broker listening at `addr`."""
+        return self.broker_ports.index(int(addr.rsplit(":", 1)[1]))
+
     def _spawn(self, name: str, args: list[str]) -> None:
         log = open(self.root / f"{name}.log", "ab")  # noqa: SIM115 - the process owns it
         env = {**os.environ, "HOME": str(self.root / name)}

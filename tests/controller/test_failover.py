@@ -134,7 +134,7 @@ async def test_kill9_of_the_master_elects_a_slave_with_every_acknowledged_messag
 
         fields, _ = await wait_for(full_set, 90, "a master with all 3 brokers in its SyncStateSet", group)
         master_addr, epoch = fields["masterAddress"], int(fields["masterEpoch"])
-        master_index = next(i for i in range(group.brokers) if group.broker_addr(i) == master_addr)
+        master_index = group.index_of(master_addr)
         await _create_topic(group, master_addr)
 
         config = ClientConfig(namesrv_addr=group.namesrv_addr, instance_name="failover", poll_name_server_interval=1.0)
@@ -192,7 +192,7 @@ async def test_old_master_returns_cuts_its_unacknowledged_tail_and_follows(tmp_p
         group.start_all(**SHORT_TIMEOUTS)
         fields = await wait_for(full_set, 90, "a master with all 3 brokers in its SyncStateSet", group)
         old_addr, epoch = fields["masterAddress"], int(fields["masterEpoch"])
-        old = next(i for i in range(group.brokers) if group.broker_addr(i) == old_addr)
+        old = group.index_of(old_addr)
         slaves = [i for i in range(group.brokers) if i != old]
         config = ClientConfig(namesrv_addr=group.namesrv_addr, instance_name="tail", poll_name_server_interval=1.0)
         async with Producer("PG_TAIL", client_config=config, retry_times_when_send_failed=0, send_msg_timeout=5.0) as p:
@@ -225,7 +225,7 @@ async def test_old_master_returns_cuts_its_unacknowledged_tail_and_follows(tmp_p
 
         elected = await wait_for(new_master, 60, "a new master", group)
         new_addr = elected["masterAddress"]
-        new_index = next(i for i in range(group.brokers) if group.broker_addr(i) == new_addr)
+        new_index = group.index_of(new_addr)
         # the old master comes back: it is a slave now, cuts its tail, replicates, and rejoins the set
         group.start_broker(old, **SHORT_TIMEOUTS)
         await wait_for(full_set, 90, "the old master back in the SyncStateSet", group)
@@ -257,7 +257,7 @@ async def test_a_slave_holding_the_deposed_masters_tail_cuts_it_when_the_master_
         group.start_all(**SHORT_TIMEOUTS)
         fields = await wait_for(full_set, 90, "a master with all 3 brokers in its SyncStateSet", group)
         m_addr, epoch = fields["masterAddress"], int(fields["masterEpoch"])
-        m = next(i for i in range(group.brokers) if group.broker_addr(i) == m_addr)
+        m = group.index_of(m_addr)
         a, b = [i for i in range(group.brokers) if i != m]
         await _create_topic(group, m_addr)
 

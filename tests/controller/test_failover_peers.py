@@ -91,7 +91,7 @@ async def test_peer_keeps_sending_through_a_kill9_failover_and_resumes_consuming
         )  # fmt: skip
         producer.start()
         await asyncio.sleep(5.0)
-        group.kill9(f"broker-n{next(i for i in range(group.brokers) if group.broker_addr(i) == old)}")
+        group.kill9(f"broker-n{group.index_of(old)}")
 
         async def new_master() -> dict[str, str] | None:
             now, _ = await group.replica_info(client)

@@ -75,7 +75,7 @@ def test_an_unknown_name_is_an_import_error() -> None:
 
 
 def test_spark_data_source_under_the_sdk_name() -> None:
-    pytest.importorskip("pyspark")
+    pytest.importorskip("pyspark", reason="the Spark data source needs the `spark` extra (make test installs it)")
     outcome = run(
         python_program("""
             from rocketcluster.spark import RocketMQDataSource
