@@ -40,6 +40,7 @@ from rocketcluster.render_grpc import (
 )
 from rocketcluster.render_network import network_policies
 from rocketcluster.render_security import (
+    broker_security_defaults,
     broker_security_properties,
     nameserver_security_properties,
     render_certificate,
@@ -417,8 +418,8 @@ def broker_role(spec: RocketClusterSpec, ordinal: int) -> str:
 
 
 def broker_conf_properties(cluster: ClusterRef, spec: RocketClusterSpec, g: int, ordinal: int) -> dict[str, str]:
-    """broker.conf of pod `ordinal` of group g as key -> value: the operator's defaults, spec.broker.config over
-    them, and the operator's own keys over both."""
+    """broker.conf of pod `ordinal` of group g as key -> value: the operator's defaults (failover's, security's),
+    spec.broker.config over them, and the operator's own keys over both."""
     cluster_name = spec.effective_cluster_name(cluster.name)
     owned = {
         "brokerClusterName": cluster_name,
@@ -438,7 +439,7 @@ def broker_conf_properties(cluster: ClusterRef, spec: RocketClusterSpec, g: int,
     owned |= grpc_conf_properties(cluster.namespace, spec)
     # parse_spec refuses owned keys in spec.broker.config; the operator's value wins even if one got through.
     user = {k: v.strip() for k, v in spec.broker.config.items()}
-    return {**broker_failover_defaults(spec), **user, **owned}
+    return {**broker_failover_defaults(spec), **broker_security_defaults(spec), **user, **owned}
 
 
 def _escape(value: str) -> str:

@@ -38,6 +38,7 @@ __all__ = [
     "SECRET_KEY",
     "TLS_DIR",
     "auth_properties",
+    "broker_security_defaults",
     "broker_security_properties",
     "certificate_name",
     "nameserver_security_properties",
@@ -57,6 +58,7 @@ SECRET_KEY: Final = "secretKey"
 AUTH_FILE: Final = "auth.properties"
 CREDENTIALS_DIR: Final = "/etc/rocketcluster-credentials"
 TLS_DIR: Final = "/etc/rocketcluster-tls"
+STATEFUL_STRATEGY: Final = "org.apache.rocketmq.auth.authentication.strategy.StatefulAuthenticationStrategy"
 _CREDENTIALS_VOLUME: Final = "credentials"
 _TLS_VOLUME: Final = "tls"
 # Owner and group may read (the pods run with fsGroup 10001, which the kubelet gives the files): 0440.
@@ -102,6 +104,19 @@ def broker_security_properties(spec: RocketClusterSpec) -> dict[str, str]:
         out["authenticationEnabled"] = "true"
         out["authorizationEnabled"] = "true" if spec.security.authorization.enabled else "false"
     return out | _tls_properties(spec)
+
+
+def broker_security_defaults(spec: RocketClusterSpec) -> dict[str, str]:
+    """broker.conf keys the operator sets with spec.security unless spec.broker.config sets them.
+
+    Authentication over TLS uses RocketMQ's stateful strategy: TLS keeps anyone from forging or splicing bytes
+    into a connection, so the first good signature of a user on it vouches for that user's later requests on it
+    (for statefulAuthenticationCacheExpiredSecond, and no longer once any user changes). The stateless default
+    would verify an HMAC over every request and its body again, which buys nothing more over TLS. Without TLS
+    each request keeps its own check."""
+    if spec.security.authentication.enabled and spec.security.tls.enabled:
+        return {"authenticationStrategy": STATEFUL_STRATEGY}
+    return {}
 
 
 def nameserver_security_properties(spec: RocketClusterSpec) -> dict[str, str]:

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from broker.auth.settings import parse_stateful
 from broker.config.properties import parse_properties
 from broker.namesrv.config import NamesrvConfig
 from broker.server.config import load_broker_config
@@ -21,6 +22,7 @@ from rocketcluster.render import render_broker_conf, render_cluster, render_name
 from rocketcluster.render_security import (
     AUTH_FILE,
     CREDENTIALS_DIR,
+    STATEFUL_STRATEGY,
     TLS_DIR,
     auth_properties,
     render_certificate,
@@ -129,6 +131,29 @@ def test_the_config_maps_hold_the_keys_but_no_secret(
         if obj["kind"] == "ConfigMap":
             text = json.dumps(obj["data"])
             assert "initAuthenticationUser" not in text and "innerClientAuthentication" not in text
+
+
+STATELESS = "org.apache.rocketmq.auth.authentication.strategy.StatelessAuthenticationStrategy"
+
+
+@pytest.mark.parametrize(
+    ("security", "config", "strategy"),
+    [
+        (AUTH | TLS, {}, STATEFUL_STRATEGY),  # TLS vouches for the connection: one signature checked per user
+        ({"authentication": {"enabled": True}} | TLS, {}, STATEFUL_STRATEGY),
+        (AUTH, {}, None),  # plaintext: every request keeps its own signature check (the broker's default)
+        (TLS, {}, None),  # nothing to check
+        (AUTH | TLS, {"authenticationStrategy": STATELESS}, STATELESS),  # the user's choice wins
+        (AUTH, {"authenticationStrategy": STATEFUL_STRATEGY}, STATEFUL_STRATEGY),
+    ],
+)
+def test_authentication_over_tls_trusts_a_checked_connection_unless_the_config_says_otherwise(
+    security: dict[str, Any], config: dict[str, str], strategy: str | None
+) -> None:
+    spec = _spec(security, broker={"config": config})
+    rendered = parse_properties(render_broker_conf(CLUSTER, spec, 0, 0))
+    assert rendered.get("authenticationStrategy") == strategy
+    assert parse_stateful(rendered.get("authenticationStrategy", "")) == (strategy == STATEFUL_STRATEGY)
 
 
 def test_the_merged_files_load_in_the_broker_and_the_nameserver(tmp_path: Path) -> None:
