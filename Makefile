@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 SPARK_STAMP := $(VENV)/.installed-spark
 DATA   := .data
 
-.PHONY: run test lint fmt peers system-deps bench clean crds
+.PHONY: run test lint fmt peers cpp-client-ssl system-deps bench clean crds
 
 $(STAMP): pyproject.toml
 	@bash scripts/venv.sh $(PYTHON) $(VENV)
@@ -26,6 +26,11 @@ venv: $(STAMP)
 # Real third-party RocketMQ clients (test peers), each in its own prefix under ~/.cache/rocketcluster.
 peers:
 	bash scripts/peers.sh
+
+# The C++ client with TLS, built from a clone of apache/rocketmq-client-cpp's main branch (no published build has
+# TLS): `make cpp-client-ssl ROCKETMQ_CPP_SRC=<clone>`. tests/interop/test_cpp_tls.py uses it when it is cached.
+cpp-client-ssl:
+	ROCKETMQ_CPP_SRC="$(ROCKETMQ_CPP_SRC)" bash scripts/cpp-client-ssl.sh
 
 # Debian packages the tests use (iproute2, iptables, a Java runtime for Spark); a no-op when present.
 system-deps:

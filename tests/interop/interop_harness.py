@@ -277,6 +277,7 @@ class PeerProc:
     args: list[str]
     home: Path
     timeout: float = 90.0
+    extra_env: dict[str, str] = field(default_factory=dict)
     proc: subprocess.Popen[bytes] | None = None
     returncode: int | None = None
     stdout: str = ""
@@ -289,7 +290,11 @@ class PeerProc:
         self.home.mkdir(parents=True, exist_ok=True)
         cmd = ["timeout", "-k", "5", str(int(self.timeout)), *peer.command(script, self.args)]
         self.proc = subprocess.Popen(
-            cmd, env=peer.env(str(self.home)), cwd=self.home, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+            cmd,
+            env=peer.env(str(self.home)) | self.extra_env,
+            cwd=self.home,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
         )
         return self
 

@@ -64,7 +64,7 @@ def tls_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TlsS
         pair.stop()
 
 
-def _create_topic(namesrv: str, ca: Path, topic: str) -> None:
+def create_topic(namesrv: str, ca: Path, topic: str) -> None:
     async def create() -> None:
         cc = ClientConfig(namesrv_addr=namesrv, use_tls=True, tls_ca_file=str(ca))
         async with Admin(client_config=cc) as admin:
@@ -81,7 +81,7 @@ def _create_topic(namesrv: str, ca: Path, topic: str) -> None:
 def test_java_client_sends_and_consumes_over_tls(tls_servers: tuple[TlsServerPair, Path]) -> None:
     servers, ca = tls_servers
     topic = "JavaTlsTopic"
-    _create_topic(servers.namesrv_addr, ca, topic)
+    create_topic(servers.namesrv_addr, ca, topic)
     props = {
         "tls.enable": "true",  # ClientConfig.useTLS's default: setUseTLS(true) for every client of the JVM
         "tls.test.mode.enable": "false",

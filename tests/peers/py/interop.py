@@ -25,6 +25,10 @@ JSON line per event on stdout so the test can check every field:
                                     per send and {"event": "check"} per check-back; leaves once N
                                     checks arrived (rc 0) or at --timeout (rc 3).
 
+--ssl-properties FILE (produce, consume) turns TLS on through the C API's SetProducerSsl/SetPushConsumerSsl and
+their property-file calls (tls.client.trustCertPath, tls.client.authServer, ...). Only a core built from
+rocketmq-client-cpp's main branch has them (scripts/cpp-client-ssl.sh); the 2.1.0 core of the cvs wheel has not.
+
 All leave with os._exit: the cvs build segfaults in PushConsumer.shutdown() (upstream
 rocketmq-client-cpp issue 335), so consume calls it only with --shutdown. Bodies are printed
 base64-encoded so the test compares exact bytes.
@@ -104,9 +108,22 @@ def send_all(producer, mode, topic, specs, shards):
         emit("sent", mode=mode, topic=topic, seq=i, status=status, msg_id=msg_id, offset=result.offset)
 
 
+def enable_ssl(handle, kind, properties):
+    """TLS for a producer or push consumer (`kind`: "Producer" or "PushConsumer") before its start."""
+    calls = (f"Set{kind}Ssl", f"Set{kind}SslPropertyFile")
+    if not all(hasattr(dll, call) for call in calls):
+        raise SystemExit(f"this librocketmq has no {' or '.join(calls)}: its core was built without TLS")
+    switch, file_call = (getattr(dll, call) for call in calls)
+    switch.argtypes, file_call.argtypes = [ctypes.c_void_p, ctypes.c_int], [ctypes.c_void_p, ctypes.c_char_p]
+    if switch(handle, 1) != 0 or file_call(handle, properties.encode()) != 0:
+        raise SystemExit(f"{calls[0]} failed")
+
+
 def produce(args):
     producer = Producer(args.group)
     producer.set_namesrv_addr(args.namesrv)
+    if args.ssl_properties:
+        enable_ssl(producer._handle, "Producer", args.ssl_properties)
     if args.access_key:  # ACL: the C core signs every request (ClientRPCHook)
         producer.set_session_credentials(args.access_key, args.secret_key, "ALIYUN")
     producer.start()
@@ -178,6 +195,8 @@ def consume(args):
 
     consumer = PushConsumer(args.group, orderly=args.orderly)
     consumer.set_namesrv_addr(args.namesrv)
+    if args.ssl_properties:
+        enable_ssl(consumer._handle, "PushConsumer", args.ssl_properties)
     if args.access_key:
         consumer.set_session_credentials(args.access_key, args.secret_key, "ALIYUN")
     for topic in args.topic:
@@ -277,6 +296,7 @@ def main():
     parser.add_argument("--origin", default="cpp")
     parser.add_argument("--access-key", default="", help="ACL credentials (produce, consume)")
     parser.add_argument("--secret-key", default="")
+    parser.add_argument("--ssl-properties", default="", help="TLS property file (produce, consume)")
     parser.add_argument("--send", action="append", default=[], help="MODE:TOPIC (produce)")
     parser.add_argument("--count", type=int, default=4)
     parser.add_argument("--shards", type=int, default=3)
