@@ -18,7 +18,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import binascii
 import datetime
+import hmac
+import json
 import os
 import platform
 import shutil
@@ -38,11 +41,14 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from bench.proc import cpu_s
+from broker.client.admin import auth as admin_auth
+from broker.client.api import ClientAPI
 from broker.protocol.batch import BatchMessage, encode_batch
 from broker.protocol.codes import RequestCode
-from broker.protocol.command import FrameDecoder, RemotingCommand, encode_binary
+from broker.protocol.command import FrameDecoder, RemotingCommand, decode_frame, encode_binary
 from broker.protocol.properties import encode_properties
-from broker.transport.client import connect
+from broker.protocol.signature import ACCESS_KEY, SIGNATURE, Credentials, sign_command, signed_content
+from broker.transport.client import RemotingClient, connect
 from broker.transport.loop import run
 from broker.transport.tls import client_context
 
@@ -58,6 +64,16 @@ QUEUES = 8
 # them); the UNIQ_KEY's counter part is patched per message.
 _UNIQ_PLACEHOLDER = b"7F0000010B6C18B4AAC2" + b"0" * 12
 _PROPS = {"KEYS": "k", "TAGS": "bench", "WAIT": "true", "UNIQ_KEY": _UNIQ_PLACEHOLDER.decode()}
+# --auth: the broker's initAuthenticationUser (SUPER: sets up the user, reads the queue depths) and the NORMAL user
+# the load is signed as, allowed by its ACL to send to and pull from the topic. A Signature is always 28 characters
+# of Base64 (20 bytes of HMAC-SHA1): each frame's is written over this placeholder.
+BENCH_ADMIN = Credentials("bench-admin", "bench-admin-secret")
+BENCH_USER = Credentials("bench-user", "bench-user-secret")
+_SIGNATURE_PLACEHOLDER = b"S" * 27 + b"="
+STRATEGIES = {
+    "stateless": "org.apache.rocketmq.auth.authentication.strategy.StatelessAuthenticationStrategy",
+    "stateful": "org.apache.rocketmq.auth.authentication.strategy.StatefulAuthenticationStrategy",
+}
 
 
 @dataclass(slots=True)
@@ -110,11 +126,13 @@ class BenchConnection(asyncio.Protocol):
         if not self.lost.done():
             self.lost.set_result(exc)
 
-    def send_frame(self, template: bytearray, uniq_at: tuple[int, ...] = ()) -> None:
+    def send_frame(self, template: bytearray, uniq_at: tuple[int, ...] = (), signer: FrameSigner | None = None) -> None:
         self.opaque += 1
         _OPAQUE.pack_into(template, _OPAQUE_AT, self.opaque)
         for n, at in enumerate(uniq_at):  # a fresh UNIQ_KEY per message, as every RocketMQ client sets
-            template[at : at + 12] = b"%012X" % ((self.opaque << 8) + n)
+            template[at : at + 12] = _uniq_digits(self.opaque, n)
+        if signer is not None:
+            signer.sign(template, self.opaque)
         self.sent_at[self.opaque] = time.perf_counter()
         self.unsent.append(bytes(template))
 
@@ -124,6 +142,48 @@ class BenchConnection(asyncio.Protocol):
             assert self.transport is not None
             self.transport.write(b"".join(self.unsent))
             self.unsent.clear()
+
+
+def _uniq_digits(opaque: int, n: int) -> bytes:
+    """The last 12 hex digits of the UNIQ_KEY of message n of request `opaque`."""
+    return b"%012X" % ((opaque << 8) + n)
+
+
+class FrameSigner:
+    """Signs a request frame again after `send_frame` patched its UNIQ_KEYs, as AclClientRPCHook signs every
+    request: it keeps the signed content (broker.protocol.signature) with the same placeholders, patches them
+    alike, and writes the HMAC-SHA1's Base64 over the frame's Signature value."""
+
+    def __init__(self, frame: bytearray, secret_key: str) -> None:
+        cmd = decode_frame(bytes(frame[4:]))
+        fields = {k: v for k, v in cmd.ext_fields.items() if k != SIGNATURE}
+        self.content = bytearray(signed_content(fields, cmd.body))
+        self.uniq_at = _uniq_slots(self.content)
+        self.signature_at = frame.find(_SIGNATURE_PLACEHOLDER)
+        assert self.signature_at > 0, "the frame carries no signature placeholder"
+        self.key = secret_key.encode()
+
+    def sign(self, frame: bytearray, opaque: int) -> None:
+        for n, at in enumerate(self.uniq_at):
+            self.content[at : at + 12] = _uniq_digits(opaque, n)
+        digest = hmac.digest(self.key, self.content, "sha1")
+        frame[self.signature_at : self.signature_at + len(_SIGNATURE_PLACEHOLDER)] = binascii.b2a_base64(
+            digest, newline=False
+        )
+
+
+@dataclass(slots=True)
+class Template:
+    """A request frame sent again and again: where its UNIQ_KEYs' digits sit (found once, before any patch hides
+    the placeholders) and, signed, the FrameSigner that signs it again after each patch."""
+
+    frame: bytearray
+    uniq_at: tuple[int, ...]
+    signer: FrameSigner | None
+
+    @classmethod
+    def of(cls, frame: bytearray, signed: bool = False) -> Template:
+        return cls(frame, _uniq_slots(frame), FrameSigner(frame, BENCH_USER.secret_key) if signed else None)
 
 
 def _uniq_slots(template: bytearray) -> tuple[int, ...]:
@@ -136,7 +196,10 @@ def _uniq_slots(template: bytearray) -> tuple[int, ...]:
     return tuple(found)
 
 
-def _send_template(queue_id: int, body: bytes, code: int = 310, props: str = "") -> bytearray:
+def _send_template(
+    queue_id: int, body: bytes, code: int = 310, props: str = "", signed_as: str | None = None
+) -> bytearray:
+    """A send request frame; `signed_as` (an access key) adds AccessKey and a Signature placeholder."""
     ext = {
         "a": "BenchPG",
         "b": TOPIC,
@@ -152,6 +215,9 @@ def _send_template(queue_id: int, body: bytes, code: int = 310, props: str = "")
     }
     if code == 320:
         ext["m"] = "true"
+    if signed_as is not None:
+        ext[ACCESS_KEY] = signed_as
+        ext[SIGNATURE] = _SIGNATURE_PLACEHOLDER.decode()
     return bytearray(encode_binary(RemotingCommand(code=code, ext_fields=ext, body=body)))
 
 
@@ -163,7 +229,7 @@ def _percentile(sorted_values: list[float], q: float) -> float:
 
 async def _pipelined(
     conn: BenchConnection,
-    templates: list[bytearray],
+    templates: list[Template],
     requests: int,
     window: int,
     per_request: int,
@@ -179,14 +245,14 @@ async def _pipelined(
     done = loop.create_future()
     state = {"sent": 0, "received": 0, "errors": 0}
     n_templates = len(templates)
-    slots = [_uniq_slots(t) for t in templates]
     started = time.perf_counter()
 
     def send_up_to(due: int) -> None:
         while state["sent"] < due and state["sent"] - state["received"] < window:
             i = state["sent"]
             state["sent"] = i + 1
-            conn.send_frame(templates[i % n_templates], slots[i % n_templates])
+            template = templates[i % n_templates]
+            conn.send_frame(template.frame, template.uniq_at, template.signer)
         conn.flush()
 
     def tick() -> None:
@@ -225,20 +291,24 @@ async def _pipelined(
     )
 
 
-async def _queue_depths(port: int) -> dict[int, int]:
+async def _queue_depths(port: int, signed: bool) -> dict[int, int]:
     """Messages stored per queue of the bench topic, as the broker counts them (GET_MAX_OFFSET)."""
     conn = await connect(("127.0.0.1", port))
     try:
         depths = {}
         for q in range(QUEUES):
             cmd = RemotingCommand(code=RequestCode.GET_MAX_OFFSET, ext_fields={"topic": TOPIC, "queueId": str(q)})
+            if signed:
+                sign_command(cmd, BENCH_ADMIN)
             depths[q] = int((await conn.invoke(cmd, 5.0)).ext_fields["offset"])
         return depths
     finally:
         conn.close()
 
 
-async def _consume(conn: BenchConnection, per_queue: dict[int, int], window: int, progress: Progress) -> PhaseResult:
+async def _consume(
+    conn: BenchConnection, per_queue: dict[int, int], window: int, progress: Progress, signed: bool
+) -> PhaseResult:
     total = sum(per_queue.values())
     task = progress.add_task("consume (pull 32)", total=total)
     pulls: list[bytearray] = []
@@ -256,7 +326,10 @@ async def _consume(conn: BenchConnection, per_queue: dict[int, int], window: int
                 "subscription": "*",
                 "subVersion": "0",
             }
-            pulls.append(bytearray(encode_binary(RemotingCommand(code=11, ext_fields=ext))))
+            pull = RemotingCommand(code=11, ext_fields=ext)
+            if signed:  # nothing of a pull but its opaque changes, and the signature does not cover that
+                sign_command(pull, BENCH_USER)
+            pulls.append(bytearray(encode_binary(pull)))
     latencies: list[float] = []
     state = {"sent": 0, "received": 0, "msgs": 0, "errors": 0}
     done = asyncio.get_running_loop().create_future()
@@ -343,18 +416,59 @@ def _free_port() -> int:
 
 
 async def _run_flush_type(flush: str, args: argparse.Namespace, progress: Progress) -> list[PhaseResult]:
+    """Every phase on a broker of this flush type; with --auth, on a broker with authentication off and then on
+    another with it on, the load signed alike on both (so the client does the same work)."""
+    if not args.auth:
+        return await _run_broker(flush, args, progress, auth=None)
+    results = await _run_broker(flush, args, progress, auth="off")
+    return results + await _run_broker(flush, args, progress, auth=args.auth)
+
+
+def _auth_keys(strategy: str) -> list[str]:
+    admin = json.dumps({"username": BENCH_ADMIN.access_key, "password": BENCH_ADMIN.secret_key})
+    return [
+        "authenticationEnabled=true",
+        "authorizationEnabled=true",
+        f"initAuthenticationUser={admin}",
+        f"authenticationStrategy={STRATEGIES[strategy]}",
+    ]
+
+
+async def _allow_bench_user(port: int) -> None:
+    """BENCH_USER (NORMAL) may send to and pull from the topic, as its group; made by BENCH_ADMIN."""
+    addr = f"127.0.0.1:{port}"
+    remoting = RemotingClient(signer=BENCH_ADMIN)
+    try:
+        api = ClientAPI(remoting)
+        await admin_auth.create_user(api, addr, BENCH_USER.access_key, BENCH_USER.secret_key)
+        resources = [f"Topic:{TOPIC}", "Group:BenchCG"]
+        acl = admin_auth.acl_info(f"User:{BENCH_USER.access_key}", resources, ["Pub", "Sub"], None, "Allow")
+        await admin_auth.create_acl(api, addr, acl)
+    finally:
+        await remoting.close()
+
+
+async def _run_broker(flush: str, args: argparse.Namespace, progress: Progress, auth: str | None) -> list[PhaseResult]:
+    """`auth`: None (no --auth), "off" (the broker does not check; the load is signed) or a strategy."""
     root = Path(tempfile.mkdtemp(prefix="bench-broker-"))
+    checks = auth not in (None, "off")
     if args.broker_port:
         port, proc = args.broker_port, None
     else:
         port = _free_port()
         # --tls: the broker serves TLS and plaintext on its one port (permissive, self-signed test certificate)
         tls_keys = ["tls.server.mode=permissive", "tls.test.mode.enable=true"] if args.tls != "off" else []
-        proc = _start_broker(root, port, flush, args.file_size, [*tls_keys, *args.set])
+        auth_keys = _auth_keys(auth) if checks and auth is not None else []
+        proc = _start_broker(root, port, flush, args.file_size, [*tls_keys, *auth_keys, *args.set])
     try:
+        if checks:
+            await _allow_bench_user(port)
         results: list[PhaseResult] = []
         for tls in {"off": [False], "on": [True], "both": [False, True]}[args.tls]:
-            results += await _run_connection(port, proc, flush, tls, args, progress)
+            phases = await _run_connection(port, proc, flush, tls, args, progress, signed=auth is not None)
+            for phase in phases:
+                phase.name = f"{phase.name}, auth {auth}" if auth is not None else phase.name
+            results += phases
         return results
     finally:
         if proc is not None:
@@ -367,16 +481,24 @@ async def _run_flush_type(flush: str, args: argparse.Namespace, progress: Progre
 
 
 async def _run_connection(
-    port: int, proc: subprocess.Popen[str] | None, flush: str, tls: bool, args: argparse.Namespace, progress: Progress
+    port: int,
+    proc: subprocess.Popen[str] | None,
+    flush: str,
+    tls: bool,
+    args: argparse.Namespace,
+    progress: Progress,
+    signed: bool = False,
 ) -> list[PhaseResult]:
-    """Every phase over one connection, TLS (the self-signed certificate is not verified) or plaintext."""
+    """Every phase over one connection, TLS (the self-signed certificate is not verified) or plaintext; `signed`:
+    every request signed as BENCH_USER."""
     loop = asyncio.get_running_loop()
     context = client_context(verify=False) if tls else None
     _t, conn = await loop.create_connection(BenchConnection, "127.0.0.1", port, ssl=context)
     flush = f"{flush} TLS" if tls else flush
     body = os.urandom(args.size)
     props = encode_properties(_PROPS)
-    templates = [_send_template(q, body, props=props) for q in range(QUEUES)]
+    user = BENCH_USER.access_key if signed else None
+    templates = [Template.of(_send_template(q, body, props=props, signed_as=user), signed) for q in range(QUEUES)]
     results: list[PhaseResult] = []
     pid = proc.pid if proc is not None else None
 
@@ -397,14 +519,32 @@ async def _run_connection(
     paced = max(1, int(rate * 5))  # five seconds
     await phase(_pipelined(conn, templates, paced, 64, 1, progress, f"{flush} paced {rate:,.0f}/s", rate))
     batch_body = encode_batch([BatchMessage(body, props)] * 32)
-    batch_templates = [_send_template(q, batch_body, code=320) for q in range(QUEUES)]
+    batch_templates = [
+        Template.of(_send_template(q, batch_body, code=320, signed_as=user), signed) for q in range(QUEUES)
+    ]
     batches = max(1, args.num // 32)
     await phase(_pipelined(conn, batch_templates, batches, 8, 32, progress, f"{flush} batch 32 x8"))
-    per_queue = await _queue_depths(port)
-    await phase(_consume(conn, per_queue, 64, progress))
+    per_queue = await _queue_depths(port, signed)
+    await phase(_consume(conn, per_queue, 64, progress, signed))
     results[-1].name = f"{flush} consume (pull 32) x64"
     conn.transport.close()  # type: ignore[union-attr]
     return results
+
+
+def auth_cost(results: list[PhaseResult], strategy: str) -> list[tuple[str, float, float]]:
+    """(phase, broker CPU a message on / off, msgs/s on / off) for each phase run with authentication off and
+    on (`--auth`)."""
+    on_suffix, off_suffix = f", auth {strategy}", ", auth off"
+    on = {r.name.removesuffix(on_suffix): r for r in results if r.name.endswith(on_suffix)}
+    out = []
+    for r in results:
+        if not r.name.endswith(off_suffix):
+            continue
+        name = r.name.removesuffix(off_suffix)
+        mate = on.get(name)
+        if mate is not None and r.cpu_us_per_msg and r.rate:
+            out.append((name, mate.cpu_us_per_msg / r.cpu_us_per_msg, mate.rate / r.rate))
+    return out
 
 
 def _markdown(results: list[PhaseResult], args: argparse.Namespace, command: str) -> str:
@@ -451,6 +591,12 @@ def main(argv: list[str] | None = None) -> None:
         default="off",
         help="the client connection over TLS (on), plaintext (off), or both in turn against the same broker",
     )
+    parser.add_argument(
+        "--auth",
+        choices=sorted(STRATEGIES),
+        help="ACL 2.0's cost: every phase on a broker with authentication off, then on one with it on with this "
+        "authenticationStrategy; the load is signed for both; prints on / off per phase",
+    )
     parser.add_argument("--markdown", help="write a docs/benchmarks.md results block to this file")
     parser.add_argument(
         "--paced-rate",
@@ -488,6 +634,14 @@ def main(argv: list[str] | None = None) -> None:
             f"{r.cpu_us_per_msg:.1f}",
         )
     console.print(table)
+    cost = auth_cost(results, args.auth) if args.auth else []
+    if cost:
+        ratios = Table(title=f"authentication on ({args.auth}) / off, the load signed for both")
+        for col in ("phase", "broker CPU µs/msg on / off", "msgs/s on / off"):
+            ratios.add_column(col, justify="left" if col == "phase" else "right")
+        for name, cpu, rate in cost:
+            ratios.add_row(name, f"{cpu:.3f}", f"{rate:.3f}")
+        console.print(ratios)
     if args.markdown:
         command = "python -m bench.broker " + " ".join(argv if argv is not None else sys.argv[1:])
         Path(args.markdown).write_text(_markdown(results, args, command))
