@@ -10,29 +10,15 @@ from pathlib import Path
 import pytest
 
 from broker.cli.mqadmin.main import main
-from tests.interop.interop_harness import BROKER_NAME
-from tests.interop.test_java_tls import TlsServerPair
-from tests.tls_certs import make_pki
+from tests.interop.interop_harness import BROKER_NAME, TlsServerPair, enforcing_servers
 
 
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TlsServerPair, Path]]:
-    root = tmp_path_factory.mktemp("mqadmin-tls")
-    pki = make_pki(root / "pki")
-    cert, key = pki.issue("broker")
-    pair = TlsServerPair(
-        root,
-        {
-            "tls.server.mode": "enforcing",
-            "tls.server.certPath": str(cert),
-            "tls.server.keyPath": str(key),
-            "tls.client.authServer": "true",
-            "tls.client.trustCertPath": str(pki.ca_cert),
-        },
-    )
+    pair, ca = enforcing_servers(tmp_path_factory.mktemp("mqadmin-tls"))
     try:
         pair.start()
-        yield pair, pki.ca_cert
+        yield pair, ca
     finally:
         pair.stop()
 

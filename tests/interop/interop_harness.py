@@ -10,6 +10,7 @@ by `fields()`, so a test can compare what arrived with what was meant, field by 
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import re
@@ -26,10 +27,12 @@ from typing import Any
 import orjson
 
 from broker.client import (
+    Admin,
     BlockingAdmin,
     BlockingProducer,
     BlockingPullConsumer,
     BlockingPushConsumer,
+    ClientConfig,
     ConsumeStatus,
     Message,
     MessageExt,
@@ -37,6 +40,7 @@ from broker.client import (
 from broker.client.message import MessageQueue
 from tests.local_cluster import SMALL_INDEX
 from tests.peers import PEERS, REPO
+from tests.tls_certs import make_pki
 
 __all__ = [
     "CONSUMER_EXIT",
@@ -197,6 +201,52 @@ class ServerPair:
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"topics never reached the NameServer: {wanted - set(admin.topic_list())}")
                 time.sleep(0.1)
+
+
+class TlsServerPair(ServerPair):
+    """ServerPair whose NameServer and broker both take `tls` keys (mqnamesrv -c / mqbroker -c files)."""
+
+    def __init__(self, root: Path, tls: dict[str, str]) -> None:
+        super().__init__(root, extra=tls)
+        self.tls = tls
+
+    def _spawn(self, program: str, conf: Path, ready_line: str, timeout: float = 30.0) -> None:
+        if program == "mqnamesrv":
+            with conf.open("a") as out:
+                out.writelines(f"{k}={v}\n" for k, v in self.tls.items())
+        super()._spawn(program, conf, ready_line, timeout)
+
+
+def enforcing_servers(root: Path) -> tuple[TlsServerPair, Path]:
+    """A NameServer and broker (not started yet) that serve TLS only, with a certificate of a test CA under `root`,
+    and that CA's certificate, for clients to trust. Their own connections verify the CA too."""
+    pki = make_pki(root / "pki")
+    cert, key = pki.issue("broker")
+    keys = {
+        "tls.server.mode": "enforcing",
+        "tls.server.certPath": str(cert),
+        "tls.server.keyPath": str(key),
+        "tls.test.mode.enable": "false",
+        "tls.client.authServer": "true",
+        "tls.client.trustCertPath": str(pki.ca_cert),
+    }
+    return TlsServerPair(root, keys), pki.ca_cert
+
+
+def create_tls_topic(namesrv: str, ca: Path, topic: str) -> None:
+    """`topic` (4 queues) on the cluster, through our SDK over TLS trusting `ca`; back once the NameServer lists it."""
+
+    async def create() -> None:
+        cc = ClientConfig(namesrv_addr=namesrv, use_tls=True, tls_ca_file=str(ca))
+        async with Admin(client_config=cc) as admin:
+            await admin.create_topic(topic, cluster=CLUSTER, read_queue_nums=4, write_queue_nums=4)
+            for _ in range(200):
+                if topic in await admin.topic_list():
+                    return
+                await asyncio.sleep(0.1)
+        raise AssertionError(f"{topic} never reached the NameServer")
+
+    asyncio.run(create())
 
 
 @dataclass

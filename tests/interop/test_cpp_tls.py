@@ -18,8 +18,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.interop.interop_harness import PeerProc, check_intact, home_for
-from tests.interop.test_java_tls import TlsServerPair, create_topic
+from tests.interop.interop_harness import (
+    PeerProc,
+    TlsServerPair,
+    check_intact,
+    create_tls_topic,
+    enforcing_servers,
+    home_for,
+)
 from tests.peers import PEERS
 from tests.tls_certs import make_pki
 
@@ -72,22 +78,10 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TlsServe
     wrapper = root / "wrapper"
     shutil.copytree(wheel, wrapper / "rocketmq", ignore=shutil.ignore_patterns("__pycache__", "librocketmq.so"))
     shutil.copy(core, wrapper / "rocketmq" / "librocketmq.so")
-    pki = make_pki(root / "pki")
-    cert, key = pki.issue("broker")
-    pair = TlsServerPair(
-        root,
-        {
-            "tls.server.mode": "enforcing",
-            "tls.server.certPath": str(cert),
-            "tls.server.keyPath": str(key),
-            "tls.test.mode.enable": "false",
-            "tls.client.authServer": "true",
-            "tls.client.trustCertPath": str(pki.ca_cert),
-        },
-    )
+    pair, ca = enforcing_servers(root)
     try:
         pair.start()
-        yield pair, pki.ca_cert, wrapper
+        yield pair, ca, wrapper
     finally:
         pair.stop()
 
@@ -110,7 +104,7 @@ def _namesrv_log(pair: TlsServerPair) -> str:
 def test_cpp_client_sends_and_consumes_over_tls(servers: tuple[TlsServerPair, Path, Path]) -> None:
     pair, ca, wrapper = servers
     topic = "CppTlsTopic"
-    create_topic(pair.namesrv_addr, ca, topic)
+    create_tls_topic(pair.namesrv_addr, ca, topic)
     props = _properties(pair.root / "tls.properties", ca)
     produce = ["produce", "--namesrv", pair.namesrv_addr, "--group", "PID-cpp-tls", "--origin", "cpptls",
                "--send", f"sync:{topic}", "--count", str(COUNT)]  # fmt: skip

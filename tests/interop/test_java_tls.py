@@ -9,35 +9,18 @@ server's "TLS connections only" answer.
 
 from __future__ import annotations
 
-import asyncio
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from broker.client import Admin, ClientConfig
-from tests.interop.interop_harness import CLUSTER, ServerPair, home_for
+from tests.interop.interop_harness import TlsServerPair, create_tls_topic, enforcing_servers, home_for
 from tests.interop.java_harness import check_intact, client_log_lines, ensure_java, java
-from tests.tls_certs import make_pki
 
 pytestmark = pytest.mark.peers
 
 COUNT = 10
-
-
-class TlsServerPair(ServerPair):
-    """ServerPair whose NameServer and broker both take `tls` keys (mqnamesrv -c / mqbroker -c files)."""
-
-    def __init__(self, root: Path, tls: dict[str, str]) -> None:
-        super().__init__(root, extra=tls)
-        self.tls = tls
-
-    def _spawn(self, program: str, conf: Path, ready_line: str, timeout: float = 30.0) -> None:
-        if program == "mqnamesrv":
-            with conf.open("a") as out:
-                out.writelines(f"{k}={v}\n" for k, v in self.tls.items())
-        super()._spawn(program, conf, ready_line, timeout)
 
 
 @pytest.fixture(scope="module")
@@ -45,43 +28,18 @@ def tls_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TlsS
     problem = ensure_java()
     if problem is not None:
         pytest.skip(f"the Java RocketMQ client cannot be installed here: {problem}")
-    root = tmp_path_factory.mktemp("java-tls")
-    pki = make_pki(root / "pki")
-    cert, key = pki.issue("broker")
-    keys = {
-        "tls.server.mode": "enforcing",
-        "tls.server.certPath": str(cert),
-        "tls.server.keyPath": str(key),
-        "tls.test.mode.enable": "false",
-        "tls.client.authServer": "true",
-        "tls.client.trustCertPath": str(pki.ca_cert),
-    }
-    pair = TlsServerPair(root, keys)
+    pair, ca = enforcing_servers(tmp_path_factory.mktemp("java-tls"))
     try:
         pair.start()
-        yield pair, pki.ca_cert
+        yield pair, ca
     finally:
         pair.stop()
-
-
-def create_topic(namesrv: str, ca: Path, topic: str) -> None:
-    async def create() -> None:
-        cc = ClientConfig(namesrv_addr=namesrv, use_tls=True, tls_ca_file=str(ca))
-        async with Admin(client_config=cc) as admin:
-            await admin.create_topic(topic, cluster=CLUSTER, read_queue_nums=4, write_queue_nums=4)
-            for _ in range(200):
-                if topic in await admin.topic_list():
-                    return
-                await asyncio.sleep(0.1)
-        raise AssertionError(f"{topic} never reached the NameServer")
-
-    asyncio.run(create())
 
 
 def test_java_client_sends_and_consumes_over_tls(tls_servers: tuple[TlsServerPair, Path]) -> None:
     servers, ca = tls_servers
     topic = "JavaTlsTopic"
-    create_topic(servers.namesrv_addr, ca, topic)
+    create_tls_topic(servers.namesrv_addr, ca, topic)
     props = {
         "tls.enable": "true",  # ClientConfig.useTLS's default: setUseTLS(true) for every client of the JVM
         "tls.test.mode.enable": "false",
