@@ -41,6 +41,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from bench.proc import cpu_s
+from broker.auth.settings import STATEFUL_AUTHENTICATION, STATELESS_AUTHENTICATION
 from broker.client.admin import auth as admin_auth
 from broker.client.api import ClientAPI
 from broker.protocol.batch import BatchMessage, encode_batch
@@ -70,10 +71,7 @@ _PROPS = {"KEYS": "k", "TAGS": "bench", "WAIT": "true", "UNIQ_KEY": _UNIQ_PLACEH
 BENCH_ADMIN = Credentials("bench-admin", "bench-admin-secret")
 BENCH_USER = Credentials("bench-user", "bench-user-secret")
 _SIGNATURE_PLACEHOLDER = b"S" * 27 + b"="
-STRATEGIES = {
-    "stateless": "org.apache.rocketmq.auth.authentication.strategy.StatelessAuthenticationStrategy",
-    "stateful": "org.apache.rocketmq.auth.authentication.strategy.StatefulAuthenticationStrategy",
-}
+STRATEGIES = {"stateless": STATELESS_AUTHENTICATION, "stateful": STATEFUL_AUTHENTICATION}
 
 
 @dataclass(slots=True)
@@ -451,14 +449,14 @@ async def _allow_bench_user(port: int) -> None:
 async def _run_broker(flush: str, args: argparse.Namespace, progress: Progress, auth: str | None) -> list[PhaseResult]:
     """`auth`: None (no --auth), "off" (the broker does not check; the load is signed) or a strategy."""
     root = Path(tempfile.mkdtemp(prefix="bench-broker-"))
-    checks = auth not in (None, "off")
+    checks = auth is not None and auth != "off"
     if args.broker_port:
         port, proc = args.broker_port, None
     else:
         port = _free_port()
         # --tls: the broker serves TLS and plaintext on its one port (permissive, self-signed test certificate)
         tls_keys = ["tls.server.mode=permissive", "tls.test.mode.enable=true"] if args.tls != "off" else []
-        auth_keys = _auth_keys(auth) if checks and auth is not None else []
+        auth_keys = _auth_keys(auth) if checks and auth else []
         proc = _start_broker(root, port, flush, args.file_size, [*tls_keys, *auth_keys, *args.set])
     try:
         if checks:
@@ -466,8 +464,9 @@ async def _run_broker(flush: str, args: argparse.Namespace, progress: Progress, 
         results: list[PhaseResult] = []
         for tls in {"off": [False], "on": [True], "both": [False, True]}[args.tls]:
             phases = await _run_connection(port, proc, flush, tls, args, progress, signed=auth is not None)
-            for phase in phases:
-                phase.name = f"{phase.name}, auth {auth}" if auth is not None else phase.name
+            if auth is not None:
+                for phase in phases:
+                    phase.name += f", auth {auth}"
             results += phases
         return results
     finally:

@@ -9,8 +9,8 @@
 #
 # The result is librocketmq.so under ~/.cache/rocketcluster/rocketmq-client-cpp-<commit>/, keyed by the
 # commit, with a `.ok` stamp written after a check; a second run is a no-op. The dependencies are Debian's
-# (OpenSSL, libevent with its OpenSSL bufferevents, jsoncpp, Boost), installed here if missing. About 15 minutes
-# on 2 cores. `make cpp-client-ssl` runs it.
+# (OpenSSL, libevent with its OpenSSL bufferevents, jsoncpp, Boost), installed here if missing. A few
+# minutes on 2 cores. `make cpp-client-ssl` runs it.
 set -euo pipefail
 
 CACHE="${ROCKETCLUSTER_CACHE:-${HOME}/.cache/rocketcluster}"

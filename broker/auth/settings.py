@@ -20,6 +20,7 @@ from broker.protocol.signature import Credentials
 __all__ = [
     "SECRET_KEYS",
     "STATEFUL_AUTHENTICATION",
+    "STATELESS_AUTHENTICATION",
     "check_auth_keys",
     "parse_codes",
     "parse_credentials",

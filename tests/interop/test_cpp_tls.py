@@ -52,7 +52,7 @@ def _ssl_core() -> Path:
     if not built:
         pytest.skip(
             "no rocketmq-client-cpp built with TLS in ~/.cache/rocketcluster: run "
-            "`make cpp-client-ssl ROCKETMQ_CPP_SRC=<a clone of apache/rocketmq-client-cpp>` (about 15 min)"
+            "`make cpp-client-ssl ROCKETMQ_CPP_SRC=<a clone of apache/rocketmq-client-cpp>` (a few minutes)"
         )
     return built[-1].parent / "librocketmq.so"
 

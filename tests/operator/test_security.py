@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from broker.auth.settings import parse_stateful
+from broker.auth.settings import STATELESS_AUTHENTICATION, parse_stateful
 from broker.config.properties import parse_properties
 from broker.namesrv.config import NamesrvConfig
 from broker.server.config import load_broker_config
@@ -133,9 +133,6 @@ def test_the_config_maps_hold_the_keys_but_no_secret(
             assert "initAuthenticationUser" not in text and "innerClientAuthentication" not in text
 
 
-STATELESS = "org.apache.rocketmq.auth.authentication.strategy.StatelessAuthenticationStrategy"
-
-
 @pytest.mark.parametrize(
     ("security", "config", "strategy"),
     [
@@ -143,7 +140,11 @@ STATELESS = "org.apache.rocketmq.auth.authentication.strategy.StatelessAuthentic
         ({"authentication": {"enabled": True}} | TLS, {}, STATEFUL_STRATEGY),
         (AUTH, {}, None),  # plaintext: every request keeps its own signature check (the broker's default)
         (TLS, {}, None),  # nothing to check
-        (AUTH | TLS, {"authenticationStrategy": STATELESS}, STATELESS),  # the user's choice wins
+        (
+            AUTH | TLS,
+            {"authenticationStrategy": STATELESS_AUTHENTICATION},
+            STATELESS_AUTHENTICATION,
+        ),  # the user's choice wins
         (AUTH, {"authenticationStrategy": STATEFUL_STRATEGY}, STATEFUL_STRATEGY),
     ],
 )
