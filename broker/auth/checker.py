@@ -12,8 +12,10 @@ the user's ACL for each (broker/auth/model.py). Failures answer NO_PERMISSION (1
 which names the user, the resource and the action, never the secret. A code listed in a whitelist skips that
 half. ACL 1.0 (broker/auth/plain.py) answers SYSTEM_ERROR with the AclException text, as 4.x brokers do.
 
-Cost on the send path: one dict lookup, one HMAC-SHA1 (OpenSSL, one call) and, for NORMAL users, a decision
-cached per (user, resource, actions, source IP) until the users or ACLs change (docs/benchmarks.md).
+A connection remembers the sends the full check accepted on it, by user and topic, until the users or ACLs
+change (`ConnectionAuth`): a later one costs a few dict lookups and its HMAC-SHA1 (OpenSSL, from the user's
+cached pads), or, under the stateful strategy, only the lookups while the connection is trusted. Other requests
+take the full check, whose ACL decisions are cached per (user, resource, actions, source IP) until a change.
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ from __future__ import annotations
 import functools
 import logging
 import time
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -36,7 +37,7 @@ from broker.protocol.signature import ACCESS_KEY, hmac_pads, verify, verify_with
 if TYPE_CHECKING:
     from broker.auth.plain import PlainAcl
 
-__all__ = ["AuthChecker", "AuthSettings", "source_ip"]
+__all__ = ["AuthChecker", "AuthSettings", "ConnectionAuth", "source_ip"]
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +45,7 @@ _NO_PERMISSION = int(ResponseCode.NO_PERMISSION)
 _SYSTEM_ERROR = int(ResponseCode.SYSTEM_ERROR)
 _DECISIONS_CACHED = 65536
 _USERS_PER_CONNECTION = 64  # users trusted on one connection by the stateful strategy (a client signs as one)
+_SENDS_PER_CONNECTION = 1024  # (user, topic) pairs a connection remembers
 _PUB = (Action.PUB,)
 # send codes -> the extField naming the topic (derive() makes Topic:<it> Pub of them, or Group Sub for retries)
 _SEND_TOPIC = {310: "b", 320: "b", 10: "topic", 325: "b", 324: "topic"}
@@ -75,6 +77,21 @@ def source_ip(peer: str) -> str:
     return (host if sep else peer).strip("[]")
 
 
+class ConnectionAuth:
+    """What the checker remembers of one connection, valid while the store's tables are those of `generation`.
+
+    `sends` maps (user, topic) to the send the full check accepted on this connection: [trusted until, the
+    user's HMAC pads]. A later send of that user and topic needs only its signature verified, or nothing while
+    the stateful strategy trusts the connection. `trust` is that strategy's: user -> trusted until."""
+
+    __slots__ = ("generation", "sends", "trust")
+
+    def __init__(self, generation: int) -> None:
+        self.generation = generation
+        self.sends: dict[tuple[str, str], list[Any]] = {}
+        self.trust: dict[str, float] = {}
+
+
 class AuthChecker:
     """`guard(conn, cmd)`: None lets the request through, else the refusal to answer with."""
 
@@ -87,12 +104,8 @@ class AuthChecker:
         self._decisions: dict[tuple[str, Resource, tuple[Action, ...], str], bool] = {}
         self._sends: dict[tuple[str, str, str], bool] = {}
         self._decisions_of = -1
-        # the send fast path: (user, topic, ip) -> the User the plain check accepted a send of and its password's
-        # HMAC pads, valid while the tables are the ones of `_sends_of` (any user or ACL change drops it); only
-        # the signature (or the stateful trust) is checked again per request
-        self._send_users: dict[tuple[str, str, str], tuple[User, tuple[Any, Any]]] = {}
-        self._sends_of: tuple[Any, ...] = ()
-        # send codes that both halves check (neither whitelisted) -> the extField naming the topic
+        # send codes that both halves of ACL 2.0 and nothing else check -> the extField naming the topic: the
+        # sends a connection's `ConnectionAuth` remembers
         self._fast_sends = (
             {
                 code: key
@@ -101,76 +114,82 @@ class AuthChecker:
                 and code not in settings.authorization_whitelist
                 and (settings.authenticated_codes is None or code in settings.authenticated_codes)
             }
-            if settings.authentication and settings.authorization
+            if settings.authentication and settings.authorization and plain is None
             else {}
         )
-        self._stateful = settings.stateful_seconds is not None
-        # the stateful strategy: connection -> {user: (trusted until, users' data version)}, for connections that
-        # take no `auth_trust` attribute (a RemotingConnection holds its own: one attribute load per request)
-        self._verified: weakref.WeakKeyDictionary[Any, dict[str, tuple[float, int]]] = weakref.WeakKeyDictionary()
+        self._lifetime = settings.stateful_seconds
 
     @property
     def active(self) -> bool:
         return self.settings.enabled or self.plain is not None
 
     def guard(self, conn: Any, cmd: RemotingCommand) -> RemotingCommand | None:
+        """A send of a user and topic that the full check accepted on `conn` since the last change of the users
+        or ACLs needs only its signature verified, or nothing while the stateful strategy trusts the
+        connection: the user's existence, status and ACL decision are what they were. Everything else, and a
+        remembered send whose signature fails, goes through the full check (`check`)."""
+        topic_key = self._fast_sends.get(cmd.code)
+        if topic_key is not None:
+            state: ConnectionAuth | None = getattr(conn, "auth", None)
+            if state is not None and state.generation == self.store.generation:
+                fields = cmd.ext_fields
+                send = state.sends.get((fields.get(ACCESS_KEY), fields.get(topic_key)))  # type: ignore[arg-type]
+                if send is not None and (send[0] > time.monotonic() or self._signed_again(send, state, cmd)):
+                    return None
         ip = source_ip(conn.peer)
-        if self.plain is not None:
-            failure = self.plain.check(cmd, ip)
-            if failure is not None:
-                self.refused += 1
-                return cmd.response(_SYSTEM_ERROR, failure)
         try:
+            if self.plain is not None:
+                failure = self.plain.check(cmd, ip)
+                if failure is not None:
+                    self.refused += 1
+                    return cmd.response(_SYSTEM_ERROR, failure)
             self.check(cmd, ip, conn)
         except AuthError as exc:
             self.refused += 1
             log.debug("refused request code %d from %s: %s", cmd.code, conn.peer, exc)
             return cmd.response(_NO_PERMISSION, str(exc))
+        if topic_key is not None:
+            self._remember(cmd, topic_key, conn)
         return None
 
-    def check(self, cmd: RemotingCommand, ip: str, conn: Any = None) -> None:
-        """Raise AuthError when ACL 2.0 refuses `cmd` from `ip` (on `conn`, for the stateful strategy).
+    def _signed_again(self, send: list[Any], state: ConnectionAuth, cmd: RemotingCommand) -> bool:
+        """A remembered send's signature, verified with the user's pads (and the stateful trust renewed)."""
+        if not verify_with(send[1], cmd.ext_fields, cmd.body, cmd.version):
+            return False
+        if self._lifetime is not None:
+            send[0] = state.trust[cmd.ext_fields[ACCESS_KEY]] = time.monotonic() + self._lifetime
+        return True
 
-        A send of a user whose sends of that topic from that address the plain check (`check_plain`) accepted
-        since the last change of the users or ACLs needs only its signature checked: the user's existence,
-        status and ACL decision are what they were. Everything else goes through `check_plain`."""
-        topic_key = self._fast_sends.get(cmd.code)
-        if topic_key is None:
-            self.check_plain(cmd, ip, conn)
-            return
-        fields = cmd.ext_fields
-        username = fields.get(ACCESS_KEY)
-        topic = fields.get(topic_key)
+    def _remember(self, cmd: RemotingCommand, topic_key: str, conn: Any) -> None:
+        """Remember a send the full check accepted (not of a retry topic: that needs the group's SUB)."""
+        username = cmd.ext_fields.get(ACCESS_KEY)
+        topic = cmd.ext_fields.get(topic_key)
         if not username or not topic or topic.startswith("%RETRY%"):
-            self.check_plain(cmd, ip, conn)
             return
-        store = self.store
-        version = store.data_version
-        sends = self._send_users
-        held = self._sends_of
-        if (
-            not held
-            or held[0] is not store.users
-            or held[1] is not store.acls
-            or held[2] is not version
-            or held[3] != version.counter
-            or len(sends) > _DECISIONS_CACHED
-        ):
-            sends.clear()
-            self._sends_of = (store.users, store.acls, version, version.counter)
-        key = (username, topic, ip)
-        held_user = sends.get(key)
-        if held_user is None:
-            self.check_plain(cmd, ip, conn)
-            user = store.users[username]
-            sends[key] = (user, hmac_pads(user.password))
+        state = self._state_of(conn)
+        if state is None:
             return
-        user, pads = held_user
-        if not (self._signed(user, cmd, conn) if self._stateful else verify_with(pads, fields, cmd.body, cmd.version)):
-            raise AuthError(f"check signature failed. (User:{username}, request code {cmd.code})")
+        if len(state.sends) >= _SENDS_PER_CONNECTION:
+            state.sends.clear()
+        pads = hmac_pads(self.store.users[username].password)
+        state.sends[(username, topic)] = [state.trust.get(username, 0.0), pads]
 
-    def check_plain(self, cmd: RemotingCommand, ip: str, conn: Any = None) -> None:
-        """`check` without its send fast path: authentication, then authorization, each from the tables."""
+    def _state_of(self, conn: Any) -> ConnectionAuth | None:
+        """`conn`'s memory for the store's current tables (a fresh one after any change); None for a connection
+        object without room for it, which then gets the full check every time."""
+        generation = self.store.generation
+        state: ConnectionAuth | None = getattr(conn, "auth", None)
+        if state is None or state.generation != generation:
+            state = ConnectionAuth(generation)
+            try:
+                conn.auth = state
+            except AttributeError:
+                return None
+        return state
+
+    def check(self, cmd: RemotingCommand, ip: str, conn: Any = None) -> None:
+        """Raise AuthError when ACL 2.0 refuses `cmd` from `ip` (on `conn`, for the stateful strategy):
+        authentication, then authorization, each from the tables."""
         settings = self.settings
         code = cmd.code
         if (
@@ -210,37 +229,20 @@ class AuthChecker:
         return user
 
     def _signed(self, user: User, cmd: RemotingCommand, conn: Any) -> bool:
-        """Whether `cmd` carries `user`'s good signature, or (stateful) `conn` carried one recently."""
+        """Whether `cmd` carries `user`'s good signature, or (stateful) `conn` carried one recently and the users
+        have not changed since (a changed password or a disabled user is checked again)."""
         username = user.username
-        lifetime = self.settings.stateful_seconds
-        if lifetime is not None and conn is not None:
-            # the stateful strategy: `conn` carried a good signature of this user within the lifetime, and the
-            # users have not changed since (a changed password or a disabled user is checked again)
-            seen = self._trust_of(conn)
-            entry = None if seen is None else seen.get(username)
-            if entry is not None and entry[1] == self.store.data_version.counter and time.monotonic() < entry[0]:
-                return True
+        lifetime = self._lifetime
+        state = self._state_of(conn) if lifetime is not None and conn is not None else None
+        if state is not None and state.trust.get(username, 0.0) > time.monotonic():
+            return True
         if not verify(user.password, cmd.ext_fields, cmd.body, cmd.version):
             return False
-        if lifetime is not None and conn is not None:
-            self._trust(conn, username, lifetime)
+        if state is not None and lifetime is not None:
+            if len(state.trust) >= _USERS_PER_CONNECTION:
+                state.trust.clear()
+            state.trust[username] = time.monotonic() + lifetime
         return True
-
-    def _trust_of(self, conn: Any) -> dict[str, tuple[float, int]] | None:
-        seen: dict[str, tuple[float, int]] | None = getattr(conn, "auth_trust", None)
-        return seen if seen is not None else self._verified.get(conn)
-
-    def _trust(self, conn: Any, username: str, lifetime: float) -> None:
-        users = self._trust_of(conn)
-        if users is None:
-            users = {}
-            try:
-                conn.auth_trust = users
-            except AttributeError:  # a connection object without room for it: kept beside, weakly
-                self._verified[conn] = users
-        if len(users) >= _USERS_PER_CONNECTION:
-            users.clear()
-        users[username] = (time.monotonic() + lifetime, self.store.data_version.counter)
 
     def authorize(self, cmd: RemotingCommand, ip: str) -> None:
         username = cmd.ext_fields.get(ACCESS_KEY)

@@ -35,6 +35,9 @@ class AuthStore:
         self.users: dict[str, User] = {}
         self.acls: dict[str, Acl] = {}
         self.data_version = DataVersion()
+        #: moves on with every change of either table, however made (a slave's `replace` installs the master's
+        #: version, which need not be newer): what the checker's remembered decisions are valid for
+        self.generation = 0
         self._users_file = ConfigFile(config_dir / USERS_FILE) if config_dir is not None else None
         self._acls_file = ConfigFile(config_dir / ACLS_FILE) if config_dir is not None else None
 
@@ -49,6 +52,7 @@ class AuthStore:
         if self._acls_file is not None:
             data = self._acls_file.load() or {}
             self.acls = _acls_of(data.get("acls"), str(self._acls_file.path))
+        self.generation += 1
 
     def to_json(self) -> dict[str, Any]:
         """Both tables and the version, the body a slave pulls (broker/auth/admin.py GET_ALL_AUTH_METADATA)."""
@@ -66,6 +70,7 @@ class AuthStore:
         self.users = _users_of(data.get("users"), "the master's users")
         self.acls = _acls_of(data.get("acls"), "the master's ACLs")
         self.data_version = version
+        self.generation += 1
         self._persist()
         return True
 
@@ -84,6 +89,7 @@ class AuthStore:
 
     def _changed(self) -> None:
         self.data_version.next_version()
+        self.generation += 1
         self._persist()
 
     def _persist(self) -> None:

@@ -128,8 +128,8 @@ class RemotingConnection(asyncio.Protocol):
         self.read_ns = 0
         # Application data a processor may attach (the NameServer records which broker this is).
         self.attributes: dict[str, Any] = {}
-        # The stateful authentication's trust of this connection (broker.auth.checker): user -> (until, version)
-        self.auth_trust: dict[str, tuple[float, int]] | None = None
+        # What authentication remembers of this connection (broker.auth.checker.ConnectionAuth)
+        self.auth: Any = None
         self._closing = False
         # Outgoing bytes gathered until the next flush.
         self._out: list[bytes] = []

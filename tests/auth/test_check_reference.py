@@ -7,11 +7,11 @@ sorted by key in UTF-16 order, concatenated, UTF-8, then the body; Base64(HMAC-S
 itemgetter) must agree with it on every generated request: valid, forged, altered body, altered, missing or
 added field, missing or malformed signature.
 
-The reference checker is `AuthChecker.check_plain` (the full check from the tables, no send memory) with the
-reference signature and a stateful trust of its own; the checker under test answers through `check` (the send
-fast path: remembered sends, held pads, the trust on the connection). Both see the same generated sequence of
-wire-decoded requests and changes of the users and ACLs, and must give the same answer: accepted, or refused
-with the same message.
+The reference checker is `AuthChecker.check` (the full check from the tables, no send memory) with the
+reference signature and a stateful trust of its own; the checker under test answers through `guard` (the send
+fast path: sends remembered on the connection, held pads, the connection's trust). Both see the same generated
+sequence of wire-decoded requests and changes of the users and ACLs, and must give the same answer: accepted,
+or refused with the same message.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from broker.auth.checker import AuthChecker, AuthSettings
+from broker.auth.checker import AuthChecker, AuthSettings, ConnectionAuth
 from broker.auth.model import (
     Acl,
     Action,
@@ -146,11 +146,11 @@ def test_the_reference_matches_rocketmq_s_published_vector() -> None:
     assert reference_sign("12345678", ext, b"", None) == sign("12345678", ext)
 
 
-# --- the checker: check (fast path) against check_plain with the reference signature -----------------------
+# --- the checker: guard (fast path) against check with the reference signature -----------------------------
 
 
 class ReferenceChecker(AuthChecker):
-    """`check_plain` with the reference signature and the stateful trust kept in its own table."""
+    """`check` with the reference signature and the stateful trust kept in its own table."""
 
     def __init__(self, settings_: AuthSettings, store: AuthStore) -> None:
         super().__init__(settings_, store)
@@ -173,6 +173,7 @@ class ReferenceChecker(AuthChecker):
 class _Conn:
     def __init__(self, peer: str) -> None:
         self.peer = peer
+        self.auth: ConnectionAuth | None = None
 
 
 USERS = {"alice": "alicesecret", "bob": "bobsecret1"}
@@ -248,6 +249,12 @@ def _apply(store: AuthStore, change: int) -> None:
         )
 
 
+def _guarded(checker: AuthChecker, cmd: RemotingCommand, conn: _Conn) -> str | None:
+    """The guard's answer as `_answer` gives it: None, or the refusal's remark."""
+    refusal = checker.guard(conn, cmd)
+    return None if refusal is None else refusal.remark
+
+
 def _answer(check: Any, cmd: RemotingCommand, ip: str, conn: _Conn) -> str | None:
     try:
         check(cmd, ip, conn)
@@ -283,8 +290,8 @@ def test_the_checker_answers_as_the_plain_reference(steps: list[tuple[int, ...]]
         body = b"x" * 1000 + bytes(tail)  # type: ignore[arg-type]
         frame = _frame(SIGNERS[signer], TOPICS[topic], CODES[code], body, alteration)
         ip = IPS[ip_at]
-        got = _answer(fast.check, decode_frame(frame), ip, conns[ip])
-        want = _answer(reference.check_plain, decode_frame(frame), ip, conns[ip])
+        got = _guarded(fast, decode_frame(frame), conns[ip])
+        want = _answer(reference.check, decode_frame(frame), ip, conns[ip])
         assert got == want, (signer, topic, code, alteration, ip, change, got, want)
 
 
@@ -297,15 +304,13 @@ def test_the_generated_sequences_reach_both_answers_and_the_fast_path() -> None:
         conn = _Conn("10.0.0.7:1")
         good = _frame(SIGNERS[0], "Orders", 310, b"x" * 1024, 0)
         for _ in range(3):
-            assert _answer(checker.check, decode_frame(good), "10.0.0.7", conn) is None
-        assert checker._send_users
+            assert _guarded(checker, decode_frame(good), conn) is None
+        assert conn.auth is not None and conn.auth.sends
         forged = _frame(SIGNERS[1], "Orders", 310, b"x" * 1024, 0)
         altered = _frame(SIGNERS[0], "Orders", 310, b"x" * 1024, 1)
         if stateful is None:  # stateful: the connection's trust covers them, as RocketMQ's strategy does
             for frame in (forged, altered):
-                assert _answer(checker.check, decode_frame(frame), "10.0.0.7", conn) == (
+                assert _guarded(checker, decode_frame(frame), conn) == (
                     "check signature failed. (User:alice, request code 310)"
                 )
-        assert "check signature failed" in (
-            _answer(checker.check, decode_frame(forged), "10.0.0.7", _Conn("10.0.0.7:2")) or ""
-        )
+        assert "check signature failed" in (_guarded(checker, decode_frame(forged), _Conn("10.0.0.7:2")) or "")

@@ -1,20 +1,21 @@
-"""The checker's send fast path (`AuthChecker.check`) against the plain check (`AuthChecker.check_plain`).
+"""The checker's send fast path (`AuthChecker.guard`) against the full check (`AuthChecker.check`).
 
 Two checkers over one store see the same sequence of wire-decoded requests (real frames: signed, encoded,
-decoded): one answers through `check` (which remembers accepted sends per user, topic and address and then
-verifies only the signature), the other through `check_plain` only. Every request must get the same answer:
+decoded): one answers through `guard` (which remembers accepted sends per connection, user and topic and then
+verifies only the signature), the other through `check` only. Every request must get the same answer:
 accepted, or refused with the same message. The sequences cover valid, forged, replayed and altered requests
 and every change of the users or ACLs the fast path must notice, stateless and stateful.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from broker.auth.checker import AuthChecker, AuthSettings
+from broker.auth.checker import AuthChecker, AuthSettings, ConnectionAuth
 from broker.auth.model import (
     Acl,
     Action,
@@ -39,7 +40,17 @@ IP = "10.0.0.7"
 
 
 class _Conn:
-    """A connection as the checker sees it: a peer and weak-referenceable identity (the stateful trust)."""
+    """A connection as the checker sees it: a peer, and room for what the checker remembers of it."""
+
+    def __init__(self, peer: str = f"{IP}:50000") -> None:
+        self.peer = peer
+        self.auth: ConnectionAuth | None = None
+
+
+class _RoomlessConn:
+    """A connection object that cannot hold the checker's memory (no `auth` attribute, no __dict__)."""
+
+    __slots__ = ("peer",)
 
     def __init__(self, peer: str = f"{IP}:50000") -> None:
         self.peer = peer
@@ -60,6 +71,12 @@ def _altered(frame: bytes, change: Callable[[RemotingCommand], None]) -> bytes:
     cmd = decode_frame(frame)
     change(cmd)
     return encode_binary(cmd)[4:]
+
+
+def _guarded(checker: AuthChecker, frame: bytes, conn: _Conn | _RoomlessConn) -> str | None:
+    """The guard's answer as `_answer` gives it: None, or the refusal's remark."""
+    refusal = checker.guard(conn, decode_frame(frame))
+    return None if refusal is None else refusal.remark
 
 
 def _answer(check: Callable[..., None], frame: bytes, conn: _Conn) -> str | None:
@@ -170,13 +187,13 @@ def test_the_send_fast_path_answers_as_the_plain_check(store: AuthStore, statefu
     for change_name, change in _changes(store):
         change()
         for name, frame in _requests():
-            got = _answer(fast.check, frame, fast_conn)
-            want = _answer(plain.check_plain, frame, plain_conn)
+            got = _guarded(fast, frame, fast_conn)
+            want = _answer(plain.check, frame, plain_conn)
             assert got == want, f"after {change_name}, {name}: fast {got!r}, plain {want!r}"
             answers.append((change_name, name, got))
     # the sequences exercised both answers, and the fast path held remembered sends
     assert any(a is None for _c, _n, a in answers) and any(a is not None for _c, _n, a in answers)
-    assert fast._send_users
+    assert fast_conn.auth is not None and fast_conn.auth.sends
     by_name = {(c, n): a for c, n, a in answers}
     assert by_name[("nothing", "valid")] is None and by_name[("nothing", "replayed")] is None
     assert "check signature failed" in (by_name[("alice's password", "valid")] or "")
@@ -189,10 +206,10 @@ def test_the_fast_path_refuses_a_forged_send_after_accepting_good_ones(store: Au
     checker = AuthChecker(AuthSettings(authentication=True, authorization=True, cluster="C1"), store)
     conn = _Conn()
     for _ in range(3):
-        assert _answer(checker.check, _send(ALICE), conn) is None
-    assert checker._send_users  # the later sends took the fast path
+        assert _guarded(checker, _send(ALICE), conn) is None
+    assert conn.auth is not None and conn.auth.sends  # the later sends took the fast path
     for frame in (_send(FORGED), _altered(_send(ALICE), _set_body), _altered(_send(ALICE), _bad_padding)):
-        assert _answer(checker.check, frame, conn) == "check signature failed. (User:alice, request code 310)"
+        assert _guarded(checker, frame, conn) == "check signature failed. (User:alice, request code 310)"
 
 
 def test_the_fast_path_keeps_addresses_apart(store: AuthStore) -> None:
@@ -200,6 +217,19 @@ def test_the_fast_path_keeps_addresses_apart(store: AuthStore) -> None:
     store.put_acl(Acl("alice", [Policy(PolicyType.CUSTOM, [only_there])]))
     checker = AuthChecker(AuthSettings(authentication=True, authorization=True, cluster="C1"), store)
     frame = _send(ALICE)
-    checker.check(decode_frame(frame), "10.0.0.7", _Conn())
-    with pytest.raises(AuthError, match="no permission"):
-        checker.check(decode_frame(frame), "10.0.0.8", _Conn("10.0.0.8:1"))
+    assert _guarded(checker, frame, _Conn()) is None
+    assert "no permission" in (_guarded(checker, frame, _Conn("10.0.0.8:1")) or "")
+
+
+@pytest.mark.parametrize("stateful", [None, 60.0], ids=["stateless", "stateful"])
+def test_a_connection_without_room_for_the_memory_gets_the_full_check_each_time(
+    store: AuthStore, stateful: float | None
+) -> None:
+    # nor the stateful trust: each request is checked as the stateless strategy checks it
+    settings = AuthSettings(authentication=True, authorization=True, cluster="C1", stateful_seconds=stateful)
+    checker = AuthChecker(settings, store)
+    plain = AuthChecker(dataclasses.replace(settings, stateful_seconds=None), store)
+    conn, plain_conn = _RoomlessConn(), _Conn()
+    for name, frame in _requests():
+        assert _guarded(checker, frame, conn) == _answer(plain.check, frame, plain_conn), name
+    assert not hasattr(conn, "auth")
