@@ -10,6 +10,11 @@ layout and build the extFields dict: ~45% less than unpacking keys and lengths w
 them and zipping slices into a dict. Anything else (first sight, different lengths, non-ASCII text, a key
 that cannot name a group) returns None and the caller walks the entries with full checks, then
 `learn()`s the layout for next time.
+
+When every literal byte is ASCII (every length below 128, the common case), the section is decoded as
+ASCII, which checks every value byte in one C pass, and the groups match any character; otherwise (a value
+128 to 255 bytes long puts a byte >= 0x80 in its length field) it is decoded as latin-1 and each group
+checks its characters are ASCII, which costs the regex engine a class test per character.
 """
 
 from __future__ import annotations
@@ -28,31 +33,41 @@ class BinaryExtCache:
     __slots__ = ("_layouts",)
 
     def __init__(self) -> None:
-        # (code, section offset, section length) -> the layout's `fullmatch`
-        self._layouts: dict[tuple[int, int, int], Callable[[str, int, int], re.Match[str] | None]] = {}
+        # (code, section offset, section length) -> the layout's `fullmatch` of the section, and the codec
+        # to decode the section with
+        self._layouts: dict[tuple[int, int, int], tuple[Callable[[str], re.Match[str] | None], str]] = {}
 
     def decode(self, code: int, raw: bytes, start: int, end: int) -> dict[str, str] | None:
         """extFields of `raw[start:end]` when a remembered layout fits exactly, else None."""
-        match = self._layouts.get((code, start, end - start))
-        if match is None:
+        layout = self._layouts.get((code, start, end - start))
+        if layout is None:
             return None
-        found = match(raw.decode("latin-1"), start, end)
+        match, codec = layout
+        try:
+            section = raw[start:end].decode(codec)
+        except UnicodeDecodeError:
+            return None
+        found = match(section)
         return None if found is None else found.groupdict()
 
     def learn(self, code: int, raw: bytes, start: int, end: int, ext: dict[str, str]) -> None:
         """Remember the layout of a section the slow path has just decoded (ASCII keys and values only)."""
-        if not raw[start:end].isascii() or not ext:
+        if not ext:
             return
-        pattern: list[str] = []
+        fields: list[tuple[bytes, str, int]] = []
         pos = start
         for key, value in ext.items():
-            if not key.isidentifier():
-                return  # cannot name a group
+            if not (key.isascii() and key.isidentifier() and value.isascii()):
+                return  # a group needs a name, and a non-ASCII value would decode otherwise as latin-1
             fixed = len(key).to_bytes(2, "big") + key.encode("ascii") + len(value).to_bytes(4, "big")
-            pattern += [re.escape(fixed.decode("latin-1")), f"(?P<{key}>[\\x00-\\x7f]{{{len(value)}}})"]
+            fields.append((fixed, key, len(value)))
             pos += len(fixed) + len(value)
         if pos != end:
             return  # duplicate keys collapsed in the dict: not a layout we can replay
+        codec, any_value_char = (
+            ("ascii", ".") if all(f.isascii() for f, _k, _n in fields) else ("latin-1", "[\\x00-\\x7f]")
+        )
+        pattern = "".join(f"{re.escape(f.decode('latin-1'))}(?P<{k}>{any_value_char}{{{n}}})" for f, k, n in fields)
         if len(self._layouts) >= _MAX_LAYOUTS:
             self._layouts.clear()
-        self._layouts[(code, start, end - start)] = re.compile("".join(pattern), re.DOTALL).fullmatch
+        self._layouts[(code, start, end - start)] = (re.compile(pattern, re.DOTALL).fullmatch, codec)

@@ -35,3 +35,33 @@ def test_layout_rejects_same_lengths_with_other_keys() -> None:
     cache.learn(10, one, start, len(one), {"a": "xy", "b": "1"})
     assert cache.decode(10, one, start, len(one)) == {"a": "xy", "b": "1"}
     assert cache.decode(10, other, start, len(other)) is None
+
+
+_long = st.text(alphabet=st.characters(min_codepoint=1, max_codepoint=0xFF), min_size=100, max_size=400)
+
+
+@settings(max_examples=200, deadline=None)
+@given(value=_long, other=st.text(alphabet=st.characters(min_codepoint=1, max_codepoint=0x7F), max_size=20))
+def test_long_values_whose_lengths_are_not_ascii_bytes_match_full_decode(value: str, other: str) -> None:
+    # a value 128-255 (or 384-511...) bytes long puts a byte >= 0x80 in its length field: such layouts are
+    # remembered too, and decoded through the latin-1 pattern whose groups check each character
+    for ext in ({"i": value, "b": other}, {"i": value.encode("ascii", "replace").decode(), "b": other}):
+        frame = encode_binary(RemotingCommand(code=310, ext_fields=ext, body=b"b"))[4:]
+        for _ in range(3):
+            assert decode_frame(frame).ext_fields == ext
+
+
+def test_a_layout_with_a_200_byte_value_is_remembered_and_checks_its_values() -> None:
+    cache = BinaryExtCache()
+    start = 17 + 4
+    ascii_frame = encode_binary(RemotingCommand(code=310, ext_fields={"i": "p" * 200, "b": "T"}))[8:]
+    cache.learn(310, ascii_frame, start, len(ascii_frame), {"i": "p" * 200, "b": "T"})
+    assert cache.decode(310, ascii_frame, start, len(ascii_frame)) == {"i": "p" * 200, "b": "T"}
+    # the same lengths with a non-ASCII byte in the value: not this layout (the full decoder decides)
+    non_ascii = ascii_frame.replace(b"p" * 200, b"p" * 198 + "é".encode(), 1)
+    assert len(non_ascii) == len(ascii_frame)
+    assert cache.decode(310, non_ascii, start, len(non_ascii)) is None
+    short = encode_binary(RemotingCommand(code=310, ext_fields={"i": "p" * 20, "b": "T"}))[8:]
+    cache.learn(310, short, start, len(short), {"i": "p" * 20, "b": "T"})
+    assert cache.decode(310, short, start, len(short)) == {"i": "p" * 20, "b": "T"}
+    assert cache.decode(310, short.replace(b"p" * 20, b"p" * 18 + "é".encode(), 1), start, len(short)) is None
