@@ -157,7 +157,7 @@ class AuthChecker:
         if not verify_with(send[1], cmd.ext_fields, cmd.body, cmd.version):
             return False
         if self._lifetime is not None:
-            send[0] = state.trust[cmd.ext_fields[ACCESS_KEY]] = time.monotonic() + self._lifetime
+            send[0] = _trust(state, cmd.ext_fields[ACCESS_KEY], self._lifetime)
         return True
 
     def _remember(self, cmd: RemotingCommand, topic_key: str, conn: Any) -> None:
@@ -239,9 +239,7 @@ class AuthChecker:
         if not verify(user.password, cmd.ext_fields, cmd.body, cmd.version):
             return False
         if state is not None and lifetime is not None:
-            if len(state.trust) >= _USERS_PER_CONNECTION:
-                state.trust.clear()
-            state.trust[username] = time.monotonic() + lifetime
+            _trust(state, username, lifetime)
         return True
 
     def authorize(self, cmd: RemotingCommand, ip: str) -> None:
@@ -315,6 +313,14 @@ class AuthChecker:
         for resource, actions in needs:
             if self._decide(username, resource, actions, ip) is not None:
                 raise AuthError(self._denial(username, resource, actions, ip))
+
+
+def _trust(state: ConnectionAuth, username: str, lifetime: float) -> float:
+    """The stateful strategy trusts `username` on the connection of `state` for `lifetime` s from now; until when."""
+    if len(state.trust) >= _USERS_PER_CONNECTION:
+        state.trust.clear()
+    until = state.trust[username] = time.monotonic() + lifetime
+    return until
 
 
 def _shown(name: str) -> str:
