@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 import time
@@ -38,6 +39,12 @@ def main() -> int:
     from rocketmq import ClientConfiguration, Credentials, FilterExpression, Message, Producer, SimpleConsumer
 
     from broker.client import BlockingAdmin
+
+    # the SDK logs only to a file in the pod: its warnings (a refused or failed route query) go to the job's log too
+    sdk_log = logging.StreamHandler(sys.stderr)
+    sdk_log.setLevel(logging.WARNING)
+    sdk = logging.getLogger("rocketmq-python-client")
+    sdk.addHandler(sdk_log)
 
     endpoint, namesrv, cluster = os.environ["GRPC_ENDPOINT"], os.environ["NAMESRV_ADDR"], os.environ["CLUSTER_NAME"]
     if not args.existing_topic:
@@ -72,7 +79,13 @@ def main() -> int:
     received: dict[bytes, None] = {}
     others = 0
     while len(received) < len(sent) and time.monotonic() < deadline:
-        for got in consumer.receive(32, 15):
+        try:
+            batch = consumer.receive(32, 15)
+        except Exception as exc:  # the SDK raises when one route query fails (it does not retry it): try again
+            print(f"receive failed, retrying: {exc}", file=sys.stderr)
+            time.sleep(1)
+            continue
+        for got in batch:
             consumer.ack(got)
             body = bytes(got.body)
             if body in expected:
@@ -80,6 +93,7 @@ def main() -> int:
             else:
                 others += 1
     consumer.shutdown()
+    sdk.removeHandler(sdk_log)  # the result stays the log's last line
     bodies = list(received)
     print(
         json.dumps(

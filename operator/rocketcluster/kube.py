@@ -253,12 +253,19 @@ class Kube:
 
     async def patch_status(
         self, namespace: str, name: str, status: Mapping[str, Any], kind: str = "RocketCluster"
-    ) -> dict[str, Any]:
-        """Merge-patch the status (the status subresource) of a RocketCluster, or of another of our kinds."""
+    ) -> dict[str, Any] | None:
+        """Merge-patch the status (the status subresource) of a RocketCluster, or of another of our kinds; None
+        when the object is gone: a user may delete it while a pass runs, and a gone object has no status to keep.
+        """
         path = resource_path("rocketcluster.io/v1alpha1", kind, namespace, name) + "/status"
-        result: dict[str, Any] = await self.request(
-            "PATCH", path, body={"status": status}, content_type="application/merge-patch+json"
-        )
+        try:
+            result: dict[str, Any] = await self.request(
+                "PATCH", path, body={"status": status}, content_type="application/merge-patch+json"
+            )
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
         return result
 
     async def post_event(self, about: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
