@@ -396,7 +396,7 @@ class SendProcessor:
             self.meters.count_typed(meter_key, result.message_count or 1, result.wrote_bytes)  # type: ignore[union-attr]
         remark = b"" if code == ResponseCode.SUCCESS else b'"remark":%s,' % orjson.dumps(result.status.name)
         header = _STORED_REPLY % (
-            code, ",".join(result.msg_ids).encode(), queue_id, result.queue_offset, orjson.dumps(uniq), cmd.opaque,
+            code, result.msg_id_text, queue_id, result.queue_offset, orjson.dumps(uniq), cmd.opaque,
             remark,
         )  # fmt: skip
         return frame(header)
