@@ -4,12 +4,13 @@
 #   make k8s-status / make k8s-down     show / stop everything (no process, mount, interface, rule left)
 #   make images [IMAGES="broker spark"] build images under images/ with Debian's docker.io, no registry
 #   make k8s-load-images [IMAGES=...]   import built images into the node's containerd
-#   make e2e                            the e2e tests (start the tiers they need, once per run)
+#   make e2e [E2E=e2e/test_x.py ...]    the e2e tests (start the tiers they need, once per run); E2E picks files
 #   make kind-build                     kind, kindnetd and the kind node image, offline (e2e/kind/)
 #   make kind-up [NODES=3] / kind-down  a kind cluster of NODES nodes from our node image, our images loaded
 #   make e2e-kind                       the multi-node tests (marker `kind`) on that cluster
 TIER ?= control-plane
 IMAGES ?=
+E2E ?= e2e
 E2E_ARGS ?=
 NODES ?= 3
 
@@ -39,12 +40,12 @@ k8s-load-images:
 # Control-plane tier only: what CI always runs (seconds once built).
 e2e-control-plane: $(SPARK_STAMP)
 	bash e2e/build.sh control-plane
-	$(BIN)/pytest e2e -m 'k8s and not node' --timeout 600 $(E2E_ARGS)
+	$(BIN)/pytest $(E2E) -m 'k8s and not node' --timeout 600 $(E2E_ARGS)
 
 e2e: $(SPARK_STAMP)
 	bash e2e/deps.sh all
 	bash e2e/build.sh node
-	$(BIN)/pytest e2e --timeout 900 --durations=0 $(E2E_ARGS)
+	$(BIN)/pytest $(E2E) --timeout 900 --durations=0 $(E2E_ARGS)
 
 # kindnetd's source is a git clone of kubernetes-sigs/kind: KIND_SRC=<dir> (see docs/kubernetes-harness.md).
 kind-build:
@@ -62,4 +63,4 @@ kind-status:
 	bash e2e/kind/cluster.sh status
 
 e2e-kind: $(SPARK_STAMP)
-	E2E_KIND=1 $(BIN)/pytest e2e -m kind --timeout 1200 --durations=0 $(E2E_ARGS)
+	E2E_KIND=1 $(BIN)/pytest $(E2E) -m kind --timeout 1200 --durations=0 $(E2E_ARGS)
