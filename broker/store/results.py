@@ -192,8 +192,8 @@ class PutResult(msgspec.Struct, gc=False):
     @property
     def msg_id_text(self) -> bytes:
         """`msg_ids` joined by commas, as a batch's send reply carries them. For an IPv4 store host each id is
-        the hex of two 8-byte words, (ip, port) and the offset, so a batch's ids are one hex pass over
-        their packing, with a comma every 16 bytes, instead of a format a message."""
+        the hex of two 8-byte words, (ip, port) and the offset: a batch's ids are one hex pass over their
+        packing, with a comma every 16 bytes."""
         offsets = self.offsets
         if len(self.store_host) != 16 or not offsets or self.commit_log_offset < 0:
             return ",".join(self.msg_ids).encode()
