@@ -6,7 +6,8 @@
 - `read_back`: every message a topic holds, read by a fresh pull consumer from each queue's start;
 - `assert_all_read`: every acknowledged message is among those read (and what was not acknowledged, said);
 - `StatusTimeline`: the RocketCluster's phase and conditions, polled in the background, to check that a
-  Ready seen once recovery is over never turns back.
+  Ready seen once recovery is over never turns back;
+- `wait_answering`: a NameServer address (a nodePort) polled until it answers.
 """
 
 from __future__ import annotations
@@ -18,13 +19,30 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from broker.client import Message, SendStatus
+from broker.client import BlockingAdmin, Message, SendStatus
 from broker.client.blocking import BlockingProducer, BlockingPullConsumer
+from broker.client.errors import NameServerUnreachable
 
 if TYPE_CHECKING:
     from e2e.conftest import Kube
 
-__all__ = ["Producer", "StatusTimeline", "assert_all_read", "broker_pid", "read_back"]
+__all__ = ["Producer", "StatusTimeline", "assert_all_read", "broker_pid", "read_back", "wait_answering"]
+
+
+def wait_answering(kube: Kube, namesrv: str, timeout: float = 60) -> None:
+    """Poll the NameServer at `namesrv` until it answers a cluster query. A nodePort answers a moment after the
+    cluster is Ready: the node refuses connections to it until kube-proxy has written the rules for the pod's
+    new endpoint, which is the node's own work and shows in no object's status."""
+
+    def answers() -> bool:
+        try:
+            with BlockingAdmin(namesrv) as admin:
+                admin.cluster_info()
+        except NameServerUnreachable:
+            return False
+        return True
+
+    kube.wait_for(f"the NameServer at {namesrv} answering", answers, timeout=timeout, interval=1)
 
 
 def broker_pid(pod: str) -> int:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from broker.client import BlockingAdmin
+from e2e.node_checks import wait_answering
 from e2e.operator_harness import OperatorProcess, crds_and_namespace, running_operator
 from tests.interop.interop_harness import SdkConsumer, home_for, sdk_produce
 from tests.interop.java_harness import ensure_java, java
@@ -78,6 +79,7 @@ def cluster(k8s_node: Kube, ns: str, broker_image: str, operator: OperatorProces
     status: dict[str, Any] = k8s_node.wait_for(
         "the cluster Ready", lambda: _ready(k8s_node, ns), timeout=420, interval=2
     )
+    wait_answering(k8s_node, EXTERNAL_NAMESRV)
     return status
 
 
@@ -232,6 +234,7 @@ def test_load_balancer_brokers_wait_for_their_address_then_advertise_it(
     addresses = kube.get("-n", ns, "configmap", f"{LB_CLUSTER}-external-addresses")["data"]
     assert addresses == {pod: LB_BROKER_IP}
     namesrv = f"{LB_NAMESRV_IP}:9876"
+    wait_answering(kube, namesrv)
     with BlockingAdmin(namesrv) as admin:
         assert admin.cluster_info().brokers[f"{LB_CLUSTER}-0"].broker_addrs == {0: f"{LB_BROKER_IP}:10911"}
         admin.create_topic("ExtLb", cluster=LB_CLUSTER, read_queue_nums=4, write_queue_nums=4)
@@ -263,6 +266,7 @@ def test_turning_it_off_removes_the_external_services_and_brokers_advertise_pod_
 
     status = kube.wait_for("Ready again at the pod IP", back, timeout=300, interval=2)
     namesrv_ip = kube.run("get", "-n", ns, "svc", f"{LB_CLUSTER}-nameserver", "-o", "jsonpath={.spec.clusterIP}")
+    wait_answering(kube, f"{namesrv_ip}:9876")
     with BlockingAdmin(f"{namesrv_ip}:9876") as admin:
         addrs = admin.cluster_info().brokers[f"{LB_CLUSTER}-0"].broker_addrs
     assert addrs == {0: status["groupStatus"][0]["master"]["address"]}, (addrs, pod_ip)

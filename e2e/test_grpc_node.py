@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from broker.client import BlockingAdmin
+from e2e.node_checks import wait_answering
 from e2e.operator_harness import OperatorProcess, crds_and_namespace, running_operator
 from tests.peers import REPO
 
@@ -183,6 +184,7 @@ def test_load_balancer_clients_outside_use_the_brokers_address_at_the_grpc_port(
 
     kube.wait_for("the LoadBalancer cluster Ready", ready, timeout=300, interval=2)
     topic = "GrpcLb"
+    wait_answering(kube, f"{LB_NAMESRV_IP}:9876")
     with BlockingAdmin(f"{LB_NAMESRV_IP}:9876") as admin:
         admin.create_topic(topic, cluster=LB_CLUSTER, read_queue_nums=4, write_queue_nums=4)
     config = ClientConfiguration(f"{LB_BROKER_IP}:8081", Credentials(), request_timeout=10)
@@ -256,6 +258,7 @@ def test_node_port_clients_outside_and_inside_take_each_brokers_grpc_node_port(
     assert f"grpcRoutePortOffset={NP_GRPC_BASE - NP_BASE - 1}" in conf
 
     topic = "GrpcNodePort"
+    wait_answering(kube, f"{NODE_IP}:{NP_BASE}")
     with BlockingAdmin(f"{NODE_IP}:{NP_BASE}") as admin:
         admin.create_topic(topic, cluster=NP_CLUSTER, read_queue_nums=4, write_queue_nums=4)
     # outside: the host is not in the pod network; it reaches the brokers at the node's IP and nodePorts only
