@@ -21,9 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import kopf
 import pytest
 
 from rocketcluster import crd
+from rocketcluster.kube import Kube
 from rocketcluster.model import SpecError, parse_spec
 from rocketcluster.model_resources import name_problem, parse_group_spec, parse_topic_spec
 from rocketcluster.render import ClusterRef, render_cluster
@@ -68,6 +70,12 @@ class Kubectl:
         done = self.run(*args, input=input)
         assert done.returncode == 0, f"kubectl {' '.join(args)}: {done.stderr}"
         return done.stdout
+
+    def api_client(self) -> Kube:
+        """The operator's own API client (rocketcluster.kube.Kube) for this API server, as the kubeconfig's user."""
+        config = json.loads(self.kubeconfig.read_text())
+        server, token = config["clusters"][0]["cluster"]["server"], config["users"][0]["user"]["token"]
+        return Kube(kopf.ConnectionInfo(server=server, token=token, insecure=True))
 
     def apply(self, obj: dict[str, Any], *, dry_run: bool = False) -> subprocess.CompletedProcess[str]:
         args = ["apply", "-f", "-", *(["--dry-run=server"] if dry_run else [])]

@@ -30,12 +30,6 @@ CLUSTER = "fence"
 SPEC = parse_spec({"broker": {"replication": "SYNC"}, "failover": {"enabled": True}})
 
 
-def _kube(kubectl: Kubectl) -> Kube:
-    config = json.loads(kubectl.kubeconfig.read_text())
-    server, token = config["clusters"][0]["cluster"]["server"], config["users"][0]["user"]["token"]
-    return Kube(kopf.ConnectionInfo(server=server, token=token, insecure=True))
-
-
 def _node(name: str, ready: str, since: str, taint_added: str | None = None) -> dict[str, Any]:
     taints = []
     if taint_added is not None:
@@ -103,7 +97,7 @@ async def test_a_pass_reads_the_broker_pods_nodes_and_sees_which_is_lost(kubectl
     pods = [_create(kubectl, _pod(f"{CLUSTER}-broker-0-{i}", n)) for i, n in enumerate(["lost-a", "tainted-b"])]
     pods.append(_create(kubectl, _pod(f"{CLUSTER}-broker-0-2", "fine-c")))
     pods.append(_pod("elsewhere-0", "gone-node"))  # a node that does not exist is left out
-    kube = _kube(kubectl)
+    kube = kubectl.api_client()
     try:
         found = await broker_nodes(kube, SPEC, pods)
         assert sorted(n["metadata"]["name"] for n in found) == ["fine-c", "lost-a", "tainted-b"]
@@ -117,7 +111,7 @@ async def test_a_pass_reads_the_broker_pods_nodes_and_sees_which_is_lost(kubectl
 
 
 async def test_a_force_delete_removes_the_pod_a_plain_delete_leaves_terminating(kubectl: Kubectl) -> None:
-    kube = _kube(kubectl)
+    kube = kubectl.api_client()
     try:
         plain = _create(kubectl, _pod(f"{CLUSTER}-broker-0-3", "lost-a"))
         assert await kube.delete("v1", "Pod", NAMESPACE, plain["metadata"]["name"])
@@ -143,7 +137,7 @@ async def test_a_force_delete_removes_the_pod_a_plain_delete_leaves_terminating(
 async def test_a_refusal_gets_one_warning_event_per_new_message(kubectl: Kubectl) -> None:
     refusal = Condition("Degraded", "True", "MasterOnLostNode", "broker group 0: its master fence-broker-0-0 ...")
     decided = Plan((), Progress(), (refusal,), 1)
-    kube = _kube(kubectl)
+    kube = kubectl.api_client()
 
     def warnings() -> int:
         events = json.loads(kubectl.ok("get", "events", "-o", "json"))["items"]

@@ -10,11 +10,9 @@ import json
 import uuid
 from typing import Any
 
-import kopf
 import pytest
 
 from rocketcluster import handlers
-from rocketcluster.kube import Kube
 from rocketcluster.peering import Leadership
 from tests.operator.test_crd_apiserver import NAMESPACE, Kubectl, _cluster
 from tests.operator.test_crd_apiserver import kubectl as kubectl  # the module-scoped API server fixture
@@ -36,12 +34,6 @@ def _peering(kubectl: Kubectl, kind: str, status: dict[str, Any]) -> str:
     return name
 
 
-def _kube(kubectl: Kubectl) -> Kube:
-    config = json.loads(kubectl.kubeconfig.read_text())
-    server, token = config["clusters"][0]["cluster"]["server"], config["users"][0]["user"]["token"]
-    return Kube(kopf.ConnectionInfo(server=server, token=token, insecure=True))
-
-
 @pytest.mark.parametrize("kind", ["ClusterKopfPeering", "KopfPeering"])
 @pytest.mark.parametrize(
     ("others", "active"),
@@ -60,7 +52,7 @@ async def test_active_reads_the_peering_object(
     status = {"me": _keepalive(5)} | {peer: _keepalive(*entry) for peer, entry in others.items()}
     name = _peering(kubectl, kind, status)
     namespaces = [NAMESPACE] if kind == "KopfPeering" else None
-    kube = _kube(kubectl)
+    kube = kubectl.api_client()
     try:
         assert await Leadership(name, "me", namespaces, priority=5).active(kube) is active
     finally:
@@ -68,7 +60,7 @@ async def test_active_reads_the_peering_object(
 
 
 async def test_a_missing_peering_object_outranks_nobody(kubectl: Kubectl) -> None:
-    kube = _kube(kubectl)
+    kube = kubectl.api_client()
     try:
         assert await Leadership("absent", "me", [NAMESPACE], priority=1).active(kube) is True
     finally:
@@ -78,7 +70,7 @@ async def test_a_missing_peering_object_outranks_nobody(kubectl: Kubectl) -> Non
 async def test_a_standby_pass_does_nothing_and_the_active_one_reconciles(
     kubectl: Kubectl, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    kube = _kube(kubectl)
+    kube = kubectl.api_client()
     name = f"c{uuid.uuid4().hex[:6]}"
     kubectl.ok("create", "-f", "-", input=json.dumps(_cluster(name, {"nameServer": {"replicas": 1}})))
     peering = _peering(kubectl, "KopfPeering", {"me": _keepalive(5), "other": _keepalive(9)})

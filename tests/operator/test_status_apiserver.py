@@ -7,27 +7,20 @@ from __future__ import annotations
 
 import json
 
-import kopf
 import pytest
 
 from rocketcluster import names
-from rocketcluster.kube import ApiError, Kube
+from rocketcluster.kube import ApiError
 from tests.operator.test_crd_apiserver import NAMESPACE, Kubectl
 from tests.operator.test_crd_apiserver import kubectl as kubectl  # the module-scoped API server fixture
 
 pytestmark = pytest.mark.k8s
 
 
-def _kube(kubectl: Kubectl) -> Kube:
-    config = json.loads(kubectl.kubeconfig.read_text())
-    server, token = config["clusters"][0]["cluster"]["server"], config["users"][0]["user"]["token"]
-    return Kube(kopf.ConnectionInfo(server=server, token=token, insecure=True))
-
-
 async def test_a_status_write_to_a_cluster_deleted_meanwhile_answers_none(kubectl: Kubectl) -> None:
     cluster = {"apiVersion": names.API_VERSION, "kind": names.KIND, "metadata": {"name": "going"}, "spec": {}}
     kubectl.ok("create", "-f", "-", input=json.dumps(cluster))
-    kube = _kube(kubectl)
+    kube = kubectl.api_client()
     try:
         written = await kube.patch_status(NAMESPACE, "going", {"phase": "Creating"})
         assert written is not None and written["status"]["phase"] == "Creating"
