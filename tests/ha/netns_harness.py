@@ -13,12 +13,14 @@ scenario still runs, the link-cut one skips (it needs a namespace to cut in). Te
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import os
 import re
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +37,7 @@ from tests.local_cluster import SMALL_INDEX
 BIN = Path(sys.executable).parent  # the venv's bin: mqnamesrv and mqbroker live next to python
 FILE_SIZE = 1 << 20
 LAB_PREFIX = "ha"  # a lab's namespaces and root veth are named ha<pid of the test process><host>
+_SETUP_LOCK = Path(tempfile.gettempdir()) / "rocketcluster-netlab.lock"
 _LAB_NAME = re.compile(rf"^{LAB_PREFIX}(\d+)(\w+?)(?:@\S+)?$")
 
 
@@ -86,14 +89,18 @@ class NetLab:
         return f"{self.prefix}{host}"
 
     def setup(self) -> None:
-        sweep_stale_labs()
-        subnet = free_subnet()
-        hub = self.ns("hub")
-        self._add_ns(hub)
-        _sh("ip", "netns", "exec", hub, "ip", "link", "add", "br0", "type", "bridge")
-        _sh("ip", "netns", "exec", hub, "ip", "link", "set", "br0", "up")
-        self.root_ip = f"{subnet}.1"
-        self._veth(f"{self.prefix}r", None, self.root_ip)
+        # Labs of parallel test workers pick their subnets one at a time: a subnet counts as taken only once
+        # its root veth holds the .1 address.
+        with open(_SETUP_LOCK, "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            sweep_stale_labs()
+            subnet = free_subnet()
+            hub = self.ns("hub")
+            self._add_ns(hub)
+            _sh("ip", "netns", "exec", hub, "ip", "link", "add", "br0", "type", "bridge")
+            _sh("ip", "netns", "exec", hub, "ip", "link", "set", "br0", "up")
+            self.root_ip = f"{subnet}.1"
+            self._veth(f"{self.prefix}r", None, self.root_ip)
         for i, host in enumerate(self.hosts, start=2):
             self._add_ns(self.ns(host))
             self.ips[host] = f"{subnet}.{i}"
