@@ -513,7 +513,7 @@ async def _run_connection(
     # create the topic with 8 queues first (auto-creation from TBW102 on the first send)
     await phase(_pipelined(conn, templates, args.sync_num, 1, 1, progress, f"{flush} sync x1"))
     await phase(_pipelined(conn, templates, args.num, 64, 1, progress, f"{flush} pipelined x64"))
-    # issue 4: latency at half the rate (the target's half, or half of what the pipelined phase reached)
+    # latency at half the rate (the target's half, or half of what the pipelined phase reached)
     rate = args.paced_rate or results[-1].rate / 2
     paced = max(1, int(rate * 5))  # five seconds
     await phase(_pipelined(conn, templates, paced, 64, 1, progress, f"{flush} paced {rate:,.0f}/s", rate))

@@ -387,7 +387,7 @@ def main(argv: list[str] | None = None) -> None:
         "--lag-batch",
         type=int,
         default=1,
-        help="messages per request in the lag phase (32 reaches issue 4's 50k msgs/s target load)",
+        help="messages per request in the lag phase (32 reaches the 50k msgs/s target load)",
     )
     parser.add_argument("--rebuild-mb", type=int, default=256, help="CommitLog size the empty slave copies")
     parser.add_argument("--phases", default="throughput,lag,rebuild", help="comma-separated phases to run")

@@ -1,4 +1,4 @@
-"""Broker start-up time and resident memory, idle and under load (issue 4's start and memory targets).
+"""Broker start-up time and resident memory, idle and under load, against the start and memory targets.
 
     .venv/bin/python -m bench.memory [--messages 200000] [--size 1024]
 

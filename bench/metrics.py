@@ -1,6 +1,6 @@
 """What metrics cost the broker, and how fast a scrape answers under load: `python -m bench.metrics`.
 
-Issue 26 asks for at most 3% less send throughput with metricsExporterType=PROM than without, and for a
+The targets: at most 3% less send throughput with metricsExporterType=PROM than without, and a
 scrape that answers within 100 ms while the broker is under send load. Each round starts `mqbroker` twice,
 once with metrics off and once on (the order alternating from round to round, so that a host slowing down
 or speeding up through the run weighs on both alike), and measures on each: pipelined sends (64 in flight,

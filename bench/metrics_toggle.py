@@ -1,6 +1,6 @@
 """Send throughput with metrics on against off in one broker process: `python -m bench.metrics_toggle`.
 
-Issue 26's target is at most 3% less send throughput with metricsExporterType=PROM. bench/metrics.py
+The target is at most 3% less send throughput with metricsExporterType=PROM. bench/metrics.py
 measures it with two mqbroker processes in turn, and its rounds scatter by +-10% on a shared host, more
 than the cost it looks for. Here one broker child process, started with metricsExporterType=PROM,
 switches the metrics' send path off and on between bursts of pipelined sends (bench.broker's generator

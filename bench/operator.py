@@ -2,7 +2,7 @@
 
 many  (control-plane tier, no pods need to run): one operator process holds N small RocketClusters. Then
       edits one cluster at a time (its image) and times how long until its broker StatefulSet carries the
-      change, and reads the operator's RSS from /proc. Issue 20's targets: edit reflected <= 5 s, RSS <= 150 MiB
+      change, and reads the operator's RSS from /proc. Targets: edit reflected <= 5 s, RSS <= 150 MiB
       with 50 clusters.
 ready (node tier, the broker image loaded): times `kubectl apply` of 2 groups x (master + slave) to
       Ready=True. Target: <= 60 s warm.
@@ -93,7 +93,7 @@ def bench_many(count: int, edits: int) -> dict[str, Any]:
     op.start()
     assert op.proc is not None
     try:
-        # No pod may run (the issue's "no pods needed"): on the node tier they would start 150 brokers on 2 cores
+        # No pod may run (none is needed here): on the node tier they would start 150 brokers on 2 cores
         nowhere = {"nodeSelector": {"rocketcluster.io/bench": "no-such-node"}}
         small = {"nameServer": {"replicas": 1}, "broker": {"groups": 1, "slavesPerGroup": 1}, "template": nowhere}
         manifests = "\n---\n".join(

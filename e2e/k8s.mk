@@ -1,4 +1,4 @@
-# Kubernetes test harness and images (issue 7). Included by the top-level Makefile.
+# Kubernetes test harness and images. Included by the top-level Makefile.
 #   make k8s-build                      build (or reuse) every component under ~/.cache/rocketcluster
 #   make k8s-up TIER=control-plane|node start a tier; kubeconfig at .data/k8s/kubeconfig
 #   make k8s-status / make k8s-down     show / stop everything (no process, mount, interface, rule left)

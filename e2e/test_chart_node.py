@@ -1,5 +1,4 @@
-"""The chart for real on the node tier: the operator image runs in-cluster, from `helm install` to `helm
-uninstall` (issue 23, steps 1, 9 and 10).
+"""The chart for real on the node tier: the operator image runs in-cluster, from `helm install` to `helm uninstall`.
 
 `helm install` with a namespace list: the operator pod (non-root, read-only root filesystem) becomes Ready
 through kopf's liveness endpoint and reconciles a cluster in the watched namespace to Ready=True through

@@ -1,4 +1,4 @@
-"""What users do to a running cluster, on the node tier, under a steady producer and consumer (issue 23).
+"""What users do to a running cluster, on the node tier, under a steady producer and consumer.
 
 One RocketCluster (2 NameServers, 2 groups of a master and a slave, SYNC replication, persistent claims) lives
 through the module's tests in order: pods in the cluster send and consume 10 000 messages with our client and

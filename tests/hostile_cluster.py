@@ -1,6 +1,6 @@
 """A real `mqnamesrv` + `mqbroker` pair in subprocesses, and a raw-frame client: what a hostile client sees.
 
-Used by the issue 27 tests (tests/server/test_hostile_*.py). The broker runs in its own process so that its
+Used by the hostile-client tests (tests/server/test_hostile_*.py). The broker runs in its own process so that its
 RSS (`/proc/<pid>/status` VmRSS) is its own; the client writes frames by hand on plain sockets, so it can
 stop in the middle of one, trickle it, or never read what the broker answers.
 """

@@ -1,6 +1,6 @@
 """Live: producers and push/pull consumers against a real in-process NameServer and broker.
 
-The issue's "Show" scenarios: 10 000 mixed messages consumed exactly once by two push consumers of
+The scenarios: 10 000 mixed messages consumed exactly once by two push consumers of
 one group, a broadcasting pair that each see everything, the pull consumer, and consumers resuming
 from committed offsets after a broker restart.
 """

@@ -1,4 +1,4 @@
-"""Harness of the messaging-feature tests (issue 5): the shared in-process NameServer and broker
+"""Harness of the messaging-feature tests: the shared in-process NameServer and broker
 (tests/local_cluster.py), driven by our client SDK.
 
 Tests open it with `async with features_cluster(tmp_path, **broker_conf) as cluster:`.

@@ -1,4 +1,4 @@
-"""Batch limits (issue 5, feature 6): one topic, no delay, no transaction, at most 4 MiB per request.
+"""Batch limits: one topic, no delay, no transaction, at most 4 MiB per request.
 The client refuses what brokers would refuse and splits big batches; the broker refuses a bad batch
 over real TCP with a remark saying why, and stores nothing of it."""
 

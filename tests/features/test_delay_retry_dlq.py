@@ -1,7 +1,7 @@
-"""Delay levels, retries and dead letters end to end (issue 5, feature 5) over real TCP: a level-3
-message arrives 10 s (+/- 1 s) after sending even across a broker restart while it waits; a message
-that always fails goes through the retry levels (shortened here) into %DLQ%<group> with its history;
-the subscription group's retryMaxTimes and consumeEnable are honoured; the DLQ is write-only."""
+"""Delay levels, retries and dead letters end to end over real TCP: a level-3 message arrives 10 s
+(+/- 1 s) after sending even across a broker restart while it waits; a message that always fails goes
+through the retry levels (shortened here) into %DLQ%<group> with its history; the subscription
+group's retryMaxTimes and consumeEnable are honoured; the DLQ is write-only."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Ordered messages (issue 5, feature 4) over real TCP: partition order by sharding key across a
-consumer restart, global order on a one-queue topic, broker-side lock renewal, and a message that an
-orderly group keeps failing going to the DLQ after maxReconsumeTimes in-place retries (8.4)."""
+"""Ordered messages over real TCP: partition order by sharding key across a consumer restart, global
+order on a one-queue topic, broker-side lock renewal, and a message that an orderly group keeps
+failing going to the DLQ after maxReconsumeTimes in-place retries (8.4)."""
 
 from __future__ import annotations
 

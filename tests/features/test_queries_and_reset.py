@@ -1,6 +1,6 @@
-"""Queries and offset reset (issue 5, feature 3) over real TCP: QUERY_MESSAGE by key and time range
-and by uniq key returns only records that really carry the key (the index matches hashes), the
-message id lookup returns the message, and resetting a group's offsets by time (broker request 222,
+"""Queries and offset reset over real TCP: QUERY_MESSAGE by key and time range and by uniq key
+returns only records that really carry the key (the index matches hashes), the message id lookup
+returns the message, and resetting a group's offsets by time (broker request 222,
 `mqadmin resetOffsetByTime`) replays from the right offset in running push and pull consumers."""
 
 from __future__ import annotations

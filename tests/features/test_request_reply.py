@@ -1,9 +1,9 @@
-"""Request/Reply end to end over real TCP (issue 21): our SDK's `Producer.request()` against a responder
-built from our push consumer and producer, as RocketMQ does it: the reply goes to
-`<cluster>_REPLY_TOPIC` with SEND_REPLY_MESSAGE_V2 and the broker pushes it to the requester's
-connection (PUSH_REPLY_MESSAGE_TO_CLIENT). Also: the timeout when nobody answers, the responder's
-SYSTEM_ERROR when the requester is gone, a reply without REPLY_TO_CLIENT, and that the reply is
-stored (or not, with storeReplyMessageEnable=false)."""
+"""Request/Reply end to end over real TCP: our SDK's `Producer.request()` against a responder built from
+our push consumer and producer, as RocketMQ does it: the reply goes to `<cluster>_REPLY_TOPIC` with
+SEND_REPLY_MESSAGE_V2 and the broker pushes it to the requester's connection
+(PUSH_REPLY_MESSAGE_TO_CLIENT). Also: the timeout when nobody answers, the responder's SYSTEM_ERROR when
+the requester is gone, a reply without REPLY_TO_CLIENT, and that the reply is stored (or not, with
+storeReplyMessageEnable=false)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""SQL92 filtering (issue 5, feature 1): the pure parser/evaluator by table and by property, and the
-broker + client over real TCP: seed examples select exactly the right messages, bad expressions are
-refused at subscribe time with a remark that points at the error."""
+"""SQL92 filtering: the pure parser/evaluator by table and by property, and the broker + client over
+real TCP: seed examples select exactly the right messages, bad expressions are refused at subscribe
+time with a remark that points at the error."""
 
 from __future__ import annotations
 

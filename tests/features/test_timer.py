@@ -1,9 +1,9 @@
-"""Timed delivery to the millisecond (issue 21) over real TCP: RocketMQ 5's TIMER_DELIVER_MS /
-TIMER_DELAY_SEC / TIMER_DELAY_MS and RocketMQ 4's __STARTDELIVERTIME park a message in
-rmq_sys_wheel_timer until its time, then it is stored in its real topic and queue with the user's
-properties; a time in the past means now; past timerMaxDelaySec, with an unreadable value, in a batch
-or with timerWheelEnable=false the send is refused and nothing is stored; pending timers survive a
-graceful restart and a kill -9 with SYNC_FLUSH (a subprocess broker), each delivered once."""
+"""Timed delivery to the millisecond over real TCP: RocketMQ 5's TIMER_DELIVER_MS / TIMER_DELAY_SEC /
+TIMER_DELAY_MS and RocketMQ 4's __STARTDELIVERTIME park a message in rmq_sys_wheel_timer until its
+time, then it is stored in its real topic and queue with the user's properties; a time in the past
+means now; past timerMaxDelaySec, with an unreadable value, in a batch or with timerWheelEnable=false
+the send is refused and nothing is stored; pending timers survive a graceful restart and a kill -9
+with SYNC_FLUSH (a subprocess broker), each delivered once."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""Transactional messages (issue 5, feature 2) over real TCP with our TransactionProducer: commit is
-visible, rollback is not, an unknown transaction is checked and settled as the checker says, one
-whose producer is gone is rolled back after transactionCheckMax checks, END_TRANSACTION is validated,
-and a restart does not check settled halves again."""
+"""Transactional messages over real TCP with our TransactionProducer: commit is visible, rollback is
+not, an unknown transaction is checked and settled as the checker says, one whose producer is gone is
+rolled back after transactionCheckMax checks, END_TRANSACTION is validated, and a restart does not
+check settled halves again."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Apache RocketMQ's Go client (rocketmq-client-go/v2, unchanged, from the Go module proxy) against our
-NameServer and broker (issue 21): everything the Go client offers of the feature list.
+NameServer and broker: everything the Go client offers of the feature list.
 
 Producer sync / async / oneway / batch / ordered (read back by our SDK) and to a topic nobody created
 (TBW102), push consumer concurrently and orderly with tag and SQL92 selectors, two instances of a group

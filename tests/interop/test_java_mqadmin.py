@@ -1,8 +1,8 @@
 """Apache RocketMQ's own mqadmin (rocketmq-tools 5.3.3, `MQAdminStartup`, unchanged) against our
-NameServer and broker: issue 21's inspection and maintenance commands, each checked by the table it
-prints. A Java push consumer (group CID-jadm) and our SDK's producer (PID-jadm) stay online for the
-module; our producer sends COUNT messages first and the Java consumer consumes them all, so every
-offset, count and lag below is known.
+NameServer and broker: the inspection and maintenance commands, each checked by the table it prints.
+A Java push consumer (group CID-jadm) and our SDK's producer (PID-jadm) stay online for the module;
+our producer sends COUNT messages first and the Java consumer consumes them all, so every offset,
+count and lag below is known.
 """
 
 from __future__ import annotations

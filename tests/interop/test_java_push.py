@@ -1,10 +1,10 @@
 """Apache RocketMQ's Java push consumer (5.3.3, unchanged) against our NameServer and broker.
 
-The first test is issue 21's: with default settings the Java client bumps its subscription's
-subVersion after each rebalance and heartbeats again; a broker that kept the first subscription
-answered every pull SUBSCRIPTION_NOT_LATEST, and the consumer received nothing, ever. The rest cover
-the push consumer's features: orderly, tag and SQL92 selectors, two instances of one group
-(clustering: each message once overall) and broadcasting (each instance gets everything).
+The first test: with default settings the Java client bumps its subscription's subVersion after each
+rebalance and heartbeats again; a broker that kept the first subscription answered every pull
+SUBSCRIPTION_NOT_LATEST, and the consumer received nothing, ever. The rest cover the push consumer's
+features: orderly, tag and SQL92 selectors, two instances of one group (clustering: each message once
+overall) and broadcasting (each instance gets everything).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def seqs(records: list[Record]) -> Counter[int]:
 
 
 def test_java_push_consumer_gets_what_our_producer_sent(java_servers: ServerPair) -> None:
-    """Issue 21: CONSUME_FROM_FIRST_OFFSET, clustering, concurrently; all N messages, exactly once."""
+    """CONSUME_FROM_FIRST_OFFSET, clustering, concurrently; all N messages, exactly once."""
     topic = "JavaPushRepro"
     java_servers.create_topics([topic])
     sdk_produce(java_servers.namesrv_addr, [("sync", topic)], COUNT, origin="sdk")

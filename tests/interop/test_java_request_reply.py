@@ -1,4 +1,4 @@
-"""Request/Reply with Apache RocketMQ's Java client 5.3.3 (unchanged) against our broker (issue 21).
+"""Request/Reply with Apache RocketMQ's Java client 5.3.3 (unchanged) against our broker.
 
 `DefaultMQProducer.request()` waits for a reply that a responder sends to `<cluster>_REPLY_TOPIC`
 (MessageUtil.createReplyMessage, sent with SEND_REPLY_MESSAGE_V2) and that our broker pushes to the

@@ -1,4 +1,4 @@
-"""Issue 26, logs: real `mqbroker` / `mqnamesrv` processes, killed with SIGKILL and started again.
+"""The logs of real `mqbroker` / `mqnamesrv` processes, killed with SIGKILL and started again.
 
 Their log file (logRoot) keeps the earlier runs' lines, rotates at logFileMaxSize keeping logFileMaxIndex
 backups, and every line of it, the index helper's included, parses with one regex (text) or json.loads

@@ -1,5 +1,5 @@
-"""Broker metrics over real TCP (issue 26): a real NameServer and broker with metricsExporterType=PROM, a
-real producer and consumer, and /metrics read with prometheus-client's text parser."""
+"""Broker metrics over real TCP: a real NameServer and broker with metricsExporterType=PROM, a real
+producer and consumer, and /metrics read with prometheus-client's text parser."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The /metrics endpoint and the metrics keys: bad input gets a clear answer or a clear error (issue 26).
+"""The /metrics endpoint and the metrics keys: bad input gets a clear answer or a clear error.
 
 A metrics port in use fails the broker's and the NameServer's start with a message naming
 metricsPromExporterPort; malformed keys fail the config load naming the key; requests other than a

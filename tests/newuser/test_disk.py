@@ -1,5 +1,5 @@
-"""Issue 22, point 5: disk on a laptop. After `make run` and 10 000 messages of 1 KiB, the data dir holds
-the data plus a bounded reservation (commitLogPreallocateAhead, sparse IndexFiles), not 2.5 GB."""
+"""Disk on a laptop. After `make run` and 10 000 messages of 1 KiB, the data dir holds the data plus a
+bounded reservation (commitLogPreallocateAhead, sparse IndexFiles), not 2.5 GB."""
 
 from __future__ import annotations
 

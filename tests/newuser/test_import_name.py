@@ -1,4 +1,4 @@
-"""Issue 22, point 1: users import what they installed, `rocketcluster`, and nothing heavy comes with it."""
+"""Users import what they installed, `rocketcluster`, and nothing heavy comes with it."""
 
 from __future__ import annotations
 

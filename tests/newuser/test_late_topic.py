@@ -1,4 +1,4 @@
-"""Issue 22, point 7: a consumer started before its topic exists consumes it within seconds of its creation:
+"""A consumer started before its topic exists consumes it within seconds of its creation:
 a topic in use without a route is looked up every 2 s (not at the 30 s route poll, nor at a later periodic
 rebalance: here both are an hour away), and starting a push consumer does not warn about its own retry
 topic."""
@@ -70,7 +70,7 @@ async def test_a_consumer_started_before_its_topic_consumes_it(tmp_path: Path) -
         sent = await mqadmin("sendMessage", "-t", "LateTopic", "-p", "late", env=env)
         assert sent.code == 0, sent
         # the consumers' result line first; their shutdown after it once outlived a 120 s wait in a loaded
-        # CI rehearsal (not understood yet: reported in issue 22), so it is bounded and reported apart
+        # CI rehearsal (not understood yet), so it is bounded and reported apart
         line = await asyncio.wait_for(proc.stdout.readline(), 90)
         try:
             await asyncio.wait_for(proc.wait(), 30)

@@ -1,5 +1,5 @@
-"""Issue 22, point 4: `make run` is ready when it says so, reports a crash without taking the other server
-down, and stops on Ctrl-C as a clean exit (no `make: *** ... Error 130`).
+"""`make run` is ready when it says so, reports a crash without taking the other server down, and stops on
+Ctrl-C as a clean exit (no `make: *** ... Error 130`).
 
 `make run` runs in a pseudo-terminal (terminal.py) with its data dir and ports moved to the test's
 (RUN_DATA_DIR, RUN_*_PORT); `make -o .venv/.installed` keeps make from rebuilding the venv.

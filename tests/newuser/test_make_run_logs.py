@@ -1,5 +1,5 @@
-"""Issue 26, logs under `make run`: the servers' own rotated logs in .data/logs keep the earlier runs (a
-kill -9 included), and a config warning (an unknown key) shows on the terminal, not only in the file.
+"""Logs under `make run`: the servers' own rotated logs in .data/logs keep the earlier runs (a kill -9
+included), and a config warning (an unknown key) shows on the terminal, not only in the file.
 
 Runs `make run` in a pseudo-terminal like test_make_run.py, from a copy of conf/broker.conf with a typo
 (RUN_BROKER_CONF).

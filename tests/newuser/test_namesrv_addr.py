@@ -1,4 +1,4 @@
-"""Issue 22, point 2: the SDK finds its NameServer as RocketMQ's clients do, and says so when it cannot.
+"""The SDK finds its NameServer as RocketMQ's clients do, and says so when it cannot.
 
 Order: the explicit argument, then the `rocketmq.namesrv.addr` property (`python -X rocketmq.namesrv.addr=...`,
 Python's `java -D`), then $NAMESRV_ADDR. Nothing set is an error naming both, from every entry point.
@@ -57,7 +57,7 @@ SEND_AND_NAME_THE_BROKER = """
 
 
 async def test_a_producer_sends_to_the_cluster_named_by_the_environment_or_property(tmp_path: Path) -> None:
-    """Two clusters, as in the issue: the one NAMESRV_ADDR (or the property) names gets the message."""
+    """Two clusters: the one NAMESRV_ADDR (or the property) names gets the message."""
 
     async with (
         local_cluster(tmp_path / "a", broker_name="broker-first", autoCreateTopicEnable="true") as first,

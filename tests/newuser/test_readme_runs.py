@@ -1,4 +1,4 @@
-"""Issue 22, point 8: the README's commands run as written, in order, against a fresh `make run`.
+"""The README's commands run as written, in order, against a fresh `make run`.
 
 The "Try it" block runs against scripts/run-local.sh (what `make run` runs) with a temporary data dir and
 free ports: the one substitution is the NameServer address, 127.0.0.1:9876 in the README, the test's here.

@@ -1,5 +1,5 @@
-"""Issue 22, point 6: names that do not exist get a clear answer from mqadmin, never an internal one, and a
-typo'd group is not created by the command that names it."""
+"""Names that do not exist get a clear answer from mqadmin, never an internal one, and a typo'd group is
+not created by the command that names it."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The Grafana dashboard the chart ships (charts/rocketcluster-operator/dashboards/rocketcluster.json, issue 26).
+"""The Grafana dashboard the chart ships (charts/rocketcluster-operator/dashboards/rocketcluster.json).
 
 No Grafana can be installed from the registries this project reaches (it is in no Debian archive here, on no
 language registry, and its Go module is AGPL), so the dashboard is checked, not rendered:

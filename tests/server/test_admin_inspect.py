@@ -1,4 +1,4 @@
-"""The admin inspection and maintenance codes (issue 21): the bodies mqadmin reads, and bad input.
+"""The admin inspection and maintenance codes: the bodies mqadmin reads, and bad input.
 
 Each request goes over a real connection to a real broker (server_harness.cluster). The Java mqadmin
 runs against them in tests/interop/test_java_mqadmin.py; here every code also gets its bad input

@@ -1,4 +1,4 @@
-"""Issue 27: log lines that one cause repeats (per connection, per message) are rate-limited and counted.
+"""Log lines that one cause repeats (per connection, per message) are rate-limited and counted.
 
 The limiter itself (broker/log_limit.py) as a table with a fake clock, its timer on a real loop, the
 forced clean's WARNING text, and a real store whose index directory cannot be created (one ERROR, not one

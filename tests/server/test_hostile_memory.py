@@ -1,4 +1,4 @@
-"""Issue 27: the broker's memory stays bounded under clients that send half a frame or do not read.
+"""The broker's memory stays bounded under clients that send half a frame or do not read.
 
 A real broker subprocess (its RSS is its own, read from /proc/<pid>/status) with default bounds; the
 clients are plain sockets writing frames by hand:

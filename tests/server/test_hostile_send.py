@@ -1,4 +1,4 @@
-"""Hostile SEND_MESSAGE_V2 headers (issue 27): one request must never poison a queue or its recovery.
+"""Hostile SEND_MESSAGE_V2 headers: one request must never poison a queue or its recovery.
 
 A sender's sysFlag used to be stored as sent. With the born-host IPv6 bit (16) on a record written with
 4-byte hosts, every reader misparsed the record, and a crash recovery truncated the CommitLog there,
@@ -73,7 +73,7 @@ def test_sys_flag_rule_table() -> None:
 
 
 def test_the_reported_poison_sequence_survives_kill9(broker_procs: BrokerProcs) -> None:
-    """Issue 27's sequence to one queue: 4 valid, sysFlag 16, 4 valid, sysFlag -1, 4 valid (SYNC_FLUSH)."""
+    """A sequence to one queue: 4 valid, sysFlag 16, 4 valid, sysFlag -1, 4 valid (SYNC_FLUSH)."""
     queue = 1
     client = SendClient(broker_procs.broker_port)
     try:

@@ -1,4 +1,4 @@
-"""Issue 27 against a real broker subprocess: slow frames, floods of bad connections, a NameServer restart.
+"""Hostile clients against a real broker subprocess: slow frames, floods of bad connections, a NameServer restart.
 
 - A frame trickling one byte at a time keeps the idle timer from firing; serverFrameTimeoutMillis (1 s
   here) closes it, and the broker's log says why.

@@ -26,7 +26,7 @@ async def test_waiting_pull_returns_soon_after_a_message_arrives(tmp_path: Path)
             latencies.append(time.monotonic() - sent_at)
             assert resp.code == 0 and [m.body for m in messages(resp)] == [f"m{offset}".encode()]
             assert c.broker.hold.held_count == 0
-    # The bar is 50 ms (a measurement, printed); the assertion only tells a wake by the arrival from
+    # The aim is 50 ms (a measurement, printed); the assertion only tells a wake by the arrival from
     # the 15 s suspend running out, with room for a loaded CI machine.
     print(f"long-poll wake latency: max {max(latencies) * 1000:.1f} ms, all {[round(x * 1000, 1) for x in latencies]}")
     assert max(latencies) < 5.0, "a parked pull waited for its suspend time instead of the message"

@@ -1,4 +1,4 @@
-"""A group's stored subscription follows the newest subVersion heartbeated (issue 21).
+"""A group's stored subscription follows the newest subVersion heartbeated.
 
 The Java push consumer bumps its subscription's subVersion after a rebalance, heartbeats, then pulls
 with the new version and no subscription in the pull (sysFlag bit 2 clear). The broker answers such a

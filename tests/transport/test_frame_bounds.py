@@ -1,4 +1,4 @@
-"""Bounds against hostile senders and readers (issue 27), on real loopback sockets against a RemotingServer.
+"""Bounds against hostile senders and readers, on real loopback sockets against a RemotingServer.
 
 - Large incomplete frames share one byte budget: a frame that does not fit waits (its connection stops
   reading) or, when not even what was read fits, is refused; small requests go on meanwhile.
