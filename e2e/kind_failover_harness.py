@@ -29,14 +29,6 @@ def cluster_status(kube: Kube, ns: str, name: str) -> dict[str, Any]:
     return dict(kube.get("-n", ns, "rmq", name).get("status") or {})
 
 
-def cluster_ready(kube: Kube, ns: str, name: str) -> bool:
-    """Ready=True for the cluster's current generation."""
-    obj = kube.get("-n", ns, "rmq", name)
-    status = obj.get("status") or {}
-    ready = next((c["status"] for c in status.get("conditions", []) if c["type"] == "Ready"), None)
-    return status.get("observedGeneration") == obj["metadata"]["generation"] and ready == "True"
-
-
 def cluster_pods(kube: Kube, ns: str, name: str) -> dict[str, dict[str, Any]]:
     items = kube.get("-n", ns, "pods", "-l", f"rocketcluster.io/cluster={name}")["items"]
     return {p["metadata"]["name"]: p for p in items}

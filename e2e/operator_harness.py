@@ -3,6 +3,7 @@
 `OperatorProcess` runs `rocketcluster-operator` (the console script users run) with the harness kubeconfig,
 watching the namespaces a test names, and keeps its log. `stop()` fails the test when the log holds a
 traceback: a crash or an unhandled error in a handler is a defect even when the objects look right.
+`ready_status` is what the tests wait for: a resource's status once it says Ready=True for the current generation.
 """
 
 from __future__ import annotations
@@ -131,3 +132,16 @@ def crds_and_namespace(kube: Any, prefix: str) -> Iterator[str]:
         yield name
     finally:
         kube.run("delete", "namespace", name, "--wait=false", check=False)
+
+
+def ready_status(kube: Any, ns: str, name: str, kind: str = "rmq", groups: int | None = None) -> dict[str, Any] | None:
+    """The status of `kind`/`name` once it describes the object's current generation and says Ready=True (with
+    `groups` ready broker groups, when given); None until then. `kube.wait_for` returns it."""
+    obj = kube.get("-n", ns, kind, name)
+    status: dict[str, Any] = obj.get("status") or {}
+    if status.get("observedGeneration") != obj["metadata"]["generation"]:
+        return None
+    if groups is not None and status.get("readyGroups") != groups:
+        return None
+    ready = any(c["type"] == "Ready" and c["status"] == "True" for c in status.get("conditions", []))
+    return status if ready else None

@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from e2e.operator_harness import CRD_FILE, running_operator
-from e2e.test_security_node import CLUSTER, COUNT, TOPIC, _ready, _run_job
+from e2e.operator_harness import CRD_FILE, ready_status, running_operator
+from e2e.test_security_node import CLUSTER, COUNT, TOPIC, _run_job
 
 if TYPE_CHECKING:
     from e2e.conftest import Kube
@@ -166,7 +166,7 @@ def test_an_issued_certificate_serves_tls_clients(
         assert ca.strip() == root.strip(), "the cluster's certificate is not signed by the CA Issuer's CA"
         k8s_node.wait_for(
             "the cluster Ready with the issued certificate",
-            lambda: _ready(k8s_node, ns, "rmq", CLUSTER),
+            lambda: ready_status(k8s_node, ns, CLUSTER),
             timeout=900,  # the probes speak TLS from a new process each time: slow on a loaded machine
             interval=3,
         )
@@ -178,7 +178,7 @@ def test_an_issued_certificate_serves_tls_clients(
             "spec": {"clusterRef": CLUSTER, "queues": 4},
         }
         k8s_node.apply(json.dumps(topic), namespace=ns)
-        k8s_node.wait_for("the topic Ready", lambda: _ready(k8s_node, ns, "rmqt", TOPIC), timeout=120, interval=2)
+        k8s_node.wait_for("the topic Ready", lambda: ready_status(k8s_node, ns, TOPIC, "rmqt"), timeout=120, interval=2)
         result = _run_job(k8s_node, ns, broker_image, "issued", None)  # TLS only, verifying against the CA
         assert result == {"refused": False, "acked": COUNT, "consumed": COUNT}, result
         pods = k8s_node.get("-n", ns, "pods", "-l", f"rocketcluster.io/cluster={CLUSTER}")["items"]

@@ -15,11 +15,11 @@ import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
-from e2e.operator_harness import REPO
+from e2e.operator_harness import REPO, ready_status
 
 if TYPE_CHECKING:
     from e2e.conftest import Kube
@@ -72,13 +72,6 @@ def _pod_uids(kube: Kube, ns: str, selector: str) -> dict[str, str]:
     return {p["metadata"]["name"]: p["metadata"]["uid"] for p in kube.get("-n", ns, "pods", "-l", selector)["items"]}
 
 
-def _ready(kube: Kube, ns: str) -> dict[str, Any] | None:
-    obj = kube.get("-n", ns, "rmq", "demo")
-    st = obj.get("status") or {}
-    ok = any(c["type"] == "Ready" and c["status"] == "True" for c in st.get("conditions", []))
-    return obj if ok and st.get("observedGeneration") == obj["metadata"]["generation"] else None
-
-
 def test_install_run_upgrade_uninstall(
     k8s_node: Kube, broker_image: str, operator_image: str, namespaces: tuple[str, str]
 ) -> None:
@@ -106,7 +99,9 @@ def test_install_run_upgrade_uninstall(
         },
     }
     kube.apply(json.dumps(cluster), namespace=workload)
-    kube.wait_for("Ready=True from the in-cluster operator", lambda: _ready(kube, workload), timeout=300, interval=1)
+    kube.wait_for(
+        "Ready=True from the in-cluster operator", lambda: ready_status(kube, workload, "demo"), timeout=300, interval=1
+    )
 
     # two replicas (the chart's default), each with its keep-alive in the namespace's KopfPeering, at two
     # different priorities: one works, the other stands by
@@ -131,7 +126,7 @@ def test_install_run_upgrade_uninstall(
         ),
         timeout=120,
     )
-    kube.wait_for("the cluster still Ready", lambda: _ready(kube, workload), timeout=60)
+    kube.wait_for("the cluster still Ready", lambda: ready_status(kube, workload, "demo"), timeout=60)
     assert _pod_uids(kube, workload, selector) == brokers, "an operator upgrade restarted brokers"
 
     helm(kube, "uninstall", RELEASE, "-n", system, "--wait", "--timeout", "120s")

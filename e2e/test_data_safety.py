@@ -30,7 +30,7 @@ import pytest
 from broker.client import ConsumeFromWhere, ConsumeStatus
 from broker.client.blocking import BlockingAdmin, BlockingPushConsumer
 from e2e.node_checks import Producer, StatusTimeline, assert_all_read, broker_pid, read_back
-from e2e.operator_harness import CRD_FILE, REPO, OperatorProcess, running_operator
+from e2e.operator_harness import CRD_FILE, REPO, OperatorProcess, ready_status, running_operator
 
 if TYPE_CHECKING:
     from e2e.conftest import Kube
@@ -63,14 +63,6 @@ def operator(
         yield proc
 
 
-def _ready(kube: Kube, ns: str, name: str, groups: int = 1) -> bool:
-    obj = kube.get("-n", ns, "rmq", name)
-    status = obj.get("status") or {}
-    ready = next((c["status"] for c in status.get("conditions", []) if c["type"] == "Ready"), None)
-    current = status.get("observedGeneration") == obj["metadata"]["generation"]
-    return current and status.get("readyGroups") == groups and ready == "True"
-
-
 def _condition(kube: Kube, ns: str, name: str, type_: str) -> dict[str, Any]:
     status = kube.get("-n", ns, "rmq", name).get("status") or {}
     return next((c for c in status.get("conditions", []) if c["type"] == type_), {})
@@ -85,7 +77,7 @@ def _namesrv(kube: Kube, ns: str, name: str) -> str:
 def _create(kube: Kube, ns: str, name: str, spec: dict[str, Any]) -> str:
     body = {"apiVersion": "rocketcluster.io/v1alpha1", "kind": "RocketCluster", "metadata": {"name": name}}
     kube.apply(json.dumps(body | {"spec": spec}), namespace=ns)
-    kube.wait_for(f"{name} Ready", lambda: _ready(kube, ns, name), timeout=300, interval=1)
+    kube.wait_for(f"{name} Ready", lambda: ready_status(kube, ns, name, groups=1), timeout=300, interval=1)
     return _namesrv(kube, ns, name)
 
 
@@ -100,7 +92,7 @@ def _pod_uids(kube: Kube, ns: str, name: str) -> dict[str, str]:
 
 def _hold_ready(kube: Kube, ns: str, name: str, timeline: StatusTimeline, groups: int = 1) -> float:
     """Wait for Ready after a disruption, then watch it hold for 20 s; returns when it came back."""
-    kube.wait_for(f"{name} Ready again", lambda: _ready(kube, ns, name, groups), timeout=300, interval=0.5)
+    kube.wait_for(f"{name} Ready again", lambda: ready_status(kube, ns, name, groups=groups), timeout=300, interval=0.5)
     back = time.monotonic()
     time.sleep(20)
     lost = timeline.ready_lost_after(back)
@@ -112,7 +104,7 @@ def _hold_ready(kube: Kube, ns: str, name: str, timeline: StatusTimeline, groups
 def test_a_master_killed_on_ephemeral_storage_loses_nothing(k8s_node: Kube, ns: str, operator: OperatorProcess) -> None:
     kube = k8s_node
     kube.run("apply", "-n", ns, "-f", str(EXAMPLE))  # as shipped
-    kube.wait_for("the example Ready", lambda: _ready(kube, ns, MINIMAL), timeout=300, interval=1)
+    kube.wait_for("the example Ready", lambda: ready_status(kube, ns, MINIMAL, groups=1), timeout=300, interval=1)
     namesrv = _namesrv(kube, ns, MINIMAL)
     with BlockingAdmin(namesrv) as admin:
         admin.create_topic(TOPIC, cluster=MINIMAL, read_queue_nums=4, write_queue_nums=4)
@@ -140,7 +132,7 @@ def test_scale_in_keeps_a_group_whose_messages_nobody_reads(k8s_node: Kube, ns: 
     namesrv = _namesrv(kube, ns, MINIMAL)
     with StatusTimeline(kube, ns, MINIMAL) as timeline:
         kube.run("scale", "-n", ns, f"rmq/{MINIMAL}", "--replicas=2")
-        kube.wait_for("two groups Ready", lambda: _ready(kube, ns, MINIMAL, 2), timeout=300, interval=1)
+        kube.wait_for("two groups Ready", lambda: ready_status(kube, ns, MINIMAL, groups=2), timeout=300, interval=1)
     assert not timeline.ever("Degraded", "True"), f"a planned scale-out was Degraded: {timeline.summary()}"
     topic = "NobodyReads"
     with BlockingAdmin(namesrv) as admin:
@@ -183,7 +175,7 @@ def test_scale_in_keeps_a_group_whose_messages_nobody_reads(k8s_node: Kube, ns: 
     finally:
         consumer.shutdown()
     assert_all_read("scale-in of a group holding unread messages", producer, sorted(consumed))
-    kube.wait_for("Ready with one group", lambda: _ready(kube, ns, MINIMAL), timeout=120, interval=1)
+    kube.wait_for("Ready with one group", lambda: ready_status(kube, ns, MINIMAL, groups=1), timeout=120, interval=1)
     kube.run("delete", "rmq", "-n", ns, MINIMAL, "--wait=true", "--timeout=90s", timeout=120)
 
 

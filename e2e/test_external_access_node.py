@@ -26,7 +26,7 @@ import pytest
 
 from broker.client import BlockingAdmin
 from e2e.node_checks import wait_answering
-from e2e.operator_harness import OperatorProcess, crds_and_namespace, running_operator
+from e2e.operator_harness import OperatorProcess, crds_and_namespace, ready_status, running_operator
 from tests.interop.interop_harness import SdkConsumer, home_for, sdk_produce
 from tests.interop.java_harness import ensure_java, java
 from tests.peers import REPO
@@ -56,14 +56,6 @@ def operator(k8s_node: Kube, ns: str, tmp_path_factory: pytest.TempPathFactory) 
         yield proc
 
 
-def _ready(kube: Kube, ns: str) -> dict[str, Any] | None:
-    obj = kube.get("-n", ns, "rmq", CLUSTER)
-    status = obj.get("status") or {}
-    ready = next((c["status"] for c in status.get("conditions", []) if c["type"] == "Ready"), None)
-    current = status.get("observedGeneration") == obj["metadata"]["generation"]
-    return status if current and status.get("readyGroups") == 1 and ready == "True" else None
-
-
 @pytest.fixture(scope="module")
 def cluster(k8s_node: Kube, ns: str, broker_image: str, operator: OperatorProcess) -> dict[str, Any]:
     spec = {
@@ -77,7 +69,7 @@ def cluster(k8s_node: Kube, ns: str, broker_image: str, operator: OperatorProces
     body = {"apiVersion": "rocketcluster.io/v1alpha1", "kind": "RocketCluster", "metadata": {"name": CLUSTER}}
     k8s_node.apply(json.dumps(body | {"spec": spec}), namespace=ns)
     status: dict[str, Any] = k8s_node.wait_for(
-        "the cluster Ready", lambda: _ready(k8s_node, ns), timeout=420, interval=2
+        "the cluster Ready", lambda: ready_status(k8s_node, ns, CLUSTER, groups=1), timeout=420, interval=2
     )
     wait_answering(k8s_node, EXTERNAL_NAMESRV)
     return status
@@ -188,13 +180,6 @@ LB_CLUSTER = "extlb"
 LB_NAMESRV_IP, LB_BROKER_IP = "10.250.0.201", "10.250.0.202"
 
 
-def _lb_ready(kube: Kube, ns: str) -> dict[str, Any] | None:
-    obj = kube.get("-n", ns, "rmq", LB_CLUSTER)
-    status = obj.get("status") or {}
-    ready = next((c["status"] for c in status.get("conditions", []) if c["type"] == "Ready"), None)
-    return status if status.get("observedGeneration") == obj["metadata"]["generation"] and ready == "True" else None
-
-
 def test_load_balancer_brokers_wait_for_their_address_then_advertise_it(
     k8s_node: Kube, ns: str, broker_image: str, operator: OperatorProcess
 ) -> None:
@@ -225,7 +210,9 @@ def test_load_balancer_brokers_wait_for_their_address_then_advertise_it(
     for name, ip in ((f"{LB_CLUSTER}-nameserver-external", LB_NAMESRV_IP), (service, LB_BROKER_IP)):
         patch = {"status": {"loadBalancer": {"ingress": [{"ip": ip}]}}}
         kube.run("patch", "-n", ns, "svc", name, "--subresource=status", "--type=merge", "-p", json.dumps(patch))
-    ready = kube.wait_for("the LoadBalancer cluster Ready", lambda: _lb_ready(kube, ns), timeout=300, interval=2)
+    ready = kube.wait_for(
+        "the LoadBalancer cluster Ready", lambda: ready_status(kube, ns, LB_CLUSTER), timeout=300, interval=2
+    )
     assert ready["externalAccess"] == {
         "type": "LoadBalancer",
         "nameServer": f"{LB_NAMESRV_IP}:9876",
@@ -258,7 +245,7 @@ def test_turning_it_off_removes_the_external_services_and_brokers_advertise_pod_
     pod_ip = kube.run("get", "-n", ns, "pod", f"{LB_CLUSTER}-broker-0-0", "-o", "jsonpath={.status.podIP}")
 
     def back() -> dict[str, Any] | None:
-        status = _lb_ready(kube, ns)
+        status = ready_status(kube, ns, LB_CLUSTER)
         if status is None or "externalAccess" in status:
             return None
         master = status["groupStatus"][0]["master"]

@@ -28,7 +28,7 @@ import pytest
 
 from broker.client.blocking import BlockingAdmin
 from e2e.node_checks import Producer, StatusTimeline, assert_all_read, read_back
-from e2e.operator_harness import CRD_FILE, OperatorProcess, running_operator
+from e2e.operator_harness import CRD_FILE, OperatorProcess, ready_status, running_operator
 
 if TYPE_CHECKING:
     from e2e.conftest import Kube
@@ -72,20 +72,12 @@ def cluster(k8s_node: Kube, ns: str, operator: OperatorProcess) -> str:
     """The cluster Ready with the topic; returns the NameServer Service's address."""
     body = {"apiVersion": "rocketcluster.io/v1alpha1", "kind": "RocketCluster", "metadata": {"name": NAME}}
     k8s_node.apply(json.dumps(body | {"spec": SPEC}), namespace=ns)
-    k8s_node.wait_for(f"{NAME} Ready", lambda: _ready(k8s_node, ns), timeout=420, interval=1)
+    k8s_node.wait_for(f"{NAME} Ready", lambda: ready_status(k8s_node, ns, NAME, groups=1), timeout=420, interval=1)
     ip = k8s_node.run("get", "-n", ns, "svc", f"{NAME}-nameserver", "-o", "jsonpath={.spec.clusterIP}").strip()
     namesrv = f"{ip}:9876"
     with BlockingAdmin(namesrv) as admin:
         admin.create_topic(TOPIC, cluster=NAME, read_queue_nums=4, write_queue_nums=4)
     return namesrv
-
-
-def _ready(kube: Kube, ns: str) -> bool:
-    obj = kube.get("-n", ns, "rmq", NAME)
-    status = obj.get("status") or {}
-    ready = next((c["status"] for c in status.get("conditions", []) if c["type"] == "Ready"), None)
-    current = status.get("observedGeneration") == obj["metadata"]["generation"]
-    return current and status.get("readyGroups") == 1 and ready == "True"
 
 
 def _status(kube: Kube, ns: str) -> dict[str, Any]:
@@ -180,7 +172,7 @@ def test_a_force_deleted_master_is_replaced_by_its_slave_and_returns_as_a_slave(
             return pod is not None and pod["metadata"]["uid"] != old_uid
 
         kube.wait_for("the deleted pod recreated", returned, timeout=120, interval=1)
-        kube.wait_for(f"{NAME} Ready again", lambda: _ready(kube, ns), timeout=300, interval=1)
+        kube.wait_for(f"{NAME} Ready again", lambda: ready_status(kube, ns, NAME, groups=1), timeout=300, interval=1)
         now_master, now_addr = _master_pod(kube, ns, namesrv)
         assert now_master != master and now_addr == new_addr, (now_master, now_addr, new_addr)
         group = _status(kube, ns)["groupStatus"][0]
@@ -200,7 +192,7 @@ def test_a_planned_roll_hands_the_mastership_over_before_restarting_the_master(
     k8s_node: Kube, ns: str, cluster: str
 ) -> None:
     kube, namesrv = k8s_node, cluster
-    kube.wait_for(f"{NAME} Ready", lambda: _ready(kube, ns), timeout=300, interval=1)
+    kube.wait_for(f"{NAME} Ready", lambda: ready_status(kube, ns, NAME, groups=1), timeout=300, interval=1)
     master, _ = _master_pod(kube, ns, namesrv)
     uids = {n: p["metadata"]["uid"] for n, p in _pods(kube, ns).items() if "-broker-" in n}
     handovers_before = len(_elections(kube, ns))
@@ -216,7 +208,9 @@ def test_a_planned_roll_hands_the_mastership_over_before_restarting_the_master(
                 return all(now.get(pod) not in (None, uid) for pod, uid in uids.items())
 
             kube.wait_for("every broker pod restarted by the roll", rolled, timeout=600, interval=1)
-            kube.wait_for(f"{NAME} Ready after the roll", lambda: _ready(kube, ns), timeout=300, interval=1)
+            kube.wait_for(
+                f"{NAME} Ready after the roll", lambda: ready_status(kube, ns, NAME, groups=1), timeout=300, interval=1
+            )
             producer.wait_for(len(producer.acked) + 100)
     keys = read_back(namesrv, TOPIC)
     assert_all_read("planned roll with failover", producer, keys)
@@ -259,7 +253,12 @@ def test_a_scale_in_moves_the_mastership_off_the_ordinal_it_removes(k8s_node: Ku
     kube.run(
         "patch", "-n", ns, "rmq", NAME, "--type=merge", "-p", json.dumps({"spec": {"broker": {"slavesPerGroup": 2}}})
     )
-    kube.wait_for(f"{NAME} Ready with two slaves", lambda: _ready(kube, ns) and len(_pods(kube, ns)) == 6, 420, 1)
+    kube.wait_for(
+        f"{NAME} Ready with two slaves",
+        lambda: ready_status(kube, ns, NAME, groups=1) and len(_pods(kube, ns)) == 6,
+        420,
+        1,
+    )
     last = f"{NAME}-broker-0-2"
     kube.wait_for(
         f"{last} in sync",
@@ -279,7 +278,12 @@ def test_a_scale_in_moves_the_mastership_off_the_ordinal_it_removes(k8s_node: Ku
             patch = {"spec": {"broker": {"slavesPerGroup": 1}}}
             kube.run("patch", "-n", ns, "rmq", NAME, "--type=merge", "-p", json.dumps(patch))
             kube.wait_for(f"{last} removed", lambda: last not in _pods(kube, ns), timeout=300, interval=1)
-            kube.wait_for(f"{NAME} Ready after the scale-in", lambda: _ready(kube, ns), timeout=300, interval=1)
+            kube.wait_for(
+                f"{NAME} Ready after the scale-in",
+                lambda: ready_status(kube, ns, NAME, groups=1),
+                timeout=300,
+                interval=1,
+            )
             producer.wait_for(len(producer.acked) + 100)
     keys = read_back(namesrv, TOPIC)
     assert_all_read("scale-in off the master's ordinal with failover", producer, keys)

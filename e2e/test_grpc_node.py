@@ -31,7 +31,7 @@ import pytest
 
 from broker.client import BlockingAdmin
 from e2e.node_checks import wait_answering
-from e2e.operator_harness import OperatorProcess, crds_and_namespace, running_operator
+from e2e.operator_harness import OperatorProcess, crds_and_namespace, ready_status, running_operator
 from tests.peers import REPO
 
 if TYPE_CHECKING:
@@ -55,14 +55,6 @@ def operator(k8s_node: Kube, ns: str, tmp_path_factory: pytest.TempPathFactory) 
         yield proc
 
 
-def _ready(kube: Kube, ns: str) -> dict[str, Any] | None:
-    obj = kube.get("-n", ns, "rmq", CLUSTER)
-    status = obj.get("status") or {}
-    ready = next((c["status"] for c in status.get("conditions", []) if c["type"] == "Ready"), None)
-    current = status.get("observedGeneration") == obj["metadata"]["generation"]
-    return status if current and status.get("readyGroups") == 1 and ready == "True" else None
-
-
 @pytest.fixture(scope="module")
 def cluster(k8s_node: Kube, ns: str, broker_image: str, operator: OperatorProcess) -> dict[str, Any]:
     spec = {
@@ -75,7 +67,7 @@ def cluster(k8s_node: Kube, ns: str, broker_image: str, operator: OperatorProces
     body = {"apiVersion": "rocketcluster.io/v1alpha1", "kind": "RocketCluster", "metadata": {"name": CLUSTER}}
     k8s_node.apply(json.dumps(body | {"spec": spec}), namespace=ns)
     status: dict[str, Any] = k8s_node.wait_for(
-        "the cluster Ready", lambda: _ready(k8s_node, ns), timeout=420, interval=2
+        "the cluster Ready", lambda: ready_status(k8s_node, ns, CLUSTER, groups=1), timeout=420, interval=2
     )
     return status
 
@@ -176,13 +168,7 @@ def test_load_balancer_clients_outside_use_the_brokers_address_at_the_grpc_port(
         patch = {"status": {"loadBalancer": {"ingress": [{"ip": ip}]}}}
         kube.run("patch", "-n", ns, "svc", name, "--subresource=status", "--type=merge", "-p", json.dumps(patch))
 
-    def ready() -> dict[str, Any] | None:
-        obj = kube.get("-n", ns, "rmq", LB_CLUSTER)
-        status = obj.get("status") or {}
-        ok = next((c["status"] for c in status.get("conditions", []) if c["type"] == "Ready"), None) == "True"
-        return status if ok and status.get("observedGeneration") == obj["metadata"]["generation"] else None
-
-    kube.wait_for("the LoadBalancer cluster Ready", ready, timeout=300, interval=2)
+    kube.wait_for("the LoadBalancer cluster Ready", lambda: ready_status(kube, ns, LB_CLUSTER), timeout=300, interval=2)
     topic = "GrpcLb"
     wait_answering(kube, f"{LB_NAMESRV_IP}:9876")
     with BlockingAdmin(f"{LB_NAMESRV_IP}:9876") as admin:
@@ -236,14 +222,9 @@ def test_node_port_clients_outside_and_inside_take_each_brokers_grpc_node_port(
     body = {"apiVersion": "rocketcluster.io/v1alpha1", "kind": "RocketCluster", "metadata": {"name": NP_CLUSTER}}
     kube.apply(json.dumps(body | {"spec": spec}), namespace=ns)
 
-    def ready() -> dict[str, Any] | None:
-        obj = kube.get("-n", ns, "rmq", NP_CLUSTER)
-        status = obj.get("status") or {}
-        ok = next((c["status"] for c in status.get("conditions", []) if c["type"] == "Ready"), None) == "True"
-        current = status.get("observedGeneration") == obj["metadata"]["generation"]
-        return status if ok and current and status.get("readyGroups") == 2 else None
-
-    status = kube.wait_for("the NodePort cluster Ready", ready, timeout=420, interval=2)
+    status = kube.wait_for(
+        "the NodePort cluster Ready", lambda: ready_status(kube, ns, NP_CLUSTER, groups=2), timeout=420, interval=2
+    )
     grpc_ports = {0: NP_GRPC_BASE, 1: NP_GRPC_BASE + 5}
     for g, node_port in grpc_ports.items():
         service = kube.get("-n", ns, "svc", f"{NP_CLUSTER}-broker-{g}-0-external")["spec"]

@@ -28,14 +28,13 @@ import pytest
 from broker.client.blocking import BlockingAdmin
 from e2e.kind_failover_harness import (
     cluster_pods,
-    cluster_ready,
     cluster_status,
     failover_namespace,
     node_ready,
     route_master,
 )
 from e2e.node_checks import Producer, read_back
-from e2e.operator_harness import OperatorProcess, running_operator
+from e2e.operator_harness import OperatorProcess, ready_status, running_operator
 
 if TYPE_CHECKING:
     from e2e.conftest import Kube
@@ -87,7 +86,7 @@ def test_a_silent_masters_node_is_fenced_and_its_pod_returns_as_a_slave(
     body = {"apiVersion": "rocketcluster.io/v1alpha1", "kind": "RocketCluster", "metadata": {"name": NAME}}
     kube.apply(json.dumps(body | {"spec": spec}), namespace=ns)
     try:
-        kube.wait_for(f"{NAME} Ready", lambda: cluster_ready(kube, ns, NAME), timeout=600, interval=2)
+        kube.wait_for(f"{NAME} Ready", lambda: ready_status(kube, ns, NAME), timeout=600, interval=2)
     except AssertionError:
         listing = kube.run("get", "pods", "-n", ns, "-o", "wide", check=False)
         raise AssertionError(
@@ -165,7 +164,7 @@ def test_a_silent_masters_node_is_fenced_and_its_pod_returns_as_a_slave(
             kube.wait_for(f"{master} back as a Ready slave of {new_pod}", back_as_slave, timeout=600, interval=2)
             assert cluster_pods(kube, ns, NAME)[master]["metadata"]["uid"] != master_uid, "the old pod object came back"
             kube.wait_for(
-                f"{NAME} Ready after the node's return", lambda: cluster_ready(kube, ns, NAME), timeout=600, interval=2
+                f"{NAME} Ready after the node's return", lambda: ready_status(kube, ns, NAME), timeout=600, interval=2
             )
             producer.wait_for(len(producer.acked) + 100, timeout=180)
     finally:

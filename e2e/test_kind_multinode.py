@@ -37,7 +37,7 @@ from broker.client import ConsumeStatus, Message, SendStatus
 from broker.client.blocking import BlockingAdmin, BlockingProducer, BlockingPushConsumer
 from broker.client.errors import TopicNotExist
 from broker.client.message import ConsumeFromWhere
-from e2e.operator_harness import CRD_FILE, OperatorProcess, running_operator
+from e2e.operator_harness import CRD_FILE, OperatorProcess, ready_status, running_operator
 
 if TYPE_CHECKING:
     from e2e.conftest import Kube
@@ -65,14 +65,6 @@ def namespace(k8s_kind: Kube) -> Iterator[str]:
 def operator(k8s_kind: Kube, namespace: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
     with running_operator(k8s_kind, [namespace], tmp_path_factory.mktemp("op")) as proc:
         yield proc
-
-
-def _ready(kube: Kube, ns: str, name: str) -> dict[str, Any] | None:
-    obj = kube.get("-n", ns, "rmq", name)
-    status = obj.get("status") or {}
-    ready = next((c for c in status.get("conditions", []) if c["type"] == "Ready"), None)
-    current = status.get("observedGeneration") == obj["metadata"]["generation"]
-    return obj if ready and ready["status"] == "True" and current else None
 
 
 def test_cluster_has_three_ready_nodes(k8s_kind: Kube) -> None:
@@ -110,12 +102,12 @@ def test_each_group_runs_master_and_slave_on_different_nodes(
     }
     kube.apply(json.dumps(cluster), namespace=ns)
     try:
-        obj = kube.wait_for("Ready=True", lambda: _ready(kube, ns, "spread"), timeout=420, interval=2)
+        status = kube.wait_for("Ready=True", lambda: ready_status(kube, ns, "spread"), timeout=420, interval=2)
     except AssertionError:
         listing = kube.run("get", "pods", "-n", ns, "-o", "wide", check=False)
         status = json.dumps(kube.get("-n", ns, "rmq", "spread").get("status"), indent=1)
         raise AssertionError(f"not Ready:\n{listing}\n{status}\n{operator.tail(4000)}") from None
-    groups = obj["status"]["groupStatus"]
+    groups = status["groupStatus"]
     assert len(groups) == 2, groups
 
     pods = {p["metadata"]["name"]: p for p in kube.get("-n", ns, "pods")["items"]}
@@ -138,12 +130,12 @@ def test_generated_network_policies_admit_the_namespace_and_block_another(
 ) -> None:
     kube, ns = k8s_kind, namespace
     _require_policy_engine(kube)
-    obj = kube.wait_for("Ready=True", lambda: _ready(kube, ns, "spread"), timeout=300, interval=2)
+    status = kube.wait_for("Ready=True", lambda: ready_status(kube, ns, "spread"), timeout=300, interval=2)
     policies = {p["metadata"]["name"] for p in kube.get("-n", ns, "networkpolicy")["items"]}
     assert {"spread-nameserver", "spread-broker"} <= policies, policies
     pods = {p["metadata"]["name"]: p for p in kube.get("-n", ns, "pods")["items"]}
     nameserver = next(p["status"]["podIP"] for n, p in pods.items() if "nameserver" in n)
-    broker = pods[obj["status"]["groupStatus"][0]["master"]["pod"]]["status"]["podIP"]
+    broker = pods[status["groupStatus"][0]["master"]["pod"]]["status"]["podIP"]
     targets = (f"{nameserver}:9876", f"{broker}:10911")
     outside = _new_namespace(kube, "np-outside")
     try:
@@ -260,8 +252,8 @@ def test_draining_a_worker_keeps_a_ready_pod_per_group_and_loses_no_acknowledged
     k8s_kind: Kube, namespace: str, operator: OperatorProcess
 ) -> None:
     kube, ns = k8s_kind, namespace
-    obj = kube.wait_for("Ready=True", lambda: _ready(kube, ns, "spread"), timeout=300, interval=2)
-    groups = obj["status"]["groupStatus"]
+    status = kube.wait_for("Ready=True", lambda: ready_status(kube, ns, "spread"), timeout=300, interval=2)
+    groups = status["groupStatus"]
     pods = {p["metadata"]["name"]: p for p in kube.get("-n", ns, "pods")["items"]}
     masters_on: dict[str, int] = {}
     for g in groups:
@@ -299,7 +291,7 @@ def test_draining_a_worker_keeps_a_ready_pod_per_group_and_loses_no_acknowledged
         assert "evicted" in out, out
         assert all(n >= 1 for n in lowest.values()), f"a group lost every Ready pod during the drain: {lowest}"
         kube.run("uncordon", victim)
-        kube.wait_for("Ready=True after uncordon", lambda: _ready(kube, ns, "spread"), timeout=420, interval=2)
+        kube.wait_for("Ready=True after uncordon", lambda: ready_status(kube, ns, "spread"), timeout=420, interval=2)
         acked_before = len(traffic.acked)
         kube.wait_for("sends acknowledged again", lambda: len(traffic.acked) > acked_before + 50, timeout=120)
         traffic.stop_sending()
@@ -325,8 +317,8 @@ def test_a_killed_worker_comes_back_and_no_acknowledged_message_is_lost(
     k8s_kind: Kube, namespace: str, operator: OperatorProcess
 ) -> None:
     kube, ns = k8s_kind, namespace
-    obj = kube.wait_for("Ready=True", lambda: _ready(kube, ns, "spread"), timeout=420, interval=2)
-    groups = obj["status"]["groupStatus"]
+    status = kube.wait_for("Ready=True", lambda: ready_status(kube, ns, "spread"), timeout=420, interval=2)
+    groups = status["groupStatus"]
     pods = {p["metadata"]["name"]: p for p in kube.get("-n", ns, "pods")["items"]}
     victim = pods[groups[0]["master"]["pod"]]["spec"]["nodeName"]
     # the groups whose master dies with the node; their slaves are elsewhere (placement test)
@@ -405,7 +397,9 @@ def test_a_killed_worker_comes_back_and_no_acknowledged_message_is_lost(
         }
         subprocess.run(["/usr/bin/docker", "start", victim], check=True, capture_output=True)
         kube.wait_for(f"{victim} Ready again", lambda: _node_ready(kube, victim), timeout=300, interval=2)
-        kube.wait_for("Ready=True after the node's return", lambda: _ready(kube, ns, "spread"), timeout=420, interval=2)
+        kube.wait_for(
+            "Ready=True after the node's return", lambda: ready_status(kube, ns, "spread"), timeout=420, interval=2
+        )
         back_in = time.monotonic() - killed_at
         acked_before = len(traffic.acked)
         kube.wait_for("sends acknowledged again", lambda: len(traffic.acked) > acked_before + 50, timeout=180)

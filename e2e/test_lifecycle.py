@@ -34,7 +34,7 @@ from broker.client import ConsumeStatus, Message, MessageQueue, SendStatus
 from broker.client.blocking import BlockingAdmin, BlockingProducer, BlockingPullConsumer, BlockingPushConsumer
 from broker.client.errors import TopicNotExist
 from e2e.node_checks import broker_pid
-from e2e.operator_harness import CRD_FILE, REPO, OperatorProcess, running_operator
+from e2e.operator_harness import CRD_FILE, REPO, OperatorProcess, ready_status, running_operator
 
 if TYPE_CHECKING:
     from e2e.conftest import Kube
@@ -140,13 +140,6 @@ def _condition(kube: Kube, ns: str, type_: str) -> str | None:
     return None if found is None else str(found["status"])
 
 
-def _ready(kube: Kube, ns: str, groups: int) -> bool:
-    obj = kube.get("-n", ns, "rmq", NAME)
-    status = obj.get("status") or {}
-    current = status.get("observedGeneration") == obj["metadata"]["generation"]
-    return current and status.get("readyGroups") == groups and _condition(kube, ns, "Ready") == "True"
-
-
 def _namespace(kube: Kube, prefix: str) -> Iterator[str]:
     name = f"{prefix}-{uuid.uuid4().hex[:6]}"
     kube.run("apply", "--server-side", "-f", str(CRD_FILE))
@@ -230,7 +223,7 @@ def traffic(
     kube = k8s_node
     body = {"apiVersion": "rocketcluster.io/v1alpha1", "kind": "RocketCluster", "metadata": {"name": NAME}}
     kube.apply(json.dumps(body | {"spec": spec(broker_image)}), namespace=ns)
-    kube.wait_for("the cluster Ready", lambda: _ready(kube, ns, GROUPS), timeout=300, interval=1)
+    kube.wait_for("the cluster Ready", lambda: ready_status(kube, ns, NAME, groups=GROUPS), timeout=300, interval=1)
     namesrv = _namesrv_addr(kube, ns)
     with BlockingAdmin(namesrv) as admin:
         admin.create_topic(TOPIC, cluster=NAME, read_queue_nums=4, write_queue_nums=4)
@@ -325,7 +318,9 @@ def test_a_config_change_rolls_slave_before_master(
         "a broker key rolled the NameServers"
     )
     kube.wait_for(
-        "Ready after the roll", lambda: _ready(kube, ns, GROUPS) and not _status(kube, ns).get("rollout"), 300
+        "Ready after the roll",
+        lambda: ready_status(kube, ns, NAME, groups=GROUPS) and not _status(kube, ns).get("rollout"),
+        300,
     )
     events = kube.run("get", "events", "-n", ns, "--field-selector", "reason=POD_HAS_OLD_REVISION", "-o", "name")
     assert len(events.split()) >= len(brokers), events
@@ -345,7 +340,9 @@ def test_a_no_op_edit_restarts_nothing(k8s_node: Kube, ns: str, traffic: Traffic
 def test_scale_out_adds_a_group_that_takes_writes(k8s_node: Kube, ns: str, traffic: Traffic) -> None:
     kube = k8s_node
     kube.run("scale", "-n", ns, f"rmq/{NAME}", f"--replicas={GROUPS + 1}")
-    kube.wait_for("three ready groups", lambda: _ready(kube, ns, GROUPS + 1), timeout=300, interval=1)
+    kube.wait_for(
+        "three ready groups", lambda: ready_status(kube, ns, NAME, groups=GROUPS + 1), timeout=300, interval=1
+    )
     # the new group got the topic (metadata copied) and the producer's route picks it up (30 s route poll)
     # the producer learns the new group at its next route poll (30 s, as RocketMQ's clients); a loaded node
     # has needed more than 90 s between Ready and that poll's first send to it
@@ -384,7 +381,7 @@ def test_scale_in_drains_then_removes_the_group_and_keeps_its_volumes(
     pvcs = kube.run("get", "-n", ns, "pvc", "-o", "name").split()
     kept = {f"persistentvolumeclaim/data-{NAME}-broker-{GROUPS}-{i}" for i in (0, 1)}
     assert kept <= set(pvcs), pvcs
-    kube.wait_for("Ready with two groups", lambda: _ready(kube, ns, GROUPS), timeout=120)
+    kube.wait_for("Ready with two groups", lambda: ready_status(kube, ns, NAME, groups=GROUPS), timeout=120)
 
 
 def test_a_deleted_master_comes_back_on_its_volume(k8s_node: Kube, ns: str, traffic: Traffic) -> None:
@@ -415,7 +412,7 @@ def test_a_deleted_master_comes_back_on_its_volume(k8s_node: Kube, ns: str, traf
 
     def back() -> bool:
         seen.add(_condition(kube, ns, "Degraded"))
-        return "True" in seen and _ready(kube, ns, GROUPS)
+        return "True" in seen and ready_status(kube, ns, NAME, groups=GROUPS)
 
     kube.wait_for("Degraded, then Ready", back, timeout=300, interval=0.5)
     assert kube.get("-n", ns, "pvc", f"data-{master}")["metadata"]["uid"] == pvc_uid
@@ -434,7 +431,7 @@ def test_a_broker_killed_with_sigkill_recovers_in_its_pod(k8s_node: Kube, ns: st
     restarts = _restarts(kube, ns, master)
     os.kill(broker_pid(master), signal.SIGKILL)  # a crash: no graceful stop, no flush
     kube.wait_for("the container restarted", lambda: _restarts(kube, ns, master) > restarts, timeout=120)
-    kube.wait_for("Ready again", lambda: _ready(kube, ns, GROUPS), timeout=300, interval=1)
+    kube.wait_for("Ready again", lambda: ready_status(kube, ns, NAME, groups=GROUPS), timeout=300, interval=1)
 
 
 def test_brokers_register_again_with_new_nameservers(k8s_node: Kube, ns: str, traffic: Traffic) -> None:
@@ -493,7 +490,9 @@ def test_an_image_that_cannot_be_pulled_is_reported_then_fixed(
     assert _status(kube, ns).get("rollout"), "a half-rolled cluster must say so in status"
     good = json.dumps({"spec": {"image": broker_image}})
     kube.run("patch", "-n", ns, "rmq", NAME, "--type=merge", "-p", good)
-    kube.wait_for("Ready with the good image", lambda: _ready(kube, ns, GROUPS), timeout=300, interval=1)
+    kube.wait_for(
+        "Ready with the good image", lambda: ready_status(kube, ns, NAME, groups=GROUPS), timeout=300, interval=1
+    )
 
 
 def _pod_is_ready(pod: dict[str, Any]) -> bool:
@@ -503,7 +502,9 @@ def _pod_is_ready(pod: dict[str, Any]) -> bool:
 def test_a_drain_that_cannot_finish_blocks_the_scale_in(k8s_node: Kube, ns: str, traffic: Traffic) -> None:
     kube = k8s_node
     kube.run("scale", "-n", ns, f"rmq/{NAME}", f"--replicas={GROUPS + 1}")
-    kube.wait_for("three ready groups", lambda: _ready(kube, ns, GROUPS + 1), timeout=300, interval=1)
+    kube.wait_for(
+        "three ready groups", lambda: ready_status(kube, ns, NAME, groups=GROUPS + 1), timeout=300, interval=1
+    )
     # a consumer group that read a little of the new group's queue and stopped: its lag there never reaches 0
     new_group = f"{NAME}-{GROUPS}"
     with BlockingAdmin(traffic.namesrv) as admin:
@@ -565,7 +566,9 @@ def test_a_drain_that_cannot_finish_blocks_the_scale_in(k8s_node: Kube, ns: str,
     )
     # scaling back up cancels the drain: the group takes writes again
     kube.run("scale", "-n", ns, f"rmq/{NAME}", f"--replicas={GROUPS + 1}")
-    kube.wait_for("three ready groups again", lambda: _ready(kube, ns, GROUPS + 1), timeout=120, interval=1)
+    kube.wait_for(
+        "three ready groups again", lambda: ready_status(kube, ns, NAME, groups=GROUPS + 1), timeout=120, interval=1
+    )
     kube.wait_for("not blocked", lambda: not blocked(), timeout=60)
 
 
@@ -591,7 +594,7 @@ def test_deleting_and_recreating_the_resource_reattaches_the_data(
     assert len(claims) == 2 * (GROUPS + 1), f"whenDeleted: Retain keeps the claims: {claims}"
     body = {"apiVersion": "rocketcluster.io/v1alpha1", "kind": "RocketCluster", "metadata": {"name": NAME}}
     kube.apply(json.dumps(body | {"spec": spec(broker_image, groups=GROUPS + 1)}), namespace=ns)
-    kube.wait_for("Ready again", lambda: _ready(kube, ns, GROUPS + 1), timeout=300, interval=1)
+    kube.wait_for("Ready again", lambda: ready_status(kube, ns, NAME, groups=GROUPS + 1), timeout=300, interval=1)
     found: set[str] = set()
     with BlockingAdmin(_namesrv_addr(kube, ns)) as admin:
         for key in sample:

@@ -16,12 +16,12 @@ import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from e2e.operator_harness import CRD_FILE, OperatorProcess, running_operator
+from e2e.operator_harness import CRD_FILE, OperatorProcess, ready_status, running_operator
 
 if TYPE_CHECKING:
     from e2e.conftest import Kube
@@ -46,14 +46,6 @@ def operator(k8s_node: Kube, namespace: str, tmp_path_factory: pytest.TempPathFa
         yield proc
 
 
-def _ready(kube: Kube, ns: str, name: str) -> dict[str, Any] | None:
-    obj = kube.get("-n", ns, "rmq", name)
-    status = obj.get("status") or {}
-    ready = next((c for c in status.get("conditions", []) if c["type"] == "Ready"), None)
-    current = status.get("observedGeneration") == obj["metadata"]["generation"]
-    return obj if ready and ready["status"] == "True" and current else None
-
-
 def test_master_slave_cluster_reaches_ready_and_serves_a_pod(
     k8s_node: Kube, broker_image: str, namespace: str, operator: OperatorProcess
 ) -> None:
@@ -75,15 +67,15 @@ def test_master_slave_cluster_reaches_ready_and_serves_a_pod(
     started = time.monotonic()
     kube.apply(json.dumps(cluster), namespace=ns)
     try:
-        obj = kube.wait_for("Ready=True", lambda: _ready(kube, ns, "demo"), timeout=300, interval=1)
+        ready = kube.wait_for("Ready=True", lambda: ready_status(kube, ns, "demo"), timeout=300, interval=1)
     except AssertionError:
         pods = kube.run("get", "pods", "-n", ns, "-o", "wide", check=False)
         status = json.dumps(kube.get("-n", ns, "rmq", "demo").get("status"), indent=1)
         raise AssertionError(f"not Ready:\n{pods}\n{status}\n{operator.tail(4000)}") from None
     print(f"\nkubectl apply -> Ready=True: {time.monotonic() - started:.1f} s (1 group x master+slave)")
-    group = obj["status"]["groupStatus"][0]
+    group = ready["groupStatus"][0]
     assert group["master"]["ready"] and group["slaves"][0]["ready"], group
-    assert obj["status"]["phase"] == "Ready" and obj["status"]["ready"] == "1/1"
+    assert ready["phase"] == "Ready" and ready["ready"] == "1/1"
 
     script = (
         "set -e; echo NAMESRV_ADDR=$NAMESRV_ADDR; "

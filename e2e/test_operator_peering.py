@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from e2e.operator_harness import CRD_FILE, OperatorProcess
+from e2e.operator_harness import CRD_FILE, OperatorProcess, ready_status
 
 if TYPE_CHECKING:
     from e2e.conftest import Kube
@@ -85,11 +85,9 @@ def _status(kube: Kube, ns: str) -> dict[str, Any]:
 
 
 def _ready(kube: Kube, ns: str) -> bool:
-    obj = kube.get("-n", ns, "rmq", NAME)
-    status = obj.get("status") or {}
-    ready = next((c for c in status.get("conditions", []) if c["type"] == "Ready"), None)
-    current = status.get("observedGeneration") == obj["metadata"]["generation"]
-    return bool(ready and ready["status"] == "True" and current and not status.get("rollout"))
+    """Ready, with no roll under way."""
+    status = ready_status(kube, ns, NAME)
+    return status is not None and not status.get("rollout")
 
 
 def _handled(log: str) -> int:

@@ -25,7 +25,7 @@ import pytest
 from broker.client.admin import Admin
 from broker.client.admin import requests as admin_requests
 from broker.client.errors import RocketError
-from e2e.operator_harness import CRD_FILE, OperatorProcess, running_operator
+from e2e.operator_harness import CRD_FILE, OperatorProcess, ready_status, running_operator
 
 if TYPE_CHECKING:
     from e2e.conftest import Kube
@@ -60,14 +60,6 @@ def operator(
             k8s_node.run("delete", kind, "--all", "-n", ns, "--wait=true", "--timeout=90s", check=False, timeout=120)
 
 
-def _cluster_ready(kube: Kube, ns: str, groups: int) -> bool:
-    obj = kube.get("-n", ns, "rmq", CLUSTER)
-    status = obj.get("status") or {}
-    ready = next((c["status"] for c in status.get("conditions", []) if c["type"] == "Ready"), None)
-    current = status.get("observedGeneration") == obj["metadata"]["generation"]
-    return current and status.get("readyGroups") == groups and ready == "True"
-
-
 @pytest.fixture(scope="module")
 def namesrv(k8s_node: Kube, ns: str, broker_image: str, operator: OperatorProcess) -> str:
     spec = {
@@ -79,7 +71,9 @@ def namesrv(k8s_node: Kube, ns: str, broker_image: str, operator: OperatorProces
     }
     body = {"apiVersion": "rocketcluster.io/v1alpha1", "kind": "RocketCluster", "metadata": {"name": CLUSTER}}
     k8s_node.apply(json.dumps(body | {"spec": spec}), namespace=ns)
-    k8s_node.wait_for("the cluster Ready", lambda: _cluster_ready(k8s_node, ns, 1), timeout=300, interval=1)
+    k8s_node.wait_for(
+        "the cluster Ready", lambda: ready_status(k8s_node, ns, CLUSTER, groups=1), timeout=300, interval=1
+    )
     ip = k8s_node.run("get", "-n", ns, "svc", f"{CLUSTER}-nameserver", "-o", "jsonpath={.spec.clusterIP}").strip()
     return f"{ip}:9876"
 
@@ -150,7 +144,9 @@ def test_a_topic_follows_its_resource_through_scale_out_edit_and_delete(k8s_node
     print("\n" + kube.run("get", "-n", ns, "rmqt"))
 
     kube.run("patch", "-n", ns, "rmq", CLUSTER, "--type=merge", "-p", json.dumps({"spec": {"broker": {"groups": 2}}}))
-    kube.wait_for("the cluster Ready with 2 groups", lambda: _cluster_ready(kube, ns, 2), timeout=300, interval=1)
+    kube.wait_for(
+        "the cluster Ready with 2 groups", lambda: ready_status(kube, ns, CLUSTER, groups=2), timeout=300, interval=1
+    )
 
     def on_both(queues: tuple[int, int]) -> bool:
         found = {b: _queues(c) for b, c in _held(namesrv, "topic", "orders").items()}
@@ -184,7 +180,7 @@ def test_a_topic_follows_its_resource_through_scale_out_edit_and_delete(k8s_node
 
 def test_a_hand_made_topic_is_adopted_not_overwritten_and_retained(k8s_node: Kube, ns: str, namesrv: str) -> None:
     kube = k8s_node
-    kube.wait_for("2 groups", lambda: _cluster_ready(kube, ns, 2), timeout=300, interval=1)
+    kube.wait_for("2 groups", lambda: ready_status(kube, ns, CLUSTER, groups=2), timeout=300, interval=1)
 
     async def create(admin: Admin) -> list[str]:
         return await admin.create_topic("Handmade", cluster=CLUSTER, read_queue_nums=2, write_queue_nums=2)
@@ -210,7 +206,7 @@ def test_a_hand_made_topic_is_adopted_not_overwritten_and_retained(k8s_node: Kub
 
 def test_a_consumer_group_is_applied_and_deleted_per_policy(k8s_node: Kube, ns: str, namesrv: str) -> None:
     kube = k8s_node
-    kube.wait_for("2 groups", lambda: _cluster_ready(kube, ns, 2), timeout=300, interval=1)
+    kube.wait_for("2 groups", lambda: ready_status(kube, ns, CLUSTER, groups=2), timeout=300, interval=1)
     policy = {"type": "EXPONENTIAL", "exponentialRetryPolicy": {"initial": 1000, "max": 60000, "multiplier": 3}}
     spec = {"clusterRef": CLUSTER, "groupName": "GID_billing", "retryMaxTimes": 5, "groupRetryPolicy": policy}
     _apply(kube, ns, "RocketConsumerGroup", "billing", spec | {"deletionPolicy": "Delete"})

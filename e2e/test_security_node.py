@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from broker.transport.tls import self_signed_pem
-from e2e.operator_harness import CRD_FILE, OperatorProcess, running_operator
+from e2e.operator_harness import CRD_FILE, OperatorProcess, ready_status, running_operator
 
 if TYPE_CHECKING:
     from e2e.conftest import Kube
@@ -78,14 +78,6 @@ def operator(k8s_node: Kube, ns: str, tmp_path_factory: pytest.TempPathFactory) 
             k8s_node.run("delete", kind, "--all", "-n", ns, "--wait=true", "--timeout=90s", check=False, timeout=120)
 
 
-def _ready(kube: Kube, ns: str, kind: str, name: str) -> dict[str, Any] | None:
-    obj = kube.get("-n", ns, kind, name)
-    status = obj.get("status") or {}
-    ready = next((c for c in status.get("conditions", []) if c["type"] == "Ready"), {})
-    current = status.get("observedGeneration") == obj["metadata"]["generation"]
-    return status if current and ready.get("status") == "True" else None
-
-
 @pytest.fixture(scope="module")
 def cluster(k8s_node: Kube, ns: str, broker_image: str, operator: OperatorProcess) -> dict[str, Any]:
     spec = {
@@ -103,7 +95,7 @@ def cluster(k8s_node: Kube, ns: str, broker_image: str, operator: OperatorProces
     body = {"apiVersion": "rocketcluster.io/v1alpha1", "kind": "RocketCluster", "metadata": {"name": CLUSTER}}
     k8s_node.apply(json.dumps(body | {"spec": spec}), namespace=ns)
     status: dict[str, Any] = k8s_node.wait_for(
-        "the secured cluster Ready", lambda: _ready(k8s_node, ns, "rmq", CLUSTER), timeout=480, interval=3
+        "the secured cluster Ready", lambda: ready_status(k8s_node, ns, CLUSTER), timeout=480, interval=3
     )
     topic = {
         "apiVersion": "rocketcluster.io/v1alpha1",
@@ -112,7 +104,7 @@ def cluster(k8s_node: Kube, ns: str, broker_image: str, operator: OperatorProces
         "spec": {"clusterRef": CLUSTER, "queues": 4},
     }
     k8s_node.apply(json.dumps(topic), namespace=ns)
-    k8s_node.wait_for("the topic Ready", lambda: _ready(k8s_node, ns, "rmqt", TOPIC), timeout=120, interval=2)
+    k8s_node.wait_for("the topic Ready", lambda: ready_status(k8s_node, ns, TOPIC, "rmqt"), timeout=120, interval=2)
     return status
 
 
@@ -205,7 +197,7 @@ def _user(kube: Kube, ns: str, name: str, group: str = "app-") -> dict[str, Any]
     }
     kube.apply(json.dumps(user), namespace=ns)
     status: dict[str, Any] = kube.wait_for(
-        "the user Ready", lambda: _ready(kube, ns, "rmqu", name), timeout=120, interval=2
+        "the user Ready", lambda: ready_status(kube, ns, name, "rmqu"), timeout=120, interval=2
     )
     return status
 
@@ -296,7 +288,7 @@ def test_a_renewed_certificate_rolls_the_pods_in_order_and_clients_trust_the_new
             and p["metadata"]["annotations"]["rocketcluster.io/secrets-hash"] not in hashes
             for name, p in now.items()
         )
-        return now if len(now) == 3 and renewed and _ready(kube, ns, "rmq", CLUSTER) else None
+        return now if len(now) == 3 and renewed and ready_status(kube, ns, CLUSTER) else None
 
     after = kube.wait_for("every pod restarted with the new certificate", rolled, timeout=600, interval=3)
     started = {name: p["metadata"]["creationTimestamp"] for name, p in after.items()}
@@ -332,7 +324,7 @@ def test_rotating_the_operators_credentials_keeps_the_cluster_serving(
         # the last state: both users of auth.properties are the new one, and the old user is removed
         both = now.get("auth.properties", "").count("rocketcluster-operator-g2") == 2
         done = now.get("accessKey") == "rocketcluster-operator-g2" and both and "retiredAccessKey" not in now
-        return now if done and _ready(kube, ns, "rmq", CLUSTER) else None
+        return now if done and ready_status(kube, ns, CLUSTER) else None
 
     new = kube.wait_for("the rotation's three rolls and the old user's removal", finished, timeout=1800, interval=5)
     changed = new["secretKey"] != old["secretKey"] and old["secretKey"] not in new["auth.properties"]
@@ -347,7 +339,9 @@ def test_rotating_the_operators_credentials_keeps_the_cluster_serving(
         "spec": {"clusterRef": CLUSTER, "queues": 2},
     }
     kube.apply(json.dumps(topic), namespace=ns)
-    kube.wait_for("a topic Ready after the rotation", lambda: _ready(kube, ns, "rmqt", "after-rotation"), timeout=120)
+    kube.wait_for(
+        "a topic Ready after the rotation", lambda: ready_status(kube, ns, "after-rotation", "rmqt"), timeout=120
+    )
     # the old operator user is gone from the brokers
     kube.run("create", "secret", "generic", "-n", ns, "old-operator", "--from-literal=accessKey=rocketcluster-operator",
              f"--from-literal=secretKey={old['secretKey']}")  # fmt: skip
