@@ -1,10 +1,13 @@
 """Send throughput with authentication on against off, in one run: `python -m bench.vs_rocketmq --auth`.
 
     .venv/bin/python -m bench.vs_rocketmq --auth [--rounds 5] [--seconds 10] [--warmup 3]
-        [--client java|python|both] [--workloads W1,W2,W3] [--set KEY=VALUE ...] [--auth-signed] [--json FILE]
+        [--brokers ours|reference|both] [--client java|python|both] [--workloads W1,W2,W3] [--set KEY=VALUE ...]
+        [--auth-signed] [--json FILE]
 
-Each round starts two clusters of ours (bench.vs_brokers.Cluster: a NameServer and an ASYNC_FLUSH master on
-loopback, a fresh store each), both up at once, one idle while the other is driven: one with authentication and
+Each round starts, for each broker measured (ours by default; `--brokers reference` or `both` adds Apache
+RocketMQ's, the peer whose own cost of the same check the figures are read against), two clusters
+(bench.vs_brokers.Cluster: a NameServer and an ASYNC_FLUSH master on loopback, a fresh store each), both up at
+once, one idle while the other is driven: one with authentication and
 authorization off, driven by clients that do not sign, and one with both on (ACL 2.0, `authenticationEnabled`
 and `authorizationEnabled`), driven by a NORMAL user whose ACL allows Pub on the topic and whose every request
 is signed: the Java client 5.3.3 with AclClientRPCHook (bench/java/LoadGen.java `--accessKey/--secretKey`) and
@@ -12,7 +15,8 @@ our SDK with credentials (bench/vs_clients.py). Each workload runs on one side, 
 flipping from workload to workload, so that a swing of the shared host's load falls on both sides. Before
 the secured side's workloads an unsigned send is checked to be refused, so the "on" figures are of a broker
 that authenticates. `--set` adds broker.conf keys to both sides (e.g.
-`authenticationStrategy=StatefulAuthenticationStrategy`). `--auth-signed` adds a third side: authentication
+`authenticationStrategy=org.apache.rocketmq.auth.authentication.strategy.StatefulAuthenticationStrategy`, a name
+both brokers take). `--auth-signed` adds a third side: authentication
 off, the clients signing all the same, to part the clients' cost of signing from the broker's of checking.
 
 Workloads, 1 KiB bodies on an 8-queue topic, as bench.vs_rocketmq's: W1 single sync sends from 64 senders,
@@ -53,20 +57,35 @@ USER = Credentials("bench-user", "bench-user-secret")
 #: workload -> (senders, messages a send)
 SHAPES = {"W1": (64, 1), "W2": (1, 1), "W3": (8, 32)}
 SIDES = ("off", "on")
+BROKER_NAMES = {"ours": "ours", "reference": "Apache RocketMQ"}
 #: --auth-signed: a third side, authentication off but the clients signing, which parts the clients' signing
 #: from the broker's check
 SIGNED_SIDES = ("off", "signed", "on")
 
 
-def auth_keys() -> dict[str, object]:
+#: what Apache RocketMQ 5.3 needs besides the switches: without a metadata provider it refuses every request
+_PROVIDERS = "org.apache.rocketmq.auth.{}.provider.Local{}MetadataProvider"
+REFERENCE_PROVIDERS = {
+    "authenticationMetadataProvider": _PROVIDERS.format("authentication", "Authentication"),
+    "authorizationMetadataProvider": _PROVIDERS.format("authorization", "Authorization"),
+}
+
+
+def auth_keys(kind: str = "ours") -> dict[str, object]:
     """broker.conf of the secured side: ACL 2.0 on, `ROOT` as initAuthenticationUser (a SUPER user)."""
     root = orjson.dumps({"username": ROOT.access_key, "password": ROOT.secret_key}).decode()
-    return {"authenticationEnabled": "true", "authorizationEnabled": "true", "initAuthenticationUser": root}
+    keys: dict[str, object] = {
+        "authenticationEnabled": "true",
+        "authorizationEnabled": "true",
+        "initAuthenticationUser": root,
+    }
+    return keys | REFERENCE_PROVIDERS if kind == "reference" else keys
 
 
 @dataclass(frozen=True)
 class AuthSample:
     round: int
+    broker: str  # "ours" | "reference"
     side: str  # "off" | "on" | "signed" (auth off, the clients signing)
     workload: str
     client: str  # "java" | "python"
@@ -102,12 +121,12 @@ class AuthRunner:
         self.notes: list[str] = []
         self.extra: dict[str, object] = dict(item.split("=", 1) for item in args.set)
 
-    def start(self, rnd: int, side: str) -> Cluster:
-        """One side's cluster, started, with the topic (and on the secured side the bench user)."""
+    def start(self, rnd: int, kind: str, side: str) -> Cluster:
+        """One side's cluster of `kind`, started, with the topic (and on the secured side the bench user)."""
         on = side == "on"
-        extra = {**self.extra, **(auth_keys() if on else {})}
-        root = self.root / f"r{rnd}-auth-{side}"
-        cluster = Cluster("ours", root, self.reference, extra=extra, credentials=ROOT if on else None)
+        extra = {**self.extra, **(auth_keys(kind) if on else {})}
+        root = self.root / f"r{rnd}-{kind}-auth-{side}"
+        cluster = Cluster(kind, root, self.reference, extra=extra, credentials=ROOT if on else None)
         try:
             cluster.start()
             admin_creds = {"accessKey": ROOT.access_key, "secretKey": ROOT.secret_key} if on else {}
@@ -120,6 +139,7 @@ class AuthRunner:
         return cluster
 
     def workload(self, rnd: int, side: str, workload: str, client: str, cluster: Cluster) -> None:
+        kind = cluster.kind
         senders, batch = SHAPES[workload]
         args, on = self.args, side in ("on", "signed")
         load1 = os.getloadavg()[0]
@@ -134,45 +154,55 @@ class AuthRunner:
                 cluster.namesrv, TOPIC, senders, args.seconds, BODY, args.warmup, batch, USER if on else None
             )
         sample = AuthSample(
-            rnd, side, workload, client, float(result["msgs_per_s"]), float(result["p50_ms"]),
+            rnd, kind, side, workload, client, float(result["msgs_per_s"]), float(result["p50_ms"]),
             float(result["p99_ms"]), int(result.get("failures") or 0), load1,
         )  # fmt: skip
         self.samples.append(sample)
         if sample.failures:
-            self.notes.append(f"round {rnd} auth {side} {workload} {client}: {sample.failures} failed sends")
+            self.notes.append(f"round {rnd} {kind} auth {side} {workload} {client}: {sample.failures} failed sends")
 
     def run(self) -> None:
         """Each round starts every side's cluster, then runs each workload on the sides in turn, the order
         flipping from one workload to the next and from round to round: a swing of the shared host's load
         falls on both sides within seconds, not on one side's whole session."""
-        sides = SIGNED_SIDES if self.args.auth_signed else SIDES
         turn = 0
         for rnd in range(self.args.rounds):
-            clusters: dict[str, Cluster] = {}
-            try:
-                for side in sides:
-                    clusters[side] = self.start(rnd, side)
-                for workload in self.args.workloads:
-                    for client in self.clients:
-                        order = sides if turn % 2 == 0 else tuple(reversed(sides))
-                        turn += 1
-                        for side in order:
-                            print(
-                                f"round {rnd + 1}/{self.args.rounds}: {workload} {client} auth {side}", file=sys.stderr
-                            )
-                            try:
-                                self.workload(rnd, side, workload, client, clusters[side])
-                            except ClientError as exc:
-                                self.notes.append(f"round {rnd} auth {side} {workload} {client} failed: {exc}")
-            except (ClientError, RuntimeError) as exc:
-                self.notes.append(f"round {rnd} failed: {exc}")
-            finally:
-                for cluster in clusters.values():
-                    cluster.stop()
+            # the brokers take turns going first, as in bench.vs_rocketmq's rounds
+            for kind in self.args.kinds if rnd % 2 == 0 else reversed(self.args.kinds):
+                turn = self.round_of(rnd, kind, turn)
+
+    def round_of(self, rnd: int, kind: str, turn: int) -> int:
+        """One round of one broker: its sides' clusters up at once, each workload on each side in turn.
+        Returns the turn counter, which flips the sides' order from one workload to the next."""
+        sides = SIGNED_SIDES if self.args.auth_signed else SIDES
+        clusters: dict[str, Cluster] = {}
+        try:
+            for side in sides:
+                clusters[side] = self.start(rnd, kind, side)
+            for workload in self.args.workloads:
+                for client in self.clients:
+                    order = sides if turn % 2 == 0 else tuple(reversed(sides))
+                    turn += 1
+                    for side in order:
+                        print(
+                            f"round {rnd + 1}/{self.args.rounds}: {kind} {workload} {client} auth {side}",
+                            file=sys.stderr,
+                        )
+                        try:
+                            self.workload(rnd, side, workload, client, clusters[side])
+                        except ClientError as exc:
+                            self.notes.append(f"round {rnd} {kind} auth {side} {workload} {client} failed: {exc}")
+        except (ClientError, RuntimeError) as exc:
+            self.notes.append(f"round {rnd} {kind} failed: {exc}")
+        finally:
+            for cluster in clusters.values():
+                cluster.stop()
+        return turn
 
 
 @dataclass(frozen=True)
 class AuthRow:
+    broker: str
     workload: str
     client: str
     off: tuple[float, float, float]  # msg/s median, min, max
@@ -189,11 +219,11 @@ def _spread(values: list[float]) -> tuple[float, float, float]:
 
 
 def summarize(samples: list[AuthSample]) -> list[AuthRow]:
-    """One row per (workload, client) with both sides measured in at least one round."""
+    """One row per (broker, workload, client) with both sides measured in at least one round."""
     rows = []
-    keys = sorted({(s.workload, s.client) for s in samples})
-    for workload, client in keys:
-        mine = [s for s in samples if (s.workload, s.client) == (workload, client)]
+    keys = sorted({(s.broker, s.workload, s.client) for s in samples})
+    for broker, workload, client in keys:
+        mine = [s for s in samples if (s.broker, s.workload, s.client) == (broker, workload, client)]
         by_round: dict[int, dict[str, float]] = {}
         for s in mine:
             by_round.setdefault(s.round, {})[s.side] = s.msgs_per_s
@@ -203,6 +233,7 @@ def summarize(samples: list[AuthSample]) -> list[AuthRow]:
         signed = [r["signed"] / r["off"] for r in paired if "signed" in r]
         rows.append(
             AuthRow(
+                broker,
                 workload,
                 client,
                 _spread([r["off"] for r in paired]),
@@ -219,8 +250,9 @@ def summarize(samples: list[AuthSample]) -> list[AuthRow]:
 def render(rows: list[AuthRow]) -> str:
     """A Markdown table: msg/s off and on, on / off, cost, load."""
     lines = [
-        "| workload | client | rounds | auth off msg/s | auth on msg/s | on / off (per round) | cost | load (1 min) |",
-        "|---|---|---:|---|---|---|---:|---|",
+        "| broker | workload | client | rounds | auth off msg/s | auth on msg/s | on / off (per round) | cost "
+        "| load (1 min) |",
+        "|---|---|---|---:|---|---|---|---:|---|",
     ]
     signed = any(r.signed_ratio for r in rows)
     if signed:
@@ -232,7 +264,8 @@ def render(rows: list[AuthRow]) -> str:
             f"{r.workload} ({senders} sender{'s' if senders > 1 else ''}{f', batches of {batch}' if batch > 1 else ''})"
         )
         lines.append(
-            f"| {what} | {r.client} | {r.rounds} | {r.off[0]:,.0f} [{r.off[1]:,.0f}-{r.off[2]:,.0f}] "
+            f"| {BROKER_NAMES[r.broker]} | {what} | {r.client} | {r.rounds} "
+            f"| {r.off[0]:,.0f} [{r.off[1]:,.0f}-{r.off[2]:,.0f}] "
             f"| {r.on[0]:,.0f} [{r.on[1]:,.0f}-{r.on[2]:,.0f}] | {r.ratio[0]:.3f} [{r.ratio[1]:.3f}-{r.ratio[2]:.3f}] "
             f"| {(1 - r.ratio[0]) * 100:.1f}% | {r.load[0]:.1f}-{r.load[1]:.1f} |"
         )

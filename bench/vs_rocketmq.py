@@ -3,8 +3,8 @@
     .venv/bin/python -m bench.vs_rocketmq [--rounds 3] [--seconds 10] [--workloads W1,W2,...]
         [--backlog 1000000] [--recovery-mib 1024] [--client java|python|both] [--version 5.3.3] [--json FILE]
         [--brokers both|ours|reference]
-    .venv/bin/python -m bench.vs_rocketmq --auth [--client java|python|both] [--workloads W1,W3] [--set K=V]
-        [--auth-signed]
+    .venv/bin/python -m bench.vs_rocketmq --auth [--brokers ours|reference|both] [--client java|python|both]
+        [--workloads W1,W3] [--set K=V] [--auth-signed]
 
 scripts/reference-rocketmq.sh fetches the reference (jars from Maven Central) and compiles the load generator,
 bench/java/LoadGen.java (rocketmq-client's DefaultMQProducer and DefaultMQPushConsumer). Each round runs every
@@ -31,8 +31,9 @@ range of the per-round ratios). `--brokers ours` runs only our broker (the refer
 compare two source trees of ours in alternating runs, each started with PYTHONPATH=<tree>. This is a benchmark
 to run on a quiet machine: never run by `make test`.
 
-`--auth` measures something else with the same clients: our broker's send throughput with authentication on
-against off, in the same run (bench/vs_auth.py; the reference broker does not run).
+`--auth` measures something else with the same clients: a broker's send throughput with authentication on
+against off, in the same run (bench/vs_auth.py): ours by default, Apache RocketMQ's with `--brokers reference`
+or `both`.
 """
 
 from __future__ import annotations
@@ -234,10 +235,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--dir", type=Path, default=None, help="where the stores go (default: a temp dir)")
     parser.add_argument("--keep", action="store_true", help="keep the stores and logs (in --dir or /tmp)")
     parser.add_argument("--json", type=Path, default=None, help="write samples, table and notes here")
-    parser.add_argument("--brokers", choices=["both", "ours", "reference"], default="both", help="which to run")
     parser.add_argument(
-        "--auth", action="store_true", help="our broker's send throughput, authentication on against off (vs_auth)"
+        "--brokers",
+        choices=["both", "ours", "reference"],
+        default=None,
+        help="which to run (default: both; --auth: ours)",
     )
+    parser.add_argument("--auth", action="store_true", help="send throughput, authentication on against off (vs_auth)")
     parser.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="--auth: a broker.conf key for both sides"
     )
@@ -245,6 +249,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--auth-signed", action="store_true", help="--auth: also a side with auth off and the clients signing"
     )
     args = parser.parse_args(argv)
+    args.brokers = args.brokers or ("ours" if args.auth else "both")
     args.kinds = KINDS if args.brokers == "both" else (args.brokers,)
     known = AUTH_WORKLOADS if args.auth else WORKLOADS
     chosen = args.workloads or ",".join(AUTH_DEFAULT if args.auth else WORKLOADS)
