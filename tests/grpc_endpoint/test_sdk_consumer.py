@@ -54,20 +54,30 @@ def simple_of(grpc_servers: GrpcServers) -> Iterator[MakeSimple]:
         consumer.shutdown()
 
 
-def _grpc_send(servers: GrpcServers, topic: str, count: int) -> list[str]:
-    producer = Producer(_config(servers), (topic,))
-    producer.startup()
-    try:
-        ids = []
-        for i in range(count):
-            msg = Message()
-            msg.topic, msg.body, msg.tag = topic, f"grpc-{i}".encode(), "TagG"
-            msg.keys = f"gk-{i}"
-            msg.add_property("seq", str(i))
-            ids.append(producer.send(msg).message_id)
-        return ids
-    finally:
-        producer.shutdown()
+def _grpc_send(servers: GrpcServers, topic: str, count: int, attempts: int = 3) -> list[str]:
+    """`count` messages sent by the SDK's producer; their message ids.
+
+    The SDK queries the topic's route once, when the producer starts, from the starting thread; when that query
+    fails (it logs why) every send raises "failed to fetch topic route" until its 30 s refresh. A producer that
+    has sent nothing that way is replaced, `attempts` times at most; a failure after a send is raised."""
+    ids: list[str] = []
+    for attempt in range(1, attempts + 1):
+        producer = Producer(_config(servers), (topic,))
+        producer.startup()
+        try:
+            for i in range(count):
+                msg = Message()
+                msg.topic, msg.body, msg.tag = topic, f"grpc-{i}".encode(), "TagG"
+                msg.keys = f"gk-{i}"
+                msg.add_property("seq", str(i))
+                ids.append(producer.send(msg).message_id)
+            return ids
+        except Exception as exc:
+            if ids or attempt == attempts or "route" not in str(exc):
+                raise
+        finally:
+            producer.shutdown()
+    raise AssertionError("unreachable")
 
 
 def _receive_all(consumer: SimpleConsumer, expect: int, invisible_s: int = 15, timeout: float = 30) -> list[Message]:
