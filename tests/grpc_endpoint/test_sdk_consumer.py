@@ -60,10 +60,11 @@ def _grpc_send(servers: GrpcServers, topic: str, count: int, attempts: int = 3) 
     The SDK queries the topic's route once, when the producer starts, from the starting thread; when that query
     fails (it logs why) every send raises "failed to fetch topic route" until its 30 s refresh. A producer that
     has sent nothing that way is replaced, `attempts` times at most; a failure after a send is raised."""
-    ids: list[str] = []
-    for attempt in range(1, attempts + 1):
+    attempt = 1
+    while True:
         producer = Producer(_config(servers), (topic,))
         producer.startup()
+        ids: list[str] = []
         try:
             for i in range(count):
                 msg = Message()
@@ -75,9 +76,9 @@ def _grpc_send(servers: GrpcServers, topic: str, count: int, attempts: int = 3) 
         except Exception as exc:
             if ids or attempt == attempts or "route" not in str(exc):
                 raise
+            attempt += 1
         finally:
             producer.shutdown()
-    raise AssertionError("unreachable")
 
 
 def _receive_all(consumer: SimpleConsumer, expect: int, invisible_s: int = 15, timeout: float = 30) -> list[Message]:
