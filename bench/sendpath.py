@@ -9,8 +9,10 @@ authentication and authorization off (unsigned frames), one with both on (a NORM
 topic; every frame signed by broker.protocol.signature, as a Java client's AclClientRPCHook signs it), take
 rounds in turn. The figure is the ratio of their fastest quarters of rounds (`fastest_quarter`), with the
 median of the pairs' ratios beside it. With `--batch 32` the batch frames are signed likewise (one signature
-over a batch's header and body). `python -m bench.instructions --auth` counts the same path's instructions,
-which this host's noise leaves alone.
+over a batch's header and body). Each pair also times the floor of any stateless check, as a share of the
+path with authentication off: `verify_with` alone over the same signed frames, decoded beforehand (the signed
+text and the HMAC-SHA1 over it and the body, which RocketMQ's signature requires of every request). `python -m
+bench.instructions --auth` counts the same path's instructions, which this host's noise leaves alone.
 
 An in-process BrokerController (real store in a temp dir, no NameServer) gets SEND_MESSAGE_V2 frames, as
 bench/broker.py encodes them (binary header, 1 KiB body, KEYS/TAGS/WAIT and a fresh UNIQ_KEY per
@@ -40,7 +42,7 @@ from broker.auth.model import Acl, Action, Policy, PolicyEntry, PolicyType, Reso
 from broker.protocol.batch import BatchMessage, encode_batch
 from broker.protocol.command import RemotingCommand, decode_frame, encode_binary
 from broker.protocol.properties import encode_properties
-from broker.protocol.signature import Credentials, sign_command
+from broker.protocol.signature import Credentials, hmac_pads, sign_command, verify_with
 from broker.server.broker import BrokerController
 from broker.server.config import load_broker_config
 from broker.transport.loop import run
@@ -159,6 +161,34 @@ def _signed_frames(count: int, start: int, creds: Credentials) -> bytes:
     return bytes(out)
 
 
+def signed_requests(data: bytes) -> list[tuple[dict[str, str], bytes]]:
+    """Each frame's extFields and body, from one read of length-prefixed frames."""
+    out = []
+    at = 0
+    while at < len(data):
+        length = int.from_bytes(data[at : at + 4], "big")
+        cmd = decode_frame(data[at + 4 : at + 4 + length])
+        out.append((cmd.ext_fields, cmd.body or b""))
+        at += 4 + length
+    return out
+
+
+def verify_floor(path: SendPath, secret: str) -> float:
+    """The process's CPU µs per message of verifying signatures and nothing else: the first read's frames,
+    decoded beforehand and verified over and over, as many frames as a round has. The frames stay in the CPU's
+    caches, so this is the least a stateless check can cost."""
+    requests = signed_requests(path.reads[0])
+    pads = hmac_pads(secret)
+    cpu = time.process_time()
+    valid = 0
+    for _ in range(len(path.reads)):
+        valid += sum(verify_with(pads, fields, body) for fields, body in requests)
+    spent = time.process_time() - cpu
+    if valid != len(requests) * len(path.reads):
+        raise RuntimeError("a signed frame fails its signature")
+    return spent / path.messages * 1e6
+
+
 def _allow_bench_user(broker: BrokerController) -> None:
     store = broker.auth.store
     store.ensure_user(User(BENCH_USER.access_key, BENCH_USER.secret_key))
@@ -247,19 +277,22 @@ async def _rounds(args: argparse.Namespace) -> list[float]:
         await path.close()
 
 
-async def _paired_auth(args: argparse.Namespace) -> tuple[list[float], list[float]]:
+async def _paired_auth(args: argparse.Namespace) -> tuple[list[float], list[float], list[float]]:
     """Rounds of a broker with authentication off and of one with it on, in turn (the first of a pair
-    alternates), so that each pair sees the same minute of the host."""
+    alternates), so that each pair sees the same minute of the host; then, in the same pair, the signature
+    verification alone over the signed side's frames."""
     off = await _open(args, auth=False)
     on = await _open(args, auth=True)
     try:
         offs: list[float] = []
         ons: list[float] = []
+        floors: list[float] = []
         for n in range(args.rounds):
             for path in (off, on) if n % 2 == 0 else (on, off):
                 (offs if path is off else ons).append(await path.round())
                 await asyncio.sleep(_SETTLE)  # its flush and dispatch done before the other's round
-        return offs, ons
+            floors.append(verify_floor(on, BENCH_USER.secret_key))
+        return offs, ons, floors
     finally:
         await on.close()
         await off.close()
@@ -284,14 +317,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batch", type=int, default=1, help="messages a frame (>1: SEND_BATCH_MESSAGE)")
     args = parser.parse_args(argv)
     if args.auth:
-        offs, ons = run(_paired_auth(args))
+        offs, ons, floors = run(_paired_auth(args))
         ratios = [on / off for off, on in zip(offs, ons, strict=True)]
+        floor_shares = [floor / off for off, floor in zip(offs, floors, strict=True)]
         print(
             f"{args.flush} send path, {args.rounds} pairs of rounds of {args.num} msgs, {args.batch} a frame, "
             f"CPU us/msg: auth off median {statistics.median(offs):.1f} (fastest quarter {fastest_quarter(offs):.1f}), "
             f"auth on median {statistics.median(ons):.1f} (fastest quarter {fastest_quarter(ons):.1f}); on / off: "
             f"fastest quarters {fastest_quarter(ons) / fastest_quarter(offs):.3f}, "
             f"median of the pairs {statistics.median(ratios):.3f}"
+        )
+        print(
+            f"signature verification alone over the same frames: fastest quarter {fastest_quarter(floors):.2f} "
+            f"us/msg, {fastest_quarter(floors) / fastest_quarter(offs):.3f} of auth off's fastest quarter, "
+            f"median of the pairs {statistics.median(floor_shares):.3f}"
         )
         return
     results = run(_rounds(args))
