@@ -5,11 +5,15 @@
   the local-path volume provisioner; the node is Ready and CoreDNS answers.
 
 Each tier is started at most once per test run, and stopped at the end of the run if this run started
-it (set ``E2E_KEEP_CLUSTER=1`` to leave it up). Both give a :class:`Kube` whose kubeconfig is
-``.data/k8s/kubeconfig``. ``E2E_KUBECONFIG=<file>`` runs both tiers' tests on that cluster instead (a kind
-cluster of e2e/kind/, or any other), and the host harness is neither started nor stopped. A test is skipped,
-with the reason, only when this machine cannot run the tier at all (not root, no cgroup controllers, ...); a
-tier that fails to start fails the test.
+it (set ``E2E_KEEP_CLUSTER=1`` to leave it up). `make e2e` runs the files in two pytest-xdist processes
+(whole files each): either process starts the node tier under a host lock, the run's controller stops it once
+both are done, and the three files that load the node most (Spark, the lifecycle under load, data safety) go to
+one process together, so they never run at the same time.
+
+Both give a :class:`Kube` whose kubeconfig is ``.data/k8s/kubeconfig``. ``E2E_KUBECONFIG=<file>`` runs both
+tiers' tests on that cluster instead (a kind cluster of e2e/kind/, or any other), and the host harness is
+neither started nor stopped. A test is skipped, with the reason, only when this machine cannot run the tier at
+all (not root, no cgroup controllers, ...); a tier that fails to start fails the test.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from e2e.host_work import build_image, host_lock, image_on_node
 
 REPO = Path(__file__).resolve().parent.parent
 CLUSTER = REPO / "e2e" / "cluster.sh"
@@ -46,6 +52,50 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "kind" in item.keywords:
             item.add_marker(skip)
+
+
+# Files that run one after another in one pytest-xdist process: the three that load the node's two cores most,
+# and the two that take fixed NodePorts beside automatically allocated ones
+_GROUPS = {
+    "test_spark_k8s.py": "heavy",
+    "test_lifecycle.py": "heavy",
+    "test_data_safety.py": "heavy",
+    "test_external_access_node.py": "node-ports",
+    "test_grpc_node.py": "node-ports",
+}
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """pytest-xdist's per-file scheduling, with the files of a group as one unit (one process runs them in turn).
+    Its own `--dist loadgroup` does not work with pytest 9, whose items no longer keep their ids in `_nodeid`."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FileGroups(LoadScopeScheduling):  # type: ignore[misc]  # xdist has no type hints
+        def _split_scope(self, nodeid: str) -> str:
+            file = nodeid.split("::", 1)[0]
+            return _GROUPS.get(Path(file).name, file)
+
+    return FileGroups(config, log)
+
+
+def _distributing(config: pytest.Config) -> bool:
+    """This process is the controller of a pytest-xdist run (its workers run the tests)."""
+    return not hasattr(config, "workerinput") and bool(config.getoption("numprocesses", None))
+
+
+_TIER_AT_START = pytest.StashKey[str]()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if _distributing(session.config) and not os.environ.get("E2E_KUBECONFIG"):
+        session.config.stash[_TIER_AT_START] = _tier_running()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """The controller of an xdist run stops the harness its workers started, once every worker is done."""
+    started_here = session.config.stash.get(_TIER_AT_START, None) == "none"
+    if started_here and os.environ.get("E2E_KEEP_CLUSTER") != "1" and _tier_running() != "none":
+        subprocess.run(["bash", str(CLUSTER), "down"], capture_output=True, text=True, timeout=300)
 
 
 def _versions() -> dict[str, str]:
@@ -182,20 +232,25 @@ class _Harness:
         reason = _cannot_run(tier)
         if reason:
             pytest.skip(f"Kubernetes {tier} tier cannot run on this machine: {reason}")
-        running = _tier_running()
-        if running == "node" or running == tier:
-            subprocess.run(["bash", str(CLUSTER), "kubeconfig"], capture_output=True, check=True)
-            return Kube(KUBECONFIG, _kubectl_path(), running)
-        t0 = time.monotonic()
-        self.started = True  # even a failed start leaves processes for `down` to clean up
-        p = subprocess.run(["bash", str(CLUSTER), "up", tier], capture_output=True, text=True, timeout=3600)
-        if p.returncode != 0:
-            raise RuntimeError(f"`e2e/cluster.sh up {tier}` failed:\n{p.stderr[-4000:]}")
-        self.timings[tier] = time.monotonic() - t0
-        return Kube(KUBECONFIG, _kubectl_path(), tier, self.timings[tier])
+        if os.environ.get("PYTEST_XDIST_WORKER"):
+            tier = "node"  # the other process may need it; the node tier holds the control plane
+        with host_lock("harness"):
+            running = _tier_running()
+            if running == "node" or running == tier:
+                if not KUBECONFIG.exists():
+                    subprocess.run(["bash", str(CLUSTER), "kubeconfig"], capture_output=True, check=True)
+                return Kube(KUBECONFIG, _kubectl_path(), running)
+            t0 = time.monotonic()
+            self.started = True  # even a failed start leaves processes for `down` to clean up
+            p = subprocess.run(["bash", str(CLUSTER), "up", tier], capture_output=True, text=True, timeout=3600)
+            if p.returncode != 0:
+                raise RuntimeError(f"`e2e/cluster.sh up {tier}` failed:\n{p.stderr[-4000:]}")
+            self.timings[tier] = time.monotonic() - t0
+            return Kube(KUBECONFIG, _kubectl_path(), tier, self.timings[tier])
 
     def stop(self) -> None:
-        if self.started and os.environ.get("E2E_KEEP_CLUSTER") != "1":
+        # an xdist worker leaves the cluster to the run's controller: the other worker may still be using it
+        if self.started and os.environ.get("E2E_KEEP_CLUSTER") != "1" and not os.environ.get("PYTEST_XDIST_WORKER"):
             subprocess.run(["bash", str(CLUSTER), "down"], capture_output=True, text=True, timeout=300)
 
 
@@ -266,8 +321,7 @@ def kind_broker_image(k8s_kind: Kube) -> str:
 def _image_on_kind(image: str) -> str:
     """Builds the image of this tree (unless ``E2E_REUSE_IMAGES=1``) and puts it on every kind node."""
     if os.environ.get("E2E_REUSE_IMAGES") != "1":
-        b = subprocess.run(["bash", str(REPO / "images" / "build.sh"), "broker"], capture_output=True, text=True)
-        assert b.returncode == 0, f"images/build.sh broker failed:\n{b.stderr[-4000:]}"
+        build_image("broker")
     p = subprocess.run(["bash", str(KIND_CLUSTER), "load", image], capture_output=True, text=True)
     assert p.returncode == 0, f"kind load of {image} failed:\n{p.stderr[-4000:]}"
     return image
@@ -287,8 +341,4 @@ def broker_image(k8s_node: Kube) -> str:
     have = subprocess.run([*ctr, "images", "ls", "-q"], capture_output=True, text=True).stdout.split()
     if os.environ.get("E2E_REUSE_IMAGES") == "1" and image in have:
         return image
-    b = subprocess.run(["bash", str(REPO / "images" / "build.sh"), "broker"], capture_output=True, text=True)
-    assert b.returncode == 0, f"images/build.sh broker failed:\n{b.stderr[-4000:]}"
-    p = subprocess.run(["bash", str(CLUSTER), "load-images", image], capture_output=True, text=True)
-    assert p.returncode == 0, f"loading {image} failed:\n{p.stderr[-4000:]}"
-    return image
+    return image_on_node("broker", image)

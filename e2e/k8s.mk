@@ -4,7 +4,8 @@
 #   make k8s-status / make k8s-down     show / stop everything (no process, mount, interface, rule left)
 #   make images [IMAGES="broker spark"] build images under images/ with Debian's docker.io, no registry
 #   make k8s-load-images [IMAGES=...]   import built images into the node's containerd
-#   make e2e [E2E=e2e/test_x.py ...]    the e2e tests (start the tiers they need, once per run); E2E picks files
+#   make e2e [E2E=e2e/test_x.py ...]    the e2e tests (start the tiers they need, once per run); E2E picks files;
+#                                       E2E_WORKERS=0 runs them in one pytest process instead of two
 #   make kind-build                     kind, kindnetd and the kind node image, offline (e2e/kind/)
 #   make kind-up [NODES=3] / kind-down  a kind cluster of NODES nodes from our node image, our images loaded
 #   make e2e-kind                       the multi-node tests (marker `kind`) on that cluster
@@ -12,6 +13,8 @@ TIER ?= control-plane
 IMAGES ?=
 E2E ?= e2e
 E2E_ARGS ?=
+# pytest processes sharing the cluster, each running whole files (and e2e/conftest.py's groups); 0: one process
+E2E_WORKERS ?= 2
 NODES ?= 3
 
 .PHONY: k8s-build k8s-up k8s-down k8s-status k8s-load-images images e2e e2e-control-plane
@@ -45,7 +48,7 @@ e2e-control-plane: $(SPARK_STAMP)
 e2e: $(SPARK_STAMP)
 	bash e2e/deps.sh all
 	bash e2e/build.sh node
-	$(BIN)/pytest $(E2E) --timeout 900 --durations=0 $(E2E_ARGS)
+	$(BIN)/pytest $(E2E) -n $(E2E_WORKERS) --dist loadfile --timeout 900 --durations=0 $(E2E_ARGS)
 
 # kindnetd's source is a git clone of kubernetes-sigs/kind: KIND_SRC=<dir> (see docs/kubernetes-harness.md).
 kind-build:

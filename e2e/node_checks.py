@@ -30,9 +30,10 @@ __all__ = ["Producer", "StatusTimeline", "assert_all_read", "broker_pid", "read_
 
 
 def wait_answering(kube: Kube, namesrv: str, timeout: float = 60) -> None:
-    """Poll the NameServer at `namesrv` until it answers a cluster query. A nodePort answers a moment after the
-    cluster is Ready: the node refuses connections to it until kube-proxy has written the rules for the pod's
-    new endpoint, which is the node's own work and shows in no object's status."""
+    """Poll the NameServer at `namesrv` until it answers a cluster query. A Service's ClusterIP or nodePort answers
+    a moment after the cluster is Ready: the node refuses connections to it until kube-proxy has written the rules
+    for the pod's new endpoint, which is the node's own work, shows in no object's status, and takes longer while
+    the node is busy."""
 
     def answers() -> bool:
         try:

@@ -32,6 +32,7 @@ import pyarrow.parquet as pq  # type: ignore[import-untyped]
 from broker.client import Admin, ClientConfig, Message, MessageQueue, Producer, SendResult
 from broker.client.blocking import LoopThread
 from broker.spark.client import PullSpec, QueueClient
+from e2e.host_work import image_on_node
 
 if TYPE_CHECKING:
     from e2e.conftest import Kube
@@ -53,12 +54,7 @@ def spark_image_on_node() -> str:
     have = subprocess.run([*CTR, "images", "ls", "-q"], capture_output=True, text=True).stdout.split()
     if os.environ.get("E2E_REUSE_IMAGES") == "1" and SPARK_IMAGE in have:
         return SPARK_IMAGE
-    b = subprocess.run(["bash", str(REPO / "images" / "build.sh"), "spark"], capture_output=True, text=True)
-    assert b.returncode == 0, f"images/build.sh spark failed:\n{b.stderr[-4000:]}"
-    cluster_sh = REPO / "e2e" / "cluster.sh"
-    p = subprocess.run(["bash", str(cluster_sh), "load-images", SPARK_IMAGE], capture_output=True, text=True)
-    assert p.returncode == 0, f"loading {SPARK_IMAGE} failed:\n{p.stderr[-4000:]}"
-    return SPARK_IMAGE
+    return image_on_node("spark", SPARK_IMAGE)
 
 
 # ---------------------------------------------------------------------------------------------- orders

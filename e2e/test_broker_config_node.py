@@ -31,6 +31,7 @@ from broker.client.admin import Admin
 from broker.client.errors import RocketError
 from broker.client.message import Message
 from broker.client.producer import Producer
+from e2e.node_checks import wait_answering
 from e2e.operator_harness import CRD_FILE, OperatorProcess, running_operator
 
 if TYPE_CHECKING:
@@ -85,6 +86,7 @@ def namesrv(k8s_node: Kube, ns: str, broker_image: str, operator: OperatorProces
     k8s_node.apply(json.dumps(body | {"spec": spec}), namespace=ns)
     k8s_node.wait_for("the cluster Ready", lambda: _current(k8s_node, ns), timeout=300, interval=1)
     ip = k8s_node.run("get", "-n", ns, "svc", f"{CLUSTER}-nameserver", "-o", "jsonpath={.spec.clusterIP}").strip()
+    wait_answering(k8s_node, f"{ip}:9876")
     return f"{ip}:9876"
 
 

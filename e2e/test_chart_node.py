@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from e2e.host_work import image_on_node
 from e2e.operator_harness import REPO, ready_status
 
 if TYPE_CHECKING:
@@ -46,12 +47,7 @@ def helm(kube: Kube, *args: str) -> str:
 @pytest.fixture(scope="module")
 def operator_image(k8s_node: Kube) -> str:
     """The operator image of this tree, built and imported into the node (as broker_image does)."""
-    b = subprocess.run(["bash", str(REPO / "images/build.sh"), "operator"], capture_output=True, text=True)
-    assert b.returncode == 0, b.stderr[-4000:]
-    load = ["bash", str(REPO / "e2e/cluster.sh"), "load-images", OPERATOR_IMAGE]
-    p = subprocess.run(load, capture_output=True, text=True)
-    assert p.returncode == 0, p.stderr[-4000:]
-    return OPERATOR_IMAGE
+    return image_on_node("operator", OPERATOR_IMAGE)
 
 
 @pytest.fixture(scope="module")

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from broker.client.blocking import BlockingAdmin
-from e2e.node_checks import Producer, StatusTimeline, assert_all_read, read_back
+from e2e.node_checks import Producer, StatusTimeline, assert_all_read, read_back, wait_answering
 from e2e.operator_harness import CRD_FILE, OperatorProcess, ready_status, running_operator
 
 if TYPE_CHECKING:
@@ -75,6 +75,7 @@ def cluster(k8s_node: Kube, ns: str, operator: OperatorProcess) -> str:
     k8s_node.wait_for(f"{NAME} Ready", lambda: ready_status(k8s_node, ns, NAME, groups=1), timeout=420, interval=1)
     ip = k8s_node.run("get", "-n", ns, "svc", f"{NAME}-nameserver", "-o", "jsonpath={.spec.clusterIP}").strip()
     namesrv = f"{ip}:9876"
+    wait_answering(k8s_node, namesrv)
     with BlockingAdmin(namesrv) as admin:
         admin.create_topic(TOPIC, cluster=NAME, read_queue_nums=4, write_queue_nums=4)
     return namesrv

@@ -153,7 +153,7 @@ def test_scale_subresource_adds_a_group(operator: Kube, namespaces: tuple[str, s
     kube.wait_for("two groups", lambda: "scaled-broker-1" in child_names(kube, ns, "statefulset", "scaled"), timeout=60)
     kube.run("scale", "-n", ns, "rmq/scaled", "--replicas=3")
     assert cluster(kube, ns, "scaled")["spec"]["broker"]["groups"] == 3
-    kube.wait_for("a third group", lambda: "scaled-broker-2" in child_names(kube, ns, "sts", "scaled"), timeout=30)
+    kube.wait_for("a third group", lambda: "scaled-broker-2" in child_names(kube, ns, "sts", "scaled"), timeout=120)
 
 
 def test_image_change_records_an_ordered_roll_plan(operator: Kube, namespaces: tuple[str, str]) -> None:
