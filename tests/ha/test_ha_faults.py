@@ -147,9 +147,12 @@ async def test_sync_master_killed_nothing_acknowledged_lost_consumer_fails_over_
         await wait_for(lambda: _slave_knows(s_addr, topic), 20, "the topic on the slave", procs)
 
         consumed: dict[str, int] = {}
+        # shut until the master is dead: what the consumer has pulled waits, so a backlog is left for the slave
+        # to serve however fast the sends go
+        gate = asyncio.Event()
 
         async def listener(msgs: list[MessageExt]) -> ConsumeStatus:
-            await asyncio.sleep(0.01)  # slow on purpose: a backlog must be left for the slave to serve
+            await gate.wait()
             for m in msgs:
                 consumed[m.msg_id] = zlib.crc32(m.body)
             return ConsumeStatus.CONSUME_SUCCESS
@@ -202,6 +205,7 @@ async def test_sync_master_killed_nothing_acknowledged_lost_consumer_fails_over_
         # what the consumer had not consumed when the master died can only come from the slave now
         backlog = set(acked) - set(consumed)
         assert len(backlog) > 50, f"no backlog left for the slave: {len(acked)} acked, {len(consumed)} consumed"
+        gate.set()
 
         # 1. every acknowledged message is on the slave: ids, count and body CRC
         on_slave = await read_all(s_addr, topic)
