@@ -7,7 +7,8 @@ STAMP  := $(VENV)/.installed
 SPARK_STAMP := $(VENV)/.installed-spark
 DATA   := .data
 # `make test`'s pytest processes, each running whole test files (most tests wait on real processes and sockets,
-# so two share two cores well); TEST_WORKERS=0 runs everything in one process
+# so two share two cores well); TEST_WORKERS=0 runs everything in one process. A worker that dies ends the run
+# at once: pytest-xdist's replacement worker can leave the run waiting for good
 TEST_WORKERS ?= 2
 
 .PHONY: run test lint fmt peers cpp-client-ssl system-deps bench clean crds
@@ -46,7 +47,7 @@ test: $(SPARK_STAMP) peers system-deps
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports --no-cache
-	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile --durations=25
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile --max-worker-restart=0 --durations=25
 
 # mypy follows the operator's and the Spark source's imports (kopf, aiohttp, pyspark): lint needs every extra
 lint: $(SPARK_STAMP)
