@@ -40,7 +40,7 @@ from typing import Any
 from bench.broker import _PROPS, _UNIQ_PLACEHOLDER, QUEUES, TOPIC, _send_template, _uniq_slots
 from broker.auth.model import Acl, Action, Policy, PolicyEntry, PolicyType, Resource, User
 from broker.protocol.batch import BatchMessage, encode_batch
-from broker.protocol.command import RemotingCommand, decode_frame, encode_binary
+from broker.protocol.command import FrameDecoder, RemotingCommand, decode_frame, encode_binary
 from broker.protocol.properties import encode_properties
 from broker.protocol.signature import Credentials, hmac_pads, sign_command, verify_with
 from broker.server.broker import BrokerController
@@ -163,14 +163,7 @@ def _signed_frames(count: int, start: int, creds: Credentials) -> bytes:
 
 def signed_requests(data: bytes) -> list[tuple[dict[str, str], bytes]]:
     """Each frame's extFields and body, from one read of length-prefixed frames."""
-    out = []
-    at = 0
-    while at < len(data):
-        length = int.from_bytes(data[at : at + 4], "big")
-        cmd = decode_frame(data[at + 4 : at + 4 + length])
-        out.append((cmd.ext_fields, cmd.body or b""))
-        at += 4 + length
-    return out
+    return [(cmd.ext_fields, cmd.body or b"") for cmd in FrameDecoder().feed(data)]
 
 
 def verify_floor(path: SendPath, secret: str) -> float:

@@ -4,8 +4,8 @@
 - ``k8s_node``: the control plane plus scheduler, containerd, kubelet, kube-proxy, CNI, CoreDNS and
   the local-path volume provisioner; the node is Ready and CoreDNS answers.
 
-Each tier is started at most once per test run, and stopped at the end of the run if this run started
-it (set ``E2E_KEEP_CLUSTER=1`` to leave it up). `make e2e` runs the files in two pytest-xdist processes
+Each tier is started at most once per test run, and stopped at the end of the run if it was not running
+when the run began (set ``E2E_KEEP_CLUSTER=1`` to leave it up). `make e2e` runs the files in two pytest-xdist processes
 (whole files each): either process starts the node tier under a host lock, the run's controller stops it once
 both are done, and the three files that load the node most (Spark, the lifecycle under load, data safety) go to
 one process together, so they never run at the same time.
@@ -78,23 +78,19 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     return FileGroups(config, log)
 
 
-def _distributing(config: pytest.Config) -> bool:
-    """This process is the controller of a pytest-xdist run (its workers run the tests)."""
-    return not hasattr(config, "workerinput") and bool(config.getoption("numprocesses", None))
-
-
 _TIER_AT_START = pytest.StashKey[str]()
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    if _distributing(session.config) and not os.environ.get("E2E_KUBECONFIG"):
+    # the process that runs the session: the only one under plain pytest, the controller under pytest-xdist
+    if not hasattr(session.config, "workerinput") and not os.environ.get("E2E_KUBECONFIG"):
         session.config.stash[_TIER_AT_START] = _tier_running()
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    """The controller of an xdist run stops the harness its workers started, once every worker is done."""
-    started_here = session.config.stash.get(_TIER_AT_START, None) == "none"
-    if started_here and os.environ.get("E2E_KEEP_CLUSTER") != "1" and _tier_running() != "none":
+    """A harness that was not running when the run began is stopped once every test is done (also after a failed
+    start, whose processes `down` cleans up)."""
+    if session.config.stash.get(_TIER_AT_START, None) == "none" and os.environ.get("E2E_KEEP_CLUSTER") != "1":
         subprocess.run(["bash", str(CLUSTER), "down"], capture_output=True, text=True, timeout=300)
 
 
@@ -219,10 +215,9 @@ def _tier_running() -> str:
 
 
 class _Harness:
-    """Starts tiers on demand (control-plane < node) and remembers whether to stop them."""
+    """Starts tiers on demand (control-plane < node); `pytest_sessionfinish` stops them."""
 
     def __init__(self) -> None:
-        self.started = False
         self.timings: dict[str, float] = {}
 
     def ensure(self, tier: str) -> Kube:
@@ -241,17 +236,11 @@ class _Harness:
                     subprocess.run(["bash", str(CLUSTER), "kubeconfig"], capture_output=True, check=True)
                 return Kube(KUBECONFIG, _kubectl_path(), running)
             t0 = time.monotonic()
-            self.started = True  # even a failed start leaves processes for `down` to clean up
             p = subprocess.run(["bash", str(CLUSTER), "up", tier], capture_output=True, text=True, timeout=3600)
             if p.returncode != 0:
                 raise RuntimeError(f"`e2e/cluster.sh up {tier}` failed:\n{p.stderr[-4000:]}")
             self.timings[tier] = time.monotonic() - t0
             return Kube(KUBECONFIG, _kubectl_path(), tier, self.timings[tier])
-
-    def stop(self) -> None:
-        # an xdist worker leaves the cluster to the run's controller: the other worker may still be using it
-        if self.started and os.environ.get("E2E_KEEP_CLUSTER") != "1" and not os.environ.get("PYTEST_XDIST_WORKER"):
-            subprocess.run(["bash", str(CLUSTER), "down"], capture_output=True, text=True, timeout=300)
 
 
 def _given_cluster(kubeconfig: Path) -> Kube:
@@ -267,10 +256,8 @@ def _given_cluster(kubeconfig: Path) -> Kube:
 
 
 @pytest.fixture(scope="session")
-def _harness() -> Iterator[_Harness]:
-    h = _Harness()
-    yield h
-    h.stop()
+def _harness() -> _Harness:
+    return _Harness()
 
 
 @pytest.fixture(scope="session")
