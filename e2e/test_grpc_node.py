@@ -55,6 +55,15 @@ def operator(k8s_node: Kube, ns: str, tmp_path_factory: pytest.TempPathFactory) 
         yield proc
 
 
+@pytest.fixture
+def sdk_loop() -> Iterator[None]:
+    """The official Python SDK runs in this process, beside `asyncio.run()`s (see tests/peers/python_sdk.py)."""
+    from tests.peers.python_sdk import sdk_loop_for_threads_without_one
+
+    with sdk_loop_for_threads_without_one():
+        yield
+
+
 @pytest.fixture(scope="module")
 def cluster(k8s_node: Kube, ns: str, broker_image: str, operator: OperatorProcess) -> dict[str, Any]:
     spec = {
@@ -145,7 +154,7 @@ LB_COUNT = 20
 
 
 def test_load_balancer_clients_outside_use_the_brokers_address_at_the_grpc_port(
-    k8s_node: Kube, ns: str, broker_image: str, operator: OperatorProcess
+    k8s_node: Kube, ns: str, broker_image: str, operator: OperatorProcess, sdk_loop: None
 ) -> None:
     from rocketmq import ClientConfiguration, Credentials, FilterExpression, Message, Producer, SimpleConsumer
 
@@ -206,7 +215,7 @@ NP_BASE, NP_GRPC_BASE = 31300, 31320
 
 
 def test_node_port_clients_outside_and_inside_take_each_brokers_grpc_node_port(
-    k8s_node: Kube, ns: str, broker_image: str, operator: OperatorProcess
+    k8s_node: Kube, ns: str, broker_image: str, operator: OperatorProcess, sdk_loop: None
 ) -> None:
     from rocketmq import ClientConfiguration, Credentials, FilterExpression, Message, Producer, SimpleConsumer
 

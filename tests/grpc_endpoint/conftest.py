@@ -11,6 +11,7 @@ import pytest
 pytest.importorskip("rocketmq", reason="the gRPC endpoint needs the `grpc` extra (rocketmq-python-client)")
 
 from tests.grpc_endpoint.grpc_harness import GrpcServers
+from tests.peers.python_sdk import sdk_loop_for_threads_without_one
 
 GRPC_BROKER_CONF = {
     "transactionTimeOut": "1000",
@@ -29,3 +30,9 @@ def grpc_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GrpcServe
         yield pair
     finally:
         pair.stop()
+
+
+@pytest.fixture(scope="package", autouse=True)
+def _sdk_loop_for_threads_without_one() -> Iterator[None]:
+    with sdk_loop_for_threads_without_one():
+        yield
