@@ -18,6 +18,7 @@ from typing import Any
 
 import grpc
 import orjson
+from rocketmq import ClientConfiguration, Credentials, Message, Producer
 from rocketmq.grpc_protocol import service_pb2_grpc
 
 from broker.protocol.codes import RequestCode
@@ -26,7 +27,16 @@ from broker.transport.client import RemotingClient
 from tests.interop.interop_harness import ServerPair, free_port
 from tests.tls_certs import LOCAL_HOSTS, Pki
 
-__all__ = ["GrpcServers", "client_metadata", "create_group", "create_topic", "raw_channel"]
+__all__ = [
+    "GrpcServers",
+    "client_metadata",
+    "create_group",
+    "create_topic",
+    "raw_channel",
+    "sdk_config",
+    "sdk_send",
+    "unique_name",
+]
 
 
 class GrpcServers(ServerPair):
@@ -39,6 +49,34 @@ class GrpcServers(ServerPair):
     @property
     def grpc_endpoint(self) -> str:
         return f"127.0.0.1:{self.grpc_port}"
+
+
+def unique_name(prefix: str) -> str:
+    """A topic or group name of `prefix` that no other test uses (the servers are shared by the session)."""
+    return f"{prefix}{uuid.uuid4().hex[:8]}"
+
+
+def sdk_config(servers: GrpcServers) -> ClientConfiguration:
+    """The official SDK's configuration for `servers`: no credentials, 10 s a request."""
+    return ClientConfiguration(servers.grpc_endpoint, Credentials(), request_timeout=10)
+
+
+def sdk_send(servers: GrpcServers, topic: str, count: int) -> list[str]:
+    """`count` messages sent by the SDK's producer (body `grpc-<i>`, tag TagG, keys `gk-<i>`, property
+    `seq`); their message ids."""
+    producer = Producer(sdk_config(servers), (topic,))
+    producer.startup()
+    try:
+        ids = []
+        for i in range(count):
+            msg = Message()
+            msg.topic, msg.body, msg.tag = topic, f"grpc-{i}".encode(), "TagG"
+            msg.keys = f"gk-{i}"
+            msg.add_property("seq", str(i))
+            ids.append(producer.send(msg).message_id)
+        return ids
+    finally:
+        producer.shutdown()
 
 
 Signer = Callable[[RemotingCommand], None]

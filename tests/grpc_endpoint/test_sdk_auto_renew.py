@@ -15,25 +15,29 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from rocketmq import (
-    ClientConfiguration,
     ConsumeResult,
-    Credentials,
     FilterExpression,
     Message,
     MessageListener,
-    Producer,
     PushConsumer,
 )
 from rocketmq.grpc_protocol import service_pb2
 
-from tests.grpc_endpoint.grpc_harness import GrpcServers, client_metadata, create_topic, raw_channel
+from tests.grpc_endpoint.grpc_harness import (
+    GrpcServers,
+    client_metadata,
+    create_topic,
+    raw_channel,
+    sdk_config,
+    sdk_send,
+    unique_name,
+)
 
 RENEW_CONF = {
     "defaultInvisibleTimeMills": "3000",
@@ -52,28 +56,6 @@ def renew_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GrpcServ
         yield pair
     finally:
         pair.stop()
-
-
-def _name(prefix: str) -> str:
-    return f"{prefix}{uuid.uuid4().hex[:8]}"
-
-
-def _config(servers: GrpcServers) -> ClientConfiguration:
-    return ClientConfiguration(servers.grpc_endpoint, Credentials(), request_timeout=10)
-
-
-def _send(servers: GrpcServers, topic: str, count: int) -> list[str]:
-    producer = Producer(_config(servers), (topic,))
-    producer.startup()
-    try:
-        ids = []
-        for i in range(count):
-            msg = Message()
-            msg.topic, msg.body = topic, f"renew-{i}".encode()
-            ids.append(producer.send(msg).message_id)
-        return ids
-    finally:
-        producer.shutdown()
 
 
 class _Recording(MessageListener):
@@ -97,13 +79,13 @@ class _Recording(MessageListener):
 
 
 def test_slow_listener_gets_each_message_once(renew_servers: GrpcServers) -> None:
-    topic, group = _name("GrpcRenew"), _name("GID-renew-")
+    topic, group = unique_name("GrpcRenew"), unique_name("GID-renew-")
     create_topic(renew_servers, topic)
     listener = _Recording(hold_s=9.0)  # three times the 3 s invisible time
-    consumer = PushConsumer(_config(renew_servers), group, listener, {topic: FilterExpression()})
+    consumer = PushConsumer(sdk_config(renew_servers), group, listener, {topic: FilterExpression()})
     consumer.startup()
     try:
-        ids = _send(renew_servers, topic, 3)
+        ids = sdk_send(renew_servers, topic, 3)
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
             with listener.lock:
@@ -150,17 +132,17 @@ def _notify_termination(servers: GrpcServers, client_id: str) -> None:
 def test_message_held_by_a_gone_consumer_goes_to_another(renew_servers: GrpcServers, how: str) -> None:
     """The first consumer holds the message past its invisible time (renewed: the second one does not get it), then
     goes away without acking: the second one gets it soon, as its second delivery attempt."""
-    topic, group = _name("GrpcRenewGone"), _name("GID-renew-")
+    topic, group = unique_name("GrpcRenewGone"), unique_name("GID-renew-")
     create_topic(renew_servers, topic)
     child, client_id = _start_child(renew_servers, group, topic)
     second: PushConsumer | None = None
     try:
-        [msg_id] = _send(renew_servers, topic, 1)
+        [msg_id] = sdk_send(renew_servers, topic, 1)
         assert child.stdout is not None
         got = child.stdout.readline().split()
         assert got == ["GOT", msg_id]
         listener = _Recording()
-        second = PushConsumer(_config(renew_servers), group, listener, {topic: FilterExpression()})
+        second = PushConsumer(sdk_config(renew_servers), group, listener, {topic: FilterExpression()})
         second.startup()
         # the first consumer still works on it, well past the 3 s invisible time: not delivered again
         with pytest.raises(queue.Empty):

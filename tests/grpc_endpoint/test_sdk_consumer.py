@@ -7,18 +7,14 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
 from rocketmq import (
-    ClientConfiguration,
     ConsumeResult,
-    Credentials,
     FilterExpression,
     Message,
     MessageListener,
-    Producer,
     PushConsumer,
     SimpleConsumer,
 )
@@ -26,17 +22,8 @@ from rocketmq.v5.client.connection.rpc_client import RpcClient
 
 from broker.client import BlockingProducer
 from broker.client import Message as SdkMessage
-from tests.grpc_endpoint.grpc_harness import GrpcServers, create_topic
+from tests.grpc_endpoint.grpc_harness import GrpcServers, create_topic, sdk_config, sdk_send, unique_name
 from tests.interop.interop_harness import sdk_pull_all
-
-
-def _name(prefix: str) -> str:
-    return f"{prefix}{uuid.uuid4().hex[:8]}"
-
-
-def _config(servers: GrpcServers) -> ClientConfiguration:
-    return ClientConfiguration(servers.grpc_endpoint, Credentials(), request_timeout=10)
-
 
 MakeSimple = Callable[[str, str], SimpleConsumer]
 
@@ -46,7 +33,7 @@ def simple_of(grpc_servers: GrpcServers) -> Iterator[MakeSimple]:
     started: list[SimpleConsumer] = []
 
     def make(group: str, topic: str) -> SimpleConsumer:
-        consumer = SimpleConsumer(_config(grpc_servers), group, {topic: FilterExpression()}, await_duration=5)
+        consumer = SimpleConsumer(sdk_config(grpc_servers), group, {topic: FilterExpression()}, await_duration=5)
         consumer.startup()
         started.append(consumer)
         return consumer
@@ -54,23 +41,6 @@ def simple_of(grpc_servers: GrpcServers) -> Iterator[MakeSimple]:
     yield make
     for consumer in started:
         consumer.shutdown()
-
-
-def _grpc_send(servers: GrpcServers, topic: str, count: int) -> list[str]:
-    """`count` messages sent by the SDK's producer; their message ids."""
-    producer = Producer(_config(servers), (topic,))
-    producer.startup()
-    try:
-        ids = []
-        for i in range(count):
-            msg = Message()
-            msg.topic, msg.body, msg.tag = topic, f"grpc-{i}".encode(), "TagG"
-            msg.keys = f"gk-{i}"
-            msg.add_property("seq", str(i))
-            ids.append(producer.send(msg).message_id)
-        return ids
-    finally:
-        producer.shutdown()
 
 
 def _receive_all(consumer: SimpleConsumer, expect: int, invisible_s: int = 15, timeout: float = 30) -> list[Message]:
@@ -82,11 +52,11 @@ def _receive_all(consumer: SimpleConsumer, expect: int, invisible_s: int = 15, t
 
 
 def test_remoting_message_received_over_grpc_with_every_field(grpc_servers: GrpcServers, simple_of: MakeSimple) -> None:
-    topic, group = _name("GrpcCross"), _name("GID-grpc-")
+    topic, group = unique_name("GrpcCross"), unique_name("GID-grpc-")
     create_topic(grpc_servers, topic)
     consumer = simple_of(group, topic)
     body = "héllo 世界 🚀 ".encode() * 400  # ~8 KiB: our SDK compresses it (sysFlag bit 0) on the wire
-    with BlockingProducer(_name("PID-"), grpc_servers.namesrv_addr) as producer:
+    with BlockingProducer(unique_name("PID-"), grpc_servers.namesrv_addr) as producer:
         sent = producer.send(
             SdkMessage(topic, body, tags="TagR", keys="rk-1 rk-2", properties={"color": "blue", "city": "Zürich"})
         )
@@ -106,10 +76,10 @@ def test_remoting_message_received_over_grpc_with_every_field(grpc_servers: Grpc
 
 
 def test_receive_ack_and_change_invisible(grpc_servers: GrpcServers, simple_of: MakeSimple) -> None:
-    topic, group = _name("GrpcSimple"), _name("GID-grpc-")
+    topic, group = unique_name("GrpcSimple"), unique_name("GID-grpc-")
     create_topic(grpc_servers, topic)
     consumer = simple_of(group, topic)
-    ids = _grpc_send(grpc_servers, topic, 5)
+    ids = sdk_send(grpc_servers, topic, 5)
     got = _receive_all(consumer, 5)
     assert sorted(m.message_id for m in got) == sorted(ids)
     assert {m.tag for m in got} == {"TagG"}
@@ -122,10 +92,10 @@ def test_receive_ack_and_change_invisible(grpc_servers: GrpcServers, simple_of: 
 
 
 def test_never_acked_message_comes_back(grpc_servers: GrpcServers, simple_of: MakeSimple) -> None:
-    topic, group = _name("GrpcRedeliver"), _name("GID-grpc-")
+    topic, group = unique_name("GrpcRedeliver"), unique_name("GID-grpc-")
     create_topic(grpc_servers, topic)
     consumer = simple_of(group, topic)
-    [msg_id] = _grpc_send(grpc_servers, topic, 1)
+    [msg_id] = sdk_send(grpc_servers, topic, 1)
     first = _receive_all(consumer, 1, invisible_s=10)
     assert [m.message_id for m in first] == [msg_id]
     assert first[0].delivery_attempt == 1
@@ -151,17 +121,17 @@ def test_route_answered_before_its_callback_is_attached_after_asyncio_run(
 
     monkeypatch.setattr(RpcClient, "query_topic_route_async", query_answered_first)
     asyncio.run(asyncio.sleep(0))
-    topic, group = _name("GrpcRouteFirst"), _name("GID-grpc-")
+    topic, group = unique_name("GrpcRouteFirst"), unique_name("GID-grpc-")
     create_topic(grpc_servers, topic)
     consumer = simple_of(group, topic)
-    [msg_id] = _grpc_send(grpc_servers, topic, 1)
+    [msg_id] = sdk_send(grpc_servers, topic, 1)
     [received] = _receive_all(consumer, 1)
     assert received.message_id == msg_id
     consumer.ack(received)
 
 
 def test_push_consumer_receives_and_acks(grpc_servers: GrpcServers) -> None:
-    topic, group = _name("GrpcPush"), _name("GID-grpc-")
+    topic, group = unique_name("GrpcPush"), unique_name("GID-grpc-")
     create_topic(grpc_servers, topic)
     received: list[Message] = []
     done = threading.Event()
@@ -173,10 +143,10 @@ def test_push_consumer_receives_and_acks(grpc_servers: GrpcServers) -> None:
                 done.set()
             return ConsumeResult.SUCCESS
 
-    consumer = PushConsumer(_config(grpc_servers), group, Listener(), {topic: FilterExpression()})
+    consumer = PushConsumer(sdk_config(grpc_servers), group, Listener(), {topic: FilterExpression()})
     consumer.startup()
     try:
-        ids = _grpc_send(grpc_servers, topic, 6)
+        ids = sdk_send(grpc_servers, topic, 6)
         assert done.wait(60), f"received {len(received)} of 6"
     finally:
         consumer.shutdown()
@@ -184,10 +154,10 @@ def test_push_consumer_receives_and_acks(grpc_servers: GrpcServers) -> None:
 
 
 def test_grpc_message_read_by_remoting_consumer(grpc_servers: GrpcServers) -> None:
-    topic = _name("GrpcToRemoting")
+    topic = unique_name("GrpcToRemoting")
     create_topic(grpc_servers, topic)
-    ids = _grpc_send(grpc_servers, topic, 3)
-    records = sdk_pull_all(grpc_servers.namesrv_addr, _name("GID-pull-"), topic, 3)
+    ids = sdk_send(grpc_servers, topic, 3)
+    records = sdk_pull_all(grpc_servers.namesrv_addr, unique_name("GID-pull-"), topic, 3)
     assert sorted(r.id for r in records) == sorted(ids)
     for r in records:
         seq = r.props["seq"]

@@ -5,24 +5,23 @@ from __future__ import annotations
 
 import contextlib
 import time
-import uuid
 from collections.abc import Iterator
 
 import pytest
-from rocketmq import ClientConfiguration, Credentials, FilterExpression, Message, Producer, SimpleConsumer
+from rocketmq import FilterExpression, Message, Producer, SimpleConsumer
 from rocketmq.grpc_protocol import definition_pb2, service_pb2
 
 from broker.client import BlockingAdmin, MessageExt
 from broker.client.errors import TopicNotExist
-from tests.grpc_endpoint.grpc_harness import GrpcServers, client_metadata, create_group, create_topic, raw_channel
-
-
-def _name(prefix: str) -> str:
-    return f"{prefix}{uuid.uuid4().hex[:8]}"
-
-
-def _config(servers: GrpcServers) -> ClientConfiguration:
-    return ClientConfiguration(servers.grpc_endpoint, Credentials(), request_timeout=10)
+from tests.grpc_endpoint.grpc_harness import (
+    GrpcServers,
+    client_metadata,
+    create_group,
+    create_topic,
+    raw_channel,
+    sdk_config,
+    unique_name,
+)
 
 
 @pytest.fixture
@@ -34,7 +33,7 @@ def consumers(grpc_servers: GrpcServers) -> Iterator[list[SimpleConsumer]]:
 
 
 def _send(servers: GrpcServers, topic: str, messages: list[dict[str, object]]) -> list[str]:
-    producer = Producer(_config(servers), (topic,))
+    producer = Producer(sdk_config(servers), (topic,))
     producer.startup()
     try:
         ids = []
@@ -66,11 +65,11 @@ def _receive(consumer: SimpleConsumer, expect: int, timeout: float = 30) -> list
 def test_fifo_group_gets_the_next_message_only_after_the_ack(
     grpc_servers: GrpcServers, consumers: list[SimpleConsumer]
 ) -> None:
-    topic, group = _name("GrpcFifoC"), _name("GID-fifo-")
+    topic, group = unique_name("GrpcFifoC"), unique_name("GID-fifo-")
     create_topic(grpc_servers, topic, "FIFO", queues=2)
     create_group(grpc_servers, group, consumeMessageOrderly=True)
     _send(grpc_servers, topic, [{"body": f"m{i}", "group": "g-1"} for i in range(4)])
-    consumer = SimpleConsumer(_config(grpc_servers), group, {topic: FilterExpression()}, await_duration=3)
+    consumer = SimpleConsumer(sdk_config(grpc_servers), group, {topic: FilterExpression()}, await_duration=3)
     consumer.startup()
     consumers.append(consumer)
     order: list[str] = []
@@ -102,11 +101,11 @@ _FILTERED = [
 def test_filters(
     grpc_servers: GrpcServers, consumers: list[SimpleConsumer], expression: str, sql: bool, wanted: set[str]
 ) -> None:
-    topic, group = _name("GrpcFilter"), _name("GID-filter-")
+    topic, group = unique_name("GrpcFilter"), unique_name("GID-filter-")
     create_topic(grpc_servers, topic)
     kind = definition_pb2.FilterType.SQL if sql else definition_pb2.FilterType.TAG
     consumer = SimpleConsumer(
-        _config(grpc_servers), group, {topic: FilterExpression(expression, kind)}, await_duration=3
+        sdk_config(grpc_servers), group, {topic: FilterExpression(expression, kind)}, await_duration=3
     )
     consumer.startup()
     consumers.append(consumer)
@@ -119,9 +118,9 @@ def test_filters(
 
 
 def test_forward_to_dead_letter_queue(grpc_servers: GrpcServers, consumers: list[SimpleConsumer]) -> None:
-    topic, group = _name("GrpcDlq"), _name("GID-dlq-")
+    topic, group = unique_name("GrpcDlq"), unique_name("GID-dlq-")
     create_topic(grpc_servers, topic)
-    consumer = SimpleConsumer(_config(grpc_servers), group, {topic: FilterExpression()}, await_duration=3)
+    consumer = SimpleConsumer(sdk_config(grpc_servers), group, {topic: FilterExpression()}, await_duration=3)
     consumer.startup()
     consumers.append(consumer)
     [msg_id] = _send(grpc_servers, topic, [{"body": "poison", "tag": "TagP", "props": {"k": "v"}}])

@@ -5,24 +5,15 @@ from __future__ import annotations
 
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
-from rocketmq import ClientConfiguration, Credentials, Message, Producer, TransactionChecker, TransactionResolution
+from rocketmq import Message, Producer, TransactionChecker, TransactionResolution
 
-from tests.grpc_endpoint.grpc_harness import GrpcServers, create_topic
+from tests.grpc_endpoint.grpc_harness import GrpcServers, create_topic, sdk_config, unique_name
 from tests.interop.interop_harness import Record, sdk_pull_all
 
 MakeProducer = Callable[..., Producer]
-
-
-def _name(prefix: str) -> str:
-    return f"{prefix}{uuid.uuid4().hex[:8]}"
-
-
-def _config(servers: GrpcServers) -> ClientConfiguration:
-    return ClientConfiguration(servers.grpc_endpoint, Credentials(), request_timeout=10)
 
 
 @pytest.fixture
@@ -30,7 +21,7 @@ def producer_of(grpc_servers: GrpcServers) -> Iterator[MakeProducer]:
     started: list[Producer] = []
 
     def make(*topics: str, checker: TransactionChecker | None = None) -> Producer:
-        config = _config(grpc_servers)
+        config = sdk_config(grpc_servers)
         producer = Producer(config, topics, checker) if checker else Producer(config, topics)
         producer.startup()
         started.append(producer)
@@ -56,11 +47,11 @@ def _message(topic: str, i: int, **extra: object) -> Message:
 
 
 def _pull(servers: GrpcServers, topic: str, expect: int, timeout: float = 15.0) -> list[Record]:
-    return sdk_pull_all(servers.namesrv_addr, _name("GID-pull-"), topic, expect, timeout=timeout)
+    return sdk_pull_all(servers.namesrv_addr, unique_name("GID-pull-"), topic, expect, timeout=timeout)
 
 
 def test_normal_send_arrives_with_every_field(grpc_servers: GrpcServers, producer_of: MakeProducer) -> None:
-    topic = _name("GrpcNormal")
+    topic = unique_name("GrpcNormal")
     create_topic(grpc_servers, topic)
     producer = producer_of(topic)
     before_ms = int(time.time()) * 1000
@@ -81,7 +72,7 @@ def test_normal_send_arrives_with_every_field(grpc_servers: GrpcServers, produce
 
 
 def test_fifo_group_stays_on_one_queue_in_order(grpc_servers: GrpcServers, producer_of: MakeProducer) -> None:
-    topic = _name("GrpcFifo")
+    topic = unique_name("GrpcFifo")
     create_topic(grpc_servers, topic, "FIFO")
     producer = producer_of(topic)
     for i in range(6):
@@ -94,7 +85,7 @@ def test_fifo_group_stays_on_one_queue_in_order(grpc_servers: GrpcServers, produ
 
 
 def test_timed_message_is_held_until_its_delivery_time(grpc_servers: GrpcServers, producer_of: MakeProducer) -> None:
-    topic = _name("GrpcDelay")
+    topic = unique_name("GrpcDelay")
     create_topic(grpc_servers, topic, "DELAY")
     producer = producer_of(topic)
     deliver_s = int(time.time()) + 3
@@ -106,7 +97,7 @@ def test_timed_message_is_held_until_its_delivery_time(grpc_servers: GrpcServers
 
 
 def test_normal_message_to_a_fifo_topic_is_refused(grpc_servers: GrpcServers, producer_of: MakeProducer) -> None:
-    topic = _name("GrpcFifoOnly")
+    topic = unique_name("GrpcFifoOnly")
     create_topic(grpc_servers, topic, "FIFO")
     producer = producer_of(topic)
     with pytest.raises(Exception, match=r"(?i)message type|not match"):
@@ -114,7 +105,7 @@ def test_normal_message_to_a_fifo_topic_is_refused(grpc_servers: GrpcServers, pr
 
 
 def test_transaction_commit_and_rollback(grpc_servers: GrpcServers, producer_of: MakeProducer) -> None:
-    topic = _name("GrpcTx")
+    topic = unique_name("GrpcTx")
     create_topic(grpc_servers, topic, "TRANSACTION")
 
     class Never(TransactionChecker):
@@ -134,7 +125,7 @@ def test_transaction_commit_and_rollback(grpc_servers: GrpcServers, producer_of:
 
 
 def test_orphaned_transaction_recovered_over_telemetry(grpc_servers: GrpcServers, producer_of: MakeProducer) -> None:
-    topic = _name("GrpcTxCheck")
+    topic = unique_name("GrpcTxCheck")
     create_topic(grpc_servers, topic, "TRANSACTION")
     checked: list[Message] = []
     seen = threading.Event()
