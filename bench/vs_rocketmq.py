@@ -61,7 +61,7 @@ from rich.table import Table
 from bench.vs_auth import SHAPES, run_auth
 from bench.vs_brokers import KINDS, Cluster, ensure_reference, runtime_info
 from bench.vs_clients import ClientError, loadgen, pyclient
-from bench.vs_table import CLIENT_CPU, Sample, client_bounds, render, summarize
+from bench.vs_table import CLIENT_CPU, Sample, client_bounds, disk_shortfall, render, summarize
 
 __all__ = ["Runner", "main", "report", "run_rounds"]
 
@@ -287,11 +287,25 @@ def run_rounds(args: argparse.Namespace, runner: Runner, sessions: list[tuple[st
                     progress.advance(task)
 
 
+def largest_store(args: argparse.Namespace) -> int:
+    """Bytes the run's largest session may write: the drain's backlog or the recovery run's CommitLog
+    (bench.vs_grpc has none), whichever is bigger, and 2 GiB for the send workloads (a SYNC_MASTER session
+    keeps two stores) and the next CommitLog file being prepared."""
+    backlog: int = args.backlog
+    recovery_mib: int = getattr(args, "recovery_mib", 0)
+    return max(backlog * RECORD_BYTES, recovery_mib << 20) + (2 << 30)
+
+
 @contextlib.contextmanager
 def store_root(args: argparse.Namespace, prefix: str) -> Iterator[Path]:
     """A temp dir for the stores and logs (in --dir), removed at the end unless --keep."""
     tmp = Path(tempfile.mkdtemp(prefix=prefix, dir=args.dir))
     try:
+        st = os.statvfs(tmp)
+        used, available = (st.f_blocks - st.f_bfree) * st.f_frsize, st.f_bavail * st.f_frsize
+        problem = disk_shortfall(used, available, largest_store(args))
+        if problem:
+            raise SystemExit(f"{tmp}: {problem}")
         yield tmp
     finally:
         if args.keep:

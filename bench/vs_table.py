@@ -21,6 +21,7 @@ __all__ = [
     "broker_props",
     "client_bounds",
     "conf_text",
+    "disk_shortfall",
     "grpc_props",
     "lower_is_better",
     "namesrv_props",
@@ -37,6 +38,25 @@ HIGHER_IS_BETTER = ("msgs_per_s",)
 CLIENT_CPU = "client_cpu_us"
 FLUSH_TYPES = ("ASYNC_FLUSH", "SYNC_FLUSH")
 ROLES = ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE")
+
+
+#: diskMaxUsedSpaceRatio, the same default on both brokers: past it they delete CommitLog files before their time
+CLEANING_RATIO = 0.75
+
+
+def disk_shortfall(used: int, available: int, need: int) -> str | None:
+    """Why a run that writes `need` more bytes should not start on a disk with `used` and `available` bytes
+    (counted as df and both brokers count: used / (used + available)), or None when it stays below
+    CLEANING_RATIO. Past it both brokers delete the oldest CommitLog files, W4's backlog among them, and the
+    drain would wait for messages that are gone."""
+    now, after = used / (used + available), (used + need) / (used + available)
+    if after <= CLEANING_RATIO:
+        return None
+    return (
+        f"the stores' disk is {now:.0%} full and would be {after:.0%} with this run's largest store "
+        f"({need / (1 << 30):.1f} GiB); past {CLEANING_RATIO:.0%} (diskMaxUsedSpaceRatio) both brokers delete "
+        "CommitLog files early, W4's backlog among them: free space there, or pass --dir on a roomier disk"
+    )
 
 
 def conf_text(props: Mapping[str, object]) -> str:

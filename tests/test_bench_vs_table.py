@@ -13,6 +13,7 @@ from bench.vs_table import (
     broker_props,
     client_bounds,
     conf_text,
+    disk_shortfall,
     lower_is_better,
     namesrv_props,
     render,
@@ -101,3 +102,24 @@ def test_client_bounds_turn_the_clients_cpu_a_message_into_the_highest_rate_and_
         "W4 drain: the client took 4 us of CPU a message with ours: on 2 CPUs at most 500,000 msg/s (with a broker "
         "that cost nothing)",
     ]
+
+
+GIB = 1 << 30
+
+
+@pytest.mark.parametrize(
+    ("used", "available", "need", "starts"),
+    [
+        (10 * GIB, 90 * GIB, 3 * GIB, True),  # 13% after
+        (70 * GIB, 30 * GIB, 5 * GIB, True),  # exactly 75% after
+        (70 * GIB, 30 * GIB, 6 * GIB, False),  # 76%: past diskMaxUsedSpaceRatio
+        (82 * GIB, 10 * GIB, 3 * GIB, False),  # already past it (df: 89%)
+    ],
+)
+def test_a_run_starts_only_while_its_stores_keep_the_disk_below_the_cleaning_ratio(
+    used: int, available: int, need: int, starts: bool
+) -> None:
+    problem = disk_shortfall(used, available, need)
+    assert (problem is None) == starts
+    if problem:
+        assert "diskMaxUsedSpaceRatio" in problem and "--dir" in problem
