@@ -55,7 +55,7 @@ def disk_shortfall(used: int, available: int, need: int) -> str | None:
     return (
         f"the stores' disk is {now:.0%} full and would be {after:.0%} with this run's largest store "
         f"({need / (1 << 30):.1f} GiB); past {CLEANING_RATIO:.0%} (diskMaxUsedSpaceRatio) both brokers delete "
-        "CommitLog files early, W4's backlog among them: free space there, or pass --dir on a roomier disk"
+        "CommitLog files early, a backlog not yet drained among them: free space there, or pass --dir on a roomier disk"
     )
 
 
