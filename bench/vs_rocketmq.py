@@ -62,6 +62,7 @@ from bench.vs_auth import SHAPES, run_auth
 from bench.vs_brokers import KINDS, Cluster, ensure_reference, runtime_info
 from bench.vs_clients import ClientError, loadgen, pyclient
 from bench.vs_table import CLIENT_CPU, Sample, client_bounds, disk_shortfall, render, summarize
+from broker.store.retention import disk_space
 
 __all__ = ["Runner", "main", "report", "run_rounds"]
 
@@ -301,9 +302,7 @@ def store_root(args: argparse.Namespace, prefix: str) -> Iterator[Path]:
     """A temp dir for the stores and logs (in --dir), removed at the end unless --keep."""
     tmp = Path(tempfile.mkdtemp(prefix=prefix, dir=args.dir))
     try:
-        st = os.statvfs(tmp)
-        used, available = (st.f_blocks - st.f_bfree) * st.f_frsize, st.f_bavail * st.f_frsize
-        problem = disk_shortfall(used, available, largest_store(args))
+        problem = disk_shortfall(*disk_space(tmp), largest_store(args))
         if problem:
             raise SystemExit(f"{tmp}: {problem}")
         yield tmp

@@ -11,6 +11,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from broker.store.config import StoreConfig
+
 __all__ = [
     "BROKER_NAME",
     "CLIENT_CPU",
@@ -40,16 +42,16 @@ FLUSH_TYPES = ("ASYNC_FLUSH", "SYNC_FLUSH")
 ROLES = ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE")
 
 
-#: diskMaxUsedSpaceRatio, the same default on both brokers: past it they delete CommitLog files before their time
-CLEANING_RATIO = 0.75
+#: diskMaxUsedSpaceRatio's default, the same on both brokers: past it they delete CommitLog files before their time
+CLEANING_RATIO = StoreConfig.model_fields["disk_max_used_space_ratio"].default / 100
 
 
-def disk_shortfall(used: int, available: int, need: int) -> str | None:
-    """Why a run that writes `need` more bytes should not start on a disk with `used` and `available` bytes
-    (counted as df and both brokers count: used / (used + available)), or None when it stays below
-    CLEANING_RATIO. Past it both brokers delete the oldest CommitLog files, W4's backlog among them, and the
-    drain would wait for messages that are gone."""
-    now, after = used / (used + available), (used + need) / (used + available)
+def disk_shortfall(used: int, usable: int, need: int) -> str | None:
+    """Why a run that writes `need` more bytes should not start on a disk with `used` of `usable` bytes (as
+    broker.store.retention.disk_space counts them), or None when it stays below CLEANING_RATIO. Past it both
+    brokers delete the oldest CommitLog files, W4's backlog among them, and the drain would wait for messages
+    that are gone."""
+    now, after = used / usable, (used + need) / usable
     if after <= CLEANING_RATIO:
         return None
     return (

@@ -108,18 +108,18 @@ GIB = 1 << 30
 
 
 @pytest.mark.parametrize(
-    ("used", "available", "need", "starts"),
+    ("used", "usable", "need", "starts"),
     [
-        (10 * GIB, 90 * GIB, 3 * GIB, True),  # 13% after
-        (70 * GIB, 30 * GIB, 5 * GIB, True),  # exactly 75% after
-        (70 * GIB, 30 * GIB, 6 * GIB, False),  # 76%: past diskMaxUsedSpaceRatio
-        (82 * GIB, 10 * GIB, 3 * GIB, False),  # already past it (df: 89%)
+        (10 * GIB, 100 * GIB, 3 * GIB, True),  # 13% after
+        (70 * GIB, 100 * GIB, 5 * GIB, True),  # exactly 75% after
+        (70 * GIB, 100 * GIB, 6 * GIB, False),  # 76%: past diskMaxUsedSpaceRatio
+        (82 * GIB, 92 * GIB, 3 * GIB, False),  # already past it (df: 89%)
     ],
 )
 def test_a_run_starts_only_while_its_stores_keep_the_disk_below_the_cleaning_ratio(
-    used: int, available: int, need: int, starts: bool
+    used: int, usable: int, need: int, starts: bool
 ) -> None:
-    problem = disk_shortfall(used, available, need)
+    problem = disk_shortfall(used, usable, need)
     assert (problem is None) == starts
     if problem:
         assert "diskMaxUsedSpaceRatio" in problem and "--dir" in problem

@@ -28,22 +28,27 @@ from broker.store.mapped_file_queue import MappedFileQueue
 
 MAX_FILES_PER_PASS = 10
 
-__all__ = ["CleanService", "disk_usage_ratio"]
+__all__ = ["CleanService", "disk_space", "disk_usage_ratio"]
 
 log = logging.getLogger(__name__)
 
 DISK_WARNING_RATIO = 0.90  # diskSpaceWarningLevelRatio: above it puts are refused (DISK_FULL)
 
 
-def disk_usage_ratio(path: Path) -> float:
-    """Used fraction of the filesystem holding `path`, as `df` counts it: used / (used + available).
+def disk_space(path: Path) -> tuple[int, int]:
+    """Used and usable bytes of the filesystem holding `path`, as `df` counts them: usable is used + available.
 
     Blocks reserved for root are neither: counting them as used (1 - avail/total) reads 80% on a disk
     that `df` shows 45% full, and would refuse puts long before the disk is really full.
     """
     st = os.statvfs(path)
     used = (st.f_blocks - st.f_bfree) * st.f_frsize
-    usable = used + st.f_bavail * st.f_frsize
+    return used, used + st.f_bavail * st.f_frsize
+
+
+def disk_usage_ratio(path: Path) -> float:
+    """Used fraction of the filesystem holding `path`, as `df` counts it (see `disk_space`)."""
+    used, usable = disk_space(path)
     return used / usable if usable else 0.0
 
 
