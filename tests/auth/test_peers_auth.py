@@ -7,9 +7,6 @@ NO_PERMISSION while the other clients keep being served."""
 from __future__ import annotations
 
 import asyncio
-import os
-import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,7 +20,8 @@ from broker.client.errors import NoPermission
 from tests.auth.auth_harness import INNER, ROOT, SECURED
 from tests.interop.go_harness import ensure_go, go
 from tests.interop.interop_harness import CLUSTER, PeerProc, ServerPair, home_for
-from tests.interop.java_harness import JAVA_DIR, JVM_OPTIONS, ensure_java, java
+from tests.interop.java_harness import ensure_java, java
+from tests.interop.java_harness import java_mqadmin as run_java_mqadmin
 from tests.peers import PEERS
 
 pytestmark = pytest.mark.peers
@@ -65,14 +63,7 @@ async def _create_topics(pair: ServerPair, topics: tuple[str, ...]) -> None:
 
 def java_mqadmin(pair: ServerPair, home: Path, *args: str) -> str:
     """RocketMQ 5.3.3's MQAdminStartup, unchanged; it signs with $ROCKETMQ_HOME/conf/tools.yml."""
-    env = {"HOME": str(home), "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8",
-           "ROCKETMQ_HOME": str(home)}  # fmt: skip
-    cmd = [
-        shutil.which("java") or "java", *JVM_OPTIONS, f"-Duser.home={home}", "-cp", f"{JAVA_DIR / 'lib'}/*",
-        "org.apache.rocketmq.tools.command.MQAdminStartup", *args, "-n", pair.namesrv_addr,
-    ]  # fmt: skip
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env, cwd=home)
-    return done.stdout + done.stderr
+    return run_java_mqadmin(pair.namesrv_addr, home, *args, env={"ROCKETMQ_HOME": str(home)})
 
 
 def test_java_mqadmin_creates_a_user_and_an_acl_and_the_java_client_obeys_them(servers: ServerPair) -> None:

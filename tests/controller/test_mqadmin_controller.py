@@ -25,7 +25,8 @@ from broker.transport import connect
 from broker.transport.loop import run
 from tests.controller.controller_procs import Controllers
 from tests.controller.failover_harness import Group, wait_for
-from tests.interop.java_harness import JAVA_DIR, JVM_OPTIONS
+from tests.interop.java_harness import JAVA_DIR
+from tests.interop.java_harness import java_mqadmin as java_mqadmin_of
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -75,19 +76,7 @@ def java_mqadmin(group: Group, *args: str) -> str:
         pytest.skip("the Java RocketMQ 5.3.3 tools are not installed here")
     home = group.root / "java-mqadmin"
     home.mkdir(exist_ok=True)
-    env = {"HOME": str(home), "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"}
-    cmd = [
-        "nice", "-n", "10", shutil.which("java") or "java", *JVM_OPTIONS, f"-Duser.home={home}",
-        "-cp", f"{JAVA_DIR / 'lib'}/*", "org.apache.rocketmq.tools.command.MQAdminStartup",
-        *args, "-n", group.namesrv_addr,
-    ]  # fmt: skip
-    for _attempt in range(2):
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env, cwd=home)
-        out = done.stdout + done.stderr
-        # the tools give a request 3 s from the start of the JVM's connect; on a loaded machine a cold JVM
-        # can spend most of that warming up, so a timeout gets one more try (any other failure fails now)
-        if "RemotingTimeoutException" not in out:
-            break
+    out = java_mqadmin_of(group.namesrv_addr, home, *args)
     assert "SubCommandException" not in out and "Caused by:" not in out, f"java mqadmin {' '.join(args)}:\n{out}"
     return out
 

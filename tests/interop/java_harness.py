@@ -32,6 +32,7 @@ __all__ = [
     "ensure_java",
     "java",
     "java_classpath",
+    "java_mqadmin",
     "java_server_pair",
 ]
 
@@ -142,6 +143,25 @@ class JavaProc(PeerProc):
         lines = [line for line in client_log_lines(self.home) if not line.lstrip().startswith("at ")]
         tail = "\n".join(line[:300] for line in lines[-12:]) or "(no client log)"
         return f"{super().describe()}\nclient log:\n{tail}"
+
+
+def java_mqadmin(namesrv: str, home: Path, *args: str, env: dict[str, str] | None = None) -> str:
+    """Apache RocketMQ's own mqadmin (`MQAdminStartup`, unchanged) against `namesrv`: its stdout and stderr.
+    It exits 0 even when a command failed, so callers read the text. `env` adds variables (ROCKETMQ_HOME, whose
+    conf/tools.yml holds the credentials it signs with)."""
+    full_env = {"HOME": str(home), "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", **(env or {})}
+    cmd = [
+        shutil.which("java") or "java", *JVM_OPTIONS, f"-Duser.home={home}", "-cp", f"{JAVA_DIR / 'lib'}/*",
+        "org.apache.rocketmq.tools.command.MQAdminStartup", *args, "-n", namesrv,
+    ]  # fmt: skip
+    for _attempt in range(2):
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=full_env, cwd=home)
+        out = done.stdout + done.stderr
+        # The tools give each request a fixed 3 s (no option or property changes it); on a loaded machine a cold
+        # JVM can spend that warming up, so a timeout gets one more try. Any other failure is returned as it is.
+        if "RemotingTimeoutException" not in out:
+            break
+    return out
 
 
 def java(args: list[str], home: Path, timeout: float = 90.0, props: dict[str, str] | None = None) -> JavaProc:

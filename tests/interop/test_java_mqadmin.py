@@ -7,10 +7,7 @@ count and lag below is known.
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,7 +17,7 @@ import pytest
 from broker.client import BlockingAdmin, BlockingProducer, BlockingPushConsumer, ConsumeStatus
 from broker.config.properties import load_properties
 from tests.interop.interop_harness import BROKER_NAME, CLUSTER, ServerPair, home_for, sdk_message
-from tests.interop.java_harness import JAVA_DIR, JVM_OPTIONS, JavaProc, ensure_java, java, java_server_pair
+from tests.interop.java_harness import JavaProc, ensure_java, java, java_mqadmin, java_server_pair
 
 pytestmark = pytest.mark.peers
 
@@ -80,18 +77,9 @@ def _wait_consumed(namesrv: str, timeout: float = 60.0) -> None:
     raise AssertionError(f"the Java consumer did not commit {COUNT} offsets within {timeout:.0f} s")
 
 
-def mqadmin(online: Online, *args: str, timeout: float = 90.0) -> str:
-    """Run the Java mqadmin; its output (stdout + stderr). It exits 0 even when a command failed, so
-    callers check the text (`ok()` fails on a printed exception)."""
-    home = home_for(online.servers.root, "mqadmin")
-    env = {"HOME": str(home), "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"}
-    cmd = [
-        "nice", "-n", "10", shutil.which("java") or "java", *JVM_OPTIONS, f"-Duser.home={home}",
-        "-cp", f"{JAVA_DIR / 'lib'}/*", "org.apache.rocketmq.tools.command.MQAdminStartup",
-        *args, "-n", online.servers.namesrv_addr,
-    ]  # fmt: skip
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=home)
-    return done.stdout + done.stderr
+def mqadmin(online: Online, *args: str) -> str:
+    """The Java mqadmin's output; it exits 0 even when a command failed (`ok()` fails on a printed exception)."""
+    return java_mqadmin(online.servers.namesrv_addr, home_for(online.servers.root, "mqadmin"), *args)
 
 
 def ok(online: Online, *args: str) -> str:
