@@ -47,7 +47,7 @@ e2e-control-plane: $(SPARK_STAMP)
 
 e2e: $(SPARK_STAMP)
 	bash e2e/deps.sh all
-	bash e2e/build.sh node
+	bash e2e/build.sh all
 	$(BIN)/pytest $(E2E) -n $(E2E_WORKERS) --dist loadfile --timeout 900 --durations=0 $(E2E_ARGS)
 
 # kindnetd's source is a git clone of kubernetes-sigs/kind: KIND_SRC=<dir> (see docs/kubernetes-harness.md).
