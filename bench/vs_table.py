@@ -101,6 +101,11 @@ def broker_props(
         "storePathRootDir": root / "store",
         "storePathCommitLog": root / "store" / "commitlog",
     }
+    if role == "SYNC_MASTER":
+        # The same guarantee on both sides: a reply only once the slave holds the message. Apache RocketMQ 5.x
+        # (not in controller mode) waits for a slave only from inSyncReplicas=2 on, the master counted; with
+        # its default of 1 a SYNC_MASTER answers at once. Ours always waits for one slave, as 4.x did.
+        props["inSyncReplicas"] = 2
     if master_ha is not None:
         props["haMasterAddress"] = master_ha
     return props

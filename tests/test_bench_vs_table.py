@@ -28,11 +28,16 @@ def test_master_conf_has_apache_rocketmq_keys_and_the_workload_settings() -> Non
     assert props["brokerId"] == 0
     assert props["haListenPort"] == 20912
     assert props["storePathCommitLog"] == Path("/s/m/store/commitlog")
-    assert "haMasterAddress" not in props
+    assert "haMasterAddress" not in props and "inSyncReplicas" not in props
     text = conf_text(props)
     assert text.startswith("brokerClusterName=VsCluster\n")
     assert "listenPort=20911\n" in text
     assert "namesrvAddr=127.0.0.1:9876\n" in text
+
+
+def test_a_sync_master_waits_for_its_slave_on_both_brokers() -> None:
+    props = broker_props(root=Path("/s/m"), listen_port=20911, namesrv="n:1", role="SYNC_MASTER")
+    assert (props["brokerRole"], props["inSyncReplicas"]) == ("SYNC_MASTER", 2)
 
 
 def test_slave_conf_points_at_the_master() -> None:
