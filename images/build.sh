@@ -28,13 +28,17 @@ die() { log "ERROR: $*"; exit 1; }
 
 # The engine's default runtime is runc behind e2e/kind/node/usr/local/bin/runc-caps: a privileged
 # container (a kind node) asks for every capability, and root here lacks CAP_SYS_RESOURCE, which plain
-# runc then fails on. For any other container the wrapper changes nothing.
-RUNC_CAPS=$REPO/e2e/kind/node/usr/local/bin/runc-caps
+# runc then fails on. For any other container the wrapper changes nothing. The engine runs a copy under $DATA:
+# it outlives the checkout that started it (a CI clone, removed after its run), and every checkout uses it.
+RUNC_CAPS=$DATA/runc-caps
 docker_up() {
   bash "$REPO/e2e/deps.sh" images
+  mkdir -p "$DATA"
+  install -m 0755 "$REPO/e2e/kind/node/usr/local/bin/runc-caps" "$RUNC_CAPS.new" && mv -f "$RUNC_CAPS.new" "$RUNC_CAPS"
   if $DOCKER info >/dev/null 2>&1; then
-    [[ $($DOCKER info --format '{{.DefaultRuntime}}' 2>/dev/null) == runc-caps ]] && return 0
-    # An engine started before the wrapper existed: restart it, if it is ours and idle.
+    [[ $($DOCKER info --format '{{.DefaultRuntime}}' 2>/dev/null) == runc-caps &&
+      $($DOCKER info --format '{{json .Runtimes}}' 2>/dev/null) == *"\"$RUNC_CAPS\""* ]] && return 0
+    # An engine started before the wrapper existed, or with a wrapper elsewhere: restart it, if it is ours and idle.
     [[ -f $DATA/dockerd.pid ]] || { log "the running dockerd is not ours: privileged containers may fail"; return 0; }
     [[ -z $($DOCKER ps -q) ]] || { log "dockerd runs containers: not restarting it for runc-caps"; return 0; }
     log "restarting dockerd with the runc-caps runtime"
