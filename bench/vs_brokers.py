@@ -259,14 +259,12 @@ class Cluster:
     def start_broker(self, name: str, timeout: float = 120.0) -> float:
         if name not in self.ports:
             self.ports[name] = free_block(4) + 2  # listenPort - 2 (Java's fast channel) .. + 1 (HA)
-        slave = name == "slave"
         props = broker_props(
             root=self.root / name,
             listen_port=self.ports[name],
             namesrv=self.namesrv,
             flush=self.flush,
-            role="SLAVE" if slave else self.role,
-            master_ha=f"127.0.0.1:{self.ports['master'] + 1}" if slave else None,
+            role="SLAVE" if name == "slave" else self.role,
         )
         props.update(self.extra)
         grpc = self.grpc and name == "master"

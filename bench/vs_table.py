@@ -78,14 +78,12 @@ def broker_props(
     namesrv: str,
     flush: str = "ASYNC_FLUSH",
     role: str = "ASYNC_MASTER",
-    master_ha: str | None = None,
 ) -> dict[str, object]:
     """broker.conf for either broker: the same keys, each one Apache RocketMQ's name for it. A SLAVE
-    (brokerId 1) replicates from `master_ha`, the master's HA address (listenPort + 1)."""
+    (brokerId 1) learns its master's HA address (brokerIP2:haListenPort) from its registration's answer: Apache
+    RocketMQ 5.3.3 given `haMasterAddress` never connects ("HAClient connect to master null")."""
     if flush not in FLUSH_TYPES or role not in ROLES:
         raise ValueError(f"flushDiskType {flush!r} / brokerRole {role!r}")
-    if (role == "SLAVE") != (master_ha is not None):
-        raise ValueError("a SLAVE needs the master's HA address, and only a slave has one")
     props: dict[str, object] = {
         "brokerClusterName": CLUSTER_NAME,
         "brokerName": BROKER_NAME,
@@ -106,8 +104,6 @@ def broker_props(
         # (not in controller mode) waits for a slave only from inSyncReplicas=2 on, the master counted; with
         # its default of 1 a SYNC_MASTER answers at once. Ours always waits for one slave, as 4.x did.
         props["inSyncReplicas"] = 2
-    if master_ha is not None:
-        props["haMasterAddress"] = master_ha
     return props
 
 

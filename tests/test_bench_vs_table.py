@@ -40,14 +40,15 @@ def test_a_sync_master_waits_for_its_slave_on_both_brokers() -> None:
     assert (props["brokerRole"], props["inSyncReplicas"]) == ("SYNC_MASTER", 2)
 
 
-def test_slave_conf_points_at_the_master() -> None:
-    props = broker_props(root=Path("/s/s"), listen_port=30911, namesrv="n:1", role="SLAVE", master_ha="127.0.0.1:20912")
-    assert (props["brokerId"], props["brokerRole"], props["haMasterAddress"]) == (1, "SLAVE", "127.0.0.1:20912")
+def test_a_slave_conf_names_no_master_ha_address() -> None:
+    props = broker_props(root=Path("/s/s"), listen_port=30911, namesrv="n:1", role="SLAVE")
+    assert (props["brokerId"], props["brokerRole"], props["brokerIP2"]) == (1, "SLAVE", "127.0.0.1")
+    assert "haMasterAddress" not in props  # learnt from the registration, as both brokers do
 
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{"flush": "FAST_FLUSH"}, {"role": "MASTER"}, {"role": "SLAVE"}, {"master_ha": "127.0.0.1:1"}],
+    [{"flush": "FAST_FLUSH"}, {"role": "MASTER"}],
 )
 def test_bad_settings_are_refused(kwargs: dict[str, str]) -> None:
     with pytest.raises(ValueError):
