@@ -12,14 +12,19 @@ from pathlib import Path
 MQCONTROLLER = str(Path(sys.executable).with_name("mqcontroller"))
 
 
+# Every port free_ports handed out in this process, and the one after it: a later call (the brokers' ports after
+# the controllers') must not return one of them, since nothing holds a port between its choice and its use.
+_HANDED_OUT: set[int] = set()
+
+
 def free_ports(count: int) -> list[int]:
-    """Ports p with p+1 also free (the Raft port is the peer port + 1)."""
+    """Ports p with p+1 also free (the Raft port is the peer port + 1), none of them handed out before here."""
     ports: list[int] = []
     while len(ports) < count:
         with socket.socket() as a:
             a.bind(("127.0.0.1", 0))
             port = a.getsockname()[1]
-            if port >= 65535 or port in ports or port + 1 in ports:
+            if port >= 65535 or {port, port + 1} & _HANDED_OUT:
                 continue
             with socket.socket() as b:
                 try:
@@ -27,6 +32,7 @@ def free_ports(count: int) -> list[int]:
                 except OSError:
                     continue
         ports.append(port)
+        _HANDED_OUT.update((port, port + 1))
     return ports
 
 

@@ -25,9 +25,15 @@ from broker.controller.client import ControllerClient, ControllerUnavailable
 from broker.protocol.codes import RequestCode, ResponseCode
 from broker.protocol.command import RemotingCommand
 from broker.transport.errors import RemotingError
-from tests.controller.controller_procs import Controllers
+from tests.controller.controller_procs import Controllers, free_ports
 
 pytestmark = pytest.mark.timeout(180)
+
+
+def test_free_ports_never_hands_out_a_port_or_its_successor_twice() -> None:
+    """The controllers' ports and the brokers' come from separate calls; each port p also means p+1 (Raft, HA)."""
+    taken = [q for p in free_ports(100) + free_ports(100) for q in (p, p + 1)]
+    assert len(taken) == len(set(taken))
 
 
 async def _leader(client: ControllerClient, timeout: float = 30) -> str:
