@@ -9,9 +9,11 @@
 #
 # An image dir holds a Dockerfile and image.env:
 #   IMAGE=rocketcluster.local/<name>   TAG=<tag>   BASE_PACKAGES="python3 ..."   WHEELS="<pip spec>"
+#   BUILD_PACKAGES="..." (optional: what only the build stage needs, e.g. binutils' strip)
 # The base is a debootstrap of Debian bookworm (minbase + BASE_PACKAGES), cached under
 # ~/.cache/rocketcluster/rootfs-bookworm-<hash>/ and imported into the local Docker engine as
-# rocketcluster.local/base:<hash>; the Dockerfile starts `FROM $BASE`. Python dependencies are built
+# rocketcluster.local/base:<hash>; the Dockerfile starts `FROM $BASE`, and its build stage may start
+# `FROM $BUILD_BASE`, the same with BUILD_PACKAGES added ($BASE when there are none). Python dependencies are built
 # as wheels on the host (WHEELS, pip wheel into the build context) and installed offline in the build.
 # The build runs with --network=none. The engine is Debian's docker.io, started here if not running,
 # with no bridge and no iptables rules.
@@ -109,11 +111,14 @@ base_image() { # PACKAGES... -> prints the base image name, building the rootfs 
 build_one() {
   local dir=$HERE/$1
   [[ -f $dir/Dockerfile && -f $dir/image.env ]] || die "$dir needs a Dockerfile and image.env"
-  local IMAGE TAG BASE_PACKAGES="" WHEELS=""
+  local IMAGE TAG BASE_PACKAGES="" BUILD_PACKAGES="" WHEELS=""
   # shellcheck source=/dev/null
   . "$dir/image.env"
-  local t0=$SECONDS base ctx=$DATA/context-$1
+  local t0=$SECONDS base build_base ctx=$DATA/context-$1
+  # shellcheck disable=SC2086
   base=$(base_image $BASE_PACKAGES)
+  # shellcheck disable=SC2086
+  build_base=$(if [[ -n $BUILD_PACKAGES ]]; then base_image $BASE_PACKAGES $BUILD_PACKAGES; else echo "$base"; fi)
   rm -rf "$ctx"; mkdir -p "$ctx/wheels"
   cp -a "$dir/." "$ctx/"
   if [[ -n $WHEELS ]]; then
@@ -124,7 +129,8 @@ build_one() {
     (cd "$REPO" && $NICE "$PY" -m pip wheel --quiet -w "$ctx/wheels" $WHEELS) || die "pip wheel failed"
   fi
   log "$1: docker build $IMAGE:$TAG (FROM $base, no network)"
-  DOCKER_BUILDKIT=0 $NICE $DOCKER build --network=none --build-arg "BASE=$base" -t "$IMAGE:$TAG" "$ctx" \
+  DOCKER_BUILDKIT=0 $NICE $DOCKER build --network=none --build-arg "BASE=$base" --build-arg "BUILD_BASE=$build_base" \
+    -t "$IMAGE:$TAG" "$ctx" \
     >"$DATA/build-$1.log" 2>&1 || die "docker build failed, see $DATA/build-$1.log"
   rm -rf "$ctx"
   $DOCKER image prune -f >/dev/null 2>&1 || true   # the dangling build stage
