@@ -17,7 +17,6 @@ the controller port to the operator's pods only; test_kind_multinode.py covers t
 
 from __future__ import annotations
 
-import json
 import subprocess
 import time
 from collections.abc import Iterator
@@ -25,13 +24,13 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from broker.client.blocking import BlockingAdmin
 from e2e.kind_failover_harness import (
     cluster_pods,
     cluster_status,
     failover_namespace,
     node_ready,
-    route_master,
+    outage,
+    start_failover_group,
 )
 from e2e.node_checks import Producer, read_back
 from e2e.operator_harness import OperatorProcess, ready_status, running_operator
@@ -43,9 +42,7 @@ pytestmark = [pytest.mark.k8s, pytest.mark.kind]
 
 NAME = "fenced"
 TOPIC = "PausedNodeOrders"
-BROKER_NAME = f"{NAME}-0"
 GRACE_SECONDS = 10
-CONTROL_PLANE_TAINT = {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"}
 DOCKER = "/usr/bin/docker"
 
 
@@ -73,44 +70,11 @@ def test_a_silent_masters_node_is_fenced_and_its_pod_returns_as_a_slave(
     k8s_kind: Kube, kind_broker_image: str, ns: str, operator: OperatorProcess
 ) -> None:
     kube = k8s_kind
-    spec = {
-        "image": kind_broker_image,
-        "imagePullPolicy": "Never",
-        "nameServer": {"replicas": 3, "template": {"tolerations": [CONTROL_PLANE_TAINT]}},
-        "placement": {"antiAffinity": "required"},
-        "broker": {"groups": 1, "slavesPerGroup": 1, "replication": "SYNC"},
-        "storage": {"type": "persistentClaim", "size": "128Mi"},
-        "failover": {"enabled": True, "controllerStorageSize": "64Mi", "nodeLostGraceSeconds": GRACE_SECONDS},
-        "networkPolicy": {"enabled": False},
-    }
-    body = {"apiVersion": "rocketcluster.io/v1alpha1", "kind": "RocketCluster", "metadata": {"name": NAME}}
-    kube.apply(json.dumps(body | {"spec": spec}), namespace=ns)
-    try:
-        kube.wait_for(f"{NAME} Ready", lambda: ready_status(kube, ns, NAME), timeout=600, interval=2)
-    except AssertionError:
-        listing = kube.run("get", "pods", "-n", ns, "-o", "wide", check=False)
-        raise AssertionError(
-            f"not Ready:\n{listing}\n{cluster_status(kube, ns, NAME)}\n{operator.tail(4000)}"
-        ) from None
-    pods = cluster_pods(kube, ns, NAME)
-    nameservers = {n: p for n, p in pods.items() if "-nameserver-" in n}
-    assert len({p["spec"]["nodeName"] for p in nameservers.values()}) == 3, "a NameServer per node"
-    every_namesrv = ";".join(f"{p['status']['podIP']}:9876" for p in nameservers.values())
-
-    def agreed() -> tuple[str, str] | None:
-        """(pod, address) of the master, once status.masters and the routes name the same one."""
-        addr, pod = route_master(every_namesrv, BROKER_NAME), cluster_status(kube, ns, NAME).get("masters")
-        if addr is None or pod not in pods:
-            return None
-        return (pod, addr) if pods[pod]["status"].get("podIP") == addr.split(":")[0] else None
-
-    master, master_addr = kube.wait_for("status.masters and the routes agree", agreed, timeout=120, interval=1)
-    master_uid = pods[master]["metadata"]["uid"]
-    victim = pods[master]["spec"]["nodeName"]
-    alive = [p for p in nameservers.values() if p["spec"]["nodeName"] != victim]
-    survivors = ";".join(f"{p['status']['podIP']}:9876" for p in alive)
-    with BlockingAdmin(survivors) as admin:
-        admin.create_topic(TOPIC, cluster=NAME, read_queue_nums=4, write_queue_nums=4)
+    group = start_failover_group(
+        kube, ns, NAME, kind_broker_image, operator, TOPIC, failover={"nodeLostGraceSeconds": GRACE_SECONDS}
+    )
+    master, victim, survivors = group.master, group.victim, group.survivors
+    master_uid = group.pods[master]["metadata"]["uid"]
 
     try:
         with Producer(survivors, TOPIC, prefix="p") as producer:
@@ -119,13 +83,8 @@ def test_a_silent_masters_node_is_fenced_and_its_pod_returns_as_a_slave(
             paused = time.monotonic()
             _docker("pause", victim)
 
-            def new_master() -> str | None:
-                addr = route_master(survivors, BROKER_NAME)
-                return addr if addr is not None and addr != master_addr else None
-
-            new_addr = kube.wait_for("a new master in the routes", new_master, timeout=180, interval=0.2)
+            new_pod = group.wait_new_master(kube)
             elected = time.monotonic() - paused
-            new_pod = next(n for n, p in pods.items() if p["status"].get("podIP") == new_addr.split(":")[0])
             producer.wait_for(len(producer.acked) + 100, timeout=180)  # the new master takes writes
             writing = time.monotonic() - paused
 
@@ -149,19 +108,14 @@ def test_a_silent_masters_node_is_fenced_and_its_pod_returns_as_a_slave(
                 1,
             )
             producer.wait_for(len(producer.acked) + 100, timeout=180)  # writes go on after the fencing
-            outage = {
-                "failed": len(producer.failures) - failed_before,
-                "acked": len(producer.acked) - acked_before,
-                "first failure": producer.failures[failed_before] if len(producer.failures) > failed_before else "-",
-            }
+            seen = outage(producer, failed_before, acked_before)
             _docker("unpause", victim)
-
-            def back_as_slave() -> bool:
-                status = cluster_status(kube, ns, NAME)
-                slaves = status.get("groupStatus", [{}])[0].get("slaves", [])
-                return status.get("masters") == new_pod and any(s["pod"] == master and s["ready"] for s in slaves)
-
-            kube.wait_for(f"{master} back as a Ready slave of {new_pod}", back_as_slave, timeout=600, interval=2)
+            kube.wait_for(
+                f"{master} back as a Ready slave of {new_pod}",
+                lambda: group.old_master_is_slave_of(kube, ns, new_pod),
+                timeout=600,
+                interval=2,
+            )
             assert cluster_pods(kube, ns, NAME)[master]["metadata"]["uid"] != master_uid, "the old pod object came back"
             kube.wait_for(
                 f"{NAME} Ready after the node's return", lambda: ready_status(kube, ns, NAME), timeout=600, interval=2
@@ -174,7 +128,7 @@ def test_a_silent_masters_node_is_fenced_and_its_pod_returns_as_a_slave(
     print(
         f"\npaused {victim} (master {master}); {new_pod} the new master in the routes {elected:.1f} s later, "
         f"100 more sends acknowledged at {writing:.1f} s, the node NotReady at {not_ready:.1f} s, the old pod "
-        f"force-deleted at {fenced:.1f} s (grace {GRACE_SECONDS} s); meanwhile {outage}; "
+        f"force-deleted at {fenced:.1f} s (grace {GRACE_SECONDS} s); meanwhile {seen}; "
         f"{len(producer.acked)} acknowledged in all, {len(unreadable)} unreadable (shared, loaded machine)"
     )
     assert not unreadable, f"{len(unreadable)} acknowledged messages cannot be read: {sorted(unreadable)[:10]}"
