@@ -20,17 +20,25 @@ if TYPE_CHECKING:
 CONTROL_PLANE_TAINT = {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"}
 
 
+def first_group(cluster: str) -> str:
+    """The brokerName of a cluster's first group (the operator names group i `<cluster>-<i>`)."""
+    return f"{cluster}-0"
+
+
 @dataclass(frozen=True)
 class FailoverGroup:
     """A Ready RocketCluster of one group (master and slave) with failover on and a NameServer per node."""
 
     name: str
-    broker_name: str
     pods: dict[str, dict[str, Any]]
     master: str  # the master's pod, as status.masters and the routes agree
     master_addr: str
     victim: str  # the master's node
     survivors: str  # the NameServers on the other nodes, as a client's namesrv list
+
+    @property
+    def broker_name(self) -> str:
+        return first_group(self.name)
 
     def wait_new_master(self, kube: Kube) -> str:
         """The pod the surviving NameServers route to as master once it is another than before."""
@@ -86,11 +94,10 @@ def start_failover_group(
     nameservers = {n: p for n, p in pods.items() if "-nameserver-" in n}
     assert len({p["spec"]["nodeName"] for p in nameservers.values()}) == 3, "a NameServer per node"
     every_namesrv = ";".join(f"{p['status']['podIP']}:9876" for p in nameservers.values())
-    broker_name = f"{name}-0"
 
     def agreed() -> tuple[str, str] | None:
         """(pod, address) of the master, once status.masters and the routes name the same one."""
-        addr, pod = route_master(every_namesrv, broker_name), cluster_status(kube, ns, name).get("masters")
+        addr, pod = route_master(every_namesrv, first_group(name)), cluster_status(kube, ns, name).get("masters")
         if addr is None or pod not in pods:
             return None
         return (pod, addr) if pods[pod]["status"].get("podIP") == addr.split(":")[0] else None
@@ -101,7 +108,7 @@ def start_failover_group(
     survivors = ";".join(f"{p['status']['podIP']}:9876" for p in alive)
     with BlockingAdmin(survivors) as admin:
         admin.create_topic(topic, cluster=name, read_queue_nums=4, write_queue_nums=4)
-    return FailoverGroup(name, broker_name, pods, master, master_addr, victim, survivors)
+    return FailoverGroup(name, pods, master, master_addr, victim, survivors)
 
 
 def outage(producer: Producer, failed_before: int, acked_before: int) -> dict[str, object]:
