@@ -25,7 +25,7 @@ import sys
 from bench import sendpath
 from broker.transport.loop import run
 
-__all__ = ["main"]
+__all__ = ["callgrind_count", "main"]
 
 _COLLECTED = re.compile(r"Collected : (\d+)")
 
@@ -46,15 +46,20 @@ def _sent_reads(reads: int, share: int) -> int:
     return reads if share == 5 else reads // 5
 
 
-def _count(argv: list[str], auth: bool, share: int) -> int:
-    """Instructions of one child run under callgrind (`share` fifths of the frames sent)."""
-    command = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, "-m", __spec__.name]
-    command += [*argv, "--child", "--share", str(share)] + (["--auth"] if auth else [])
+def callgrind_count(python_args: list[str]) -> int:
+    """Instructions of one `python <python_args>` run under callgrind."""
+    command = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, *python_args]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     found = _COLLECTED.search(done.stderr)
     if done.returncode != 0 or found is None:
         raise SystemExit(f"the run under valgrind failed ({done.returncode}): {done.stderr[-2000:]}")
     return int(found.group(1))
+
+
+def _count(argv: list[str], auth: bool, share: int) -> int:
+    """Instructions of one child run (`share` fifths of the frames sent)."""
+    extra = ["--auth"] if auth else []
+    return callgrind_count(["-m", __spec__.name, *argv, "--child", "--share", str(share), *extra])
 
 
 def _per_message(argv: list[str], auth: bool, messages: int, pool: concurrent.futures.Executor) -> float:

@@ -11,7 +11,9 @@ dispatch got; whatever is beyond it is dispatched by a pass that reads from the 
 - any other handed-over record is kept as a `DispatchRequest` (bounded) and dispatched by the pass,
   which runs once per loop iteration however many records came meanwhile;
 - a record nobody handed over (recovery's re-dispatch from the confirmed offset, a slave's replicated
-  bytes, a request dropped at the bound) is parsed from the mapped file by the same pass.
+  bytes, a request dropped at the bound) is parsed from the mapped file by the same pass; with only the
+  ConsumeQueues to feed, the pass reads just what a unit needs and writes a queue's units a run at a
+  time (a slave's batches), leaving the uncommon records to the full parser.
 
 The pass hands each request to the per-record dispatchers (the ConsumeQueueStore), then the pass's
 requests to the batch dispatcher (the in-process IndexService), and tells the end listener (the index
@@ -23,12 +25,17 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-from typing import TYPE_CHECKING, Protocol
+import struct
+from typing import TYPE_CHECKING, Any, Protocol
 
-from broker.protocol.message import NO_QUEUE_OFFSET
+from broker.protocol.javahash import tags_code
+from broker.protocol.message import NO_QUEUE_OFFSET, SysFlag
+from broker.protocol.properties import Prop, find_property_bytes
+from broker.protocol.record_layout import FIXED_SIZE_V4, MESSAGE_MAGIC_CODE, MIN_RECORD_SIZE
 from broker.store.dispatch_request import (
     BLANK,
     CORRUPT,
+    SCHEDULE_TOPIC,
     ArrivalListener,
     BatchDispatcher,
     Dispatcher,
@@ -44,6 +51,17 @@ if TYPE_CHECKING:
     from broker.store.mapped_file_queue import MappedFileQueue
 
 __all__ = ["MAX_PENDING", "ReputService", "UnitWriter"]
+
+# What a ConsumeQueue unit needs of a record with IPv4 hosts, in one unpack: TOTALSIZE MAGICCODE, QUEUEID,
+# QUEUEOFFSET PHYSICALOFFSET SYSFLAG, STORETIMESTAMP and BODYLEN, the fields between skipped
+# (broker.protocol.record_layout gives the layout; tests/store/test_dispatch_runs.py holds the two equal).
+_UNIT_FIELDS = struct.Struct(">ii4xi4xqqi8x8xq8x4x8xi")
+assert _UNIT_FIELDS.size == FIXED_SIZE_V4
+_U16 = struct.Struct(">H")
+_NOT_IN_RUNS = SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6 | NO_QUEUE_OFFSET  # other layouts; no unit
+_TAGS_PAIR = f"{Prop.TAGS}\x01".encode()
+_SCHEDULE_TOPIC = SCHEDULE_TOPIC.encode()
+_MAX_NAMES = 4096  # topic names remembered by their bytes
 
 RETRY_S = 1.0  # a record that could not be dispatched (a full disk) is tried again this often
 MAX_PENDING = 65_536  # handed-over requests kept for the pass: a few MB at most, even when dispatch lags
@@ -84,6 +102,8 @@ class ReputService:
         self._scheduled = False  # a pass is queued on the loop
         self._closing = False
         self._direct = False  # `appended` may write units itself (see _refresh_direct)
+        self._runs = False  # the pass may write a queue's units a run at a time (see _refresh_direct)
+        self._topic_names: dict[bytes, str] = {}
         self._failed_at = -1
 
     # -- configuration (any order) ----------------------------------------------------------------------
@@ -113,9 +133,8 @@ class ReputService:
         self._listeners.append(listener)
 
     def _refresh_direct(self) -> None:
-        self._direct = (
-            self._loop is not None and not self._closing and len(self._dispatchers) == 1 and self._batch is None
-        )
+        self._runs = len(self._dispatchers) == 1 and self._batch is None
+        self._direct = self._runs and self._loop is not None and not self._closing
 
     # -- the sink -------------------------------------------------------------------------------------
 
@@ -186,14 +205,7 @@ class ReputService:
             self.reput_from_offset = offsets[-1] + sizes[-1]
             self.last_dispatch_timestamp = store_ts
             if self._listeners:
-                topic, queue_id = key
-                after = cq_offset + len(sizes)
-                for code in dict.fromkeys(tags_codes):
-                    for listener in self._listeners:
-                        try:
-                            listener(topic, queue_id, after, code, None)
-                        except Exception:  # a listener bug must not stop dispatch
-                            log.exception("arrival listener failed")
+                _tell_run(self._listeners, *key, cq_offset + len(sizes), tags_codes)
             if not self._scheduled:
                 self._schedule()
             return
@@ -323,6 +335,13 @@ class ReputService:
             buf = mf.mm
             try:
                 while pos < file_end:
+                    if self._runs and not pending:
+                        pos, done, ts = self._dispatch_runs(buf, base, pos, file_end, listeners)
+                        if done:
+                            count += done
+                            last_ts = ts
+                        if pos >= file_end:
+                            break
                     # the put path's request for this very record, when it left one: no re-parse
                     while pending and pending[0].commit_log_offset < base + pos:
                         pending.popleft()  # behind us (a request from before a recovery's restart point)
@@ -361,3 +380,106 @@ class ReputService:
             if not moved:
                 break
         return count
+
+    def _dispatch_runs(
+        self, buf: Any, base: int, pos: int, file_end: int, listeners: list[ArrivalListener]
+    ) -> tuple[int, int, int]:
+        """Dispatch the common records from `pos` on, a queue's run at a time: each run of records of one
+        queue with consecutive queue offsets (a batch, as the master wrote it) takes one
+        `ConsumeQueue.put_run`, and each listener hears once per distinct tags code of the run, as with
+        `appended_run`. Only what a unit needs is read of a record; its TAGS only when it has one.
+
+        Returns (where it stopped, records dispatched, the last one's store time). It stops before a record
+        it leaves to the per-record path: another layout, a transaction half, a scheduled message, a queue
+        not created yet, a unit `put_run` cannot take, anything unreadable, and the end of the data.
+        """
+        head, u16 = _UNIT_FIELDS.unpack_from, _U16.unpack_from
+        run_topic, run_queue, run_first, run_ts = b"", -1, 0, 0
+        offsets: list[int] = []
+        sizes: list[int] = []
+        codes: list[int] = []
+        done = last_ts = 0
+        while True:
+            topic = None
+            if pos + FIXED_SIZE_V4 <= file_end:
+                total, magic, queue_id, cq_offset, phy, sys_flag, store_ts, body_len = head(buf, pos)
+                end = pos + total
+                if (
+                    magic == MESSAGE_MAGIC_CODE
+                    and not sys_flag & _NOT_IN_RUNS
+                    and total >= MIN_RECORD_SIZE
+                    and end <= file_end
+                    and 0 <= body_len <= total - MIN_RECORD_SIZE
+                    and phy == base + pos
+                ):
+                    p = pos + FIXED_SIZE_V4 + body_len
+                    props_at = p + 3 + buf[p]
+                    if props_at <= end and props_at + u16(buf, props_at - 2)[0] == end:
+                        topic = buf[p + 1 : props_at - 2]
+                        code = 0
+                        if props_at < end and _TAGS_PAIR in (props := buf[props_at:end]):
+                            tags = find_property_bytes(props, Prop.TAGS)
+                            try:
+                                code = tags_code(tags.decode()) if tags else 0
+                            except UnicodeDecodeError:  # the per-record parser says what it is
+                                topic = None
+            if topic != run_topic or queue_id != run_queue or cq_offset != run_first + len(offsets):
+                # the run ends here: write it, then start the next one with this record
+                if offsets:
+                    if not self._put_run(run_topic, run_queue, run_first, offsets, sizes, codes, listeners):
+                        return pos - sum(sizes), done, last_ts
+                    done += len(offsets)
+                    last_ts = run_ts
+                    offsets, sizes, codes = [], [], []
+                if topic is None or topic == _SCHEDULE_TOPIC:
+                    return pos, done, last_ts
+                run_topic, run_queue, run_first = topic, queue_id, cq_offset
+            offsets.append(phy)
+            sizes.append(total)
+            codes.append(code)
+            run_ts = store_ts
+            pos = end
+
+    def _put_run(
+        self,
+        topic_bytes: bytes,
+        queue_id: int,
+        cq_offset: int,
+        offsets: list[int],
+        sizes: list[int],
+        codes: list[int],
+        listeners: list[ArrivalListener],
+    ) -> bool:
+        """One run's units in one `ConsumeQueue.put_run`, then its arrivals; False (nothing written) when
+        the queue does not exist yet or cannot take them so."""
+        names = self._topic_names
+        topic = names.get(topic_bytes)
+        if topic is None:
+            try:
+                topic = topic_bytes.decode()
+            except UnicodeDecodeError:  # the per-record parser says what it is
+                return False
+            if len(names) >= _MAX_NAMES:
+                names.clear()
+            names[topic_bytes] = topic
+        cq = self._unit_queues.get((topic, queue_id))
+        if (
+            cq is None
+            or offsets[0] + sizes[0] <= cq.max_physic_offset  # dispatched before a restart: `put` skips it
+            or not cq.put_run(offsets, sizes, codes, cq_offset)
+        ):
+            return False
+        if listeners:
+            _tell_run(listeners, topic, queue_id, cq_offset + len(offsets), codes)
+        return True
+
+
+def _tell_run(listeners: list[ArrivalListener], topic: str, queue_id: int, after: int, codes: list[int]) -> None:
+    """A run of units was written up to queue offset `after`: each listener hears once per distinct tags
+    code (no held pull waits inside a run written in one step)."""
+    for code in dict.fromkeys(codes):
+        for listener in listeners:
+            try:
+                listener(topic, queue_id, after, code, None)
+            except Exception:  # a listener bug must not stop dispatch
+                log.exception("arrival listener failed")
