@@ -92,7 +92,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     total = args.num - args.num % (BATCH * QUEUES)
     if args.child:
-        asyncio.run(_child(*args.child, args.tags, args.per_record))
+        records, dispatched = args.child
+        asyncio.run(_child(records, dispatched, args.tags, args.per_record))
         return
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is not installed (apt-get install valgrind)")

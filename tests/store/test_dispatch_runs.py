@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 from broker.protocol.message import MessageExt, SysFlag, encode_record
 from broker.store import MessageStore, MessageToStore, PutStatus
 from broker.store.dispatch_request import SCHEDULE_TOPIC, DispatchRequest
-from tests.store.store_helpers import small_config
+from tests.store.store_helpers import dispatched, small_config
 
 TOPIC, OTHER = "RunTopic", "OtherTopic"
+Heard = dict[tuple[str, int], tuple[int, set[int]]]  # (topic, queue) -> (last offset told, tags codes)
 LONG_TOPIC = "L" * 200  # a 2-byte topic length: the v2 record layout
 
 
@@ -26,7 +28,7 @@ def msg(i: int, topic: str = TOPIC, queue_id: int = 0, tags: str | None = "TagA"
     props = {"UNIQ_KEY": f"UNIQ{i:08d}", "WAIT": "true"}
     if tags is not None:
         props["TAGS"] = tags
-    fields: dict = {"born_timestamp": 1_700_000_000_000 + i, "born_host": ("127.0.0.1", 40000), **kw}
+    fields: dict[str, Any] = {"born_timestamp": 1_700_000_000_000 + i, "born_host": ("127.0.0.1", 40000), **kw}
     return MessageToStore(topic=topic, queue_id=queue_id, body=b"run-%d-" % i * 30, properties=props, **fields)
 
 
@@ -48,7 +50,7 @@ async def fill_master(master: MessageStore) -> None:
         ]
         for m in odd:
             assert (await master.put(m)).status is PutStatus.PUT_OK
-        scheduled = msg(i + 6, topic=SCHEDULE_TOPIC, queue_id=2)
+        scheduled = msg(i + 5, topic=SCHEDULE_TOPIC, queue_id=2)
         scheduled.properties["DELAY"] = "3"  # the tags code is the delivery time
         assert (await master.put(scheduled)).status is PutStatus.PUT_OK
         i += 6
@@ -75,6 +77,16 @@ async def replicate(master: MessageStore, slaves: list[MessageStore], piece: int
         await asyncio.sleep(0)  # a pass may run between pieces, as between HA transfers
 
 
+class PerRecord:
+    """One more per-record dispatcher (it keeps what it sees): with it, the pass takes every record alone."""
+
+    def __init__(self) -> None:
+        self.seen: list[DispatchRequest] = []
+
+    def dispatch(self, request: DispatchRequest) -> None:
+        self.seen.append(request)
+
+
 def queue_files(root: Path) -> dict[str, bytes]:
     base = root / "consumequeue"
     return {str(p.relative_to(base)): p.read_bytes() for p in sorted(base.rglob("*")) if p.is_file()}
@@ -89,9 +101,9 @@ def test_run_path_writes_the_units_the_per_record_path_writes(tmp_path: Path) ->
         for name in ("runs", "reference"):
             slave = MessageStore(small_config(tmp_path / name, broker_role="SLAVE", message_index_enable=False))
             await slave.start()
-            heard: dict[tuple[str, int], tuple[int, set[int]]] = {}
+            heard: Heard = {}
 
-            def listen(topic: str, queue_id: int, after: int, code: int, _props: object, heard: dict = heard) -> None:
+            def listen(topic: str, queue_id: int, after: int, code: int, _props: object, heard: Heard = heard) -> None:
                 last, codes = heard.get((topic, queue_id), (0, set()))
                 heard[(topic, queue_id)] = (max(last, after), codes | {code})
 
@@ -99,8 +111,9 @@ def test_run_path_writes_the_units_the_per_record_path_writes(tmp_path: Path) ->
             slaves.append(slave)
             arrivals.append(heard)
         runs, reference = slaves
-        seen: list[DispatchRequest] = []
-        reference.reput.add_dispatcher(type("Seen", (), {"dispatch": staticmethod(seen.append)})())
+        per_record_dispatcher = PerRecord()
+        reference.reput.add_dispatcher(per_record_dispatcher)
+        seen = per_record_dispatcher.seen
         per_record = 0
         units = runs.consume_queue_store
         real_dispatch = units.dispatch
@@ -113,10 +126,8 @@ def test_run_path_writes_the_units_the_per_record_path_writes(tmp_path: Path) ->
         units.dispatch = counting  # type: ignore[method-assign]
 
         await replicate(master, slaves, piece=7_001)  # a piece ends inside a record more often than not
-        for _ in range(200):
-            if all(s.reput.reput_from_offset == master.max_phy_offset for s in slaves):
-                break
-            await asyncio.sleep(0.01)
+        for slave in slaves:
+            await dispatched(slave)
         assert [s.reput.reput_from_offset for s in slaves] == [master.max_phy_offset] * 2
         next_offset = master.get_max_offset_in_queue(TOPIC, 1)
         tail = hand_written(master.max_phy_offset, [
@@ -127,19 +138,17 @@ def test_run_path_writes_the_units_the_per_record_path_writes(tmp_path: Path) ->
         for slave in slaves:
             assert await slave.append_to_commit_log(master.max_phy_offset, tail)
         end = master.max_phy_offset + len(tail)
-        for _ in range(200):
-            if all(s.reput.reput_from_offset == end for s in slaves):
-                break
-            await asyncio.sleep(0.01)
+        for slave in slaves:
+            await dispatched(slave)
         assert [s.reput.reput_from_offset for s in slaves] == [end] * 2
 
         assert queue_files(tmp_path / "runs") == queue_files(tmp_path / "reference")
         assert runs.reput.last_dispatch_timestamp == reference.reput.last_dispatch_timestamp
         assert arrivals[0] == arrivals[1]
         assert runs.get_max_offset_in_queue(TOPIC, 0) == 12 * (16 + 2)  # a batch, a COMMIT and an IPv6 record a round
-        # the run path did take the batches: the per-record path saw the odd records and little else
         assert runs.get_max_offset_in_queue(LONG_TOPIC, 0) == 1
         assert runs.get_max_offset_in_queue(TOPIC, 1) == next_offset + 7
+        # the run path did take the batches: the per-record path saw the odd records and little else
         assert len(seen) == 12 * (3 * 16 + 6) + 6
         assert per_record < len(seen) // 3, per_record
         for slave in slaves:
@@ -165,7 +174,7 @@ def test_run_path_stops_where_the_per_record_path_stops(tmp_path: Path) -> None:
             slave = MessageStore(small_config(tmp_path / name, broker_role="SLAVE", message_index_enable=False))
             await slave.start()
             if name == "reference":
-                slave.reput.add_dispatcher(type("Nothing", (), {"dispatch": staticmethod(lambda r: None)})())
+                slave.reput.add_dispatcher(PerRecord())
             await replicate(master, [slave], piece=1 << 20)
             assert await slave.append_to_commit_log(end, tail)
             await asyncio.sleep(0.05)
